@@ -1,0 +1,1 @@
+//! Daemonless, reproducible container image builder driven by manifests/images.toml.

@@ -1,0 +1,3 @@
+//! nvidia-imex front that execs the real daemon with --nogpu.
+
+fn main() {}

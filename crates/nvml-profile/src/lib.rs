@@ -1,0 +1,1 @@
+//! GPU profiles for the mock NVML library: schema, parsing and validation.

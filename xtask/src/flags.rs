@@ -1,0 +1,130 @@
+//! The command line of `cargo xtask`.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+/// Stand up a kind cluster whose nodes look like GB200 NVL72 compute trays,
+/// and prove the ComputeDomain scenarios against it.
+#[derive(Debug, Parser)]
+#[command(name = "cargo xtask", version, about, long_about = None)]
+pub struct Xtask {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Everything `cargo xtask` can do.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Everything end to end: cluster, images, install, the three scenarios, a summary.
+    Demo(DemoArgs),
+    /// Cluster, images, chart install and workload, without running scenarios.
+    Up(DemoArgs),
+    /// Scenario 1: every worker reports its clique and the domain uuid.
+    Scenario1(ScenarioArgs),
+    /// Scenario 2: a real nvidia-imex domain in NO GPU mode (needs --imex).
+    Scenario2(ScenarioArgs),
+    /// Scenario 3: live topology rebinding, then the demo topology restored.
+    Scenario3(ScenarioArgs),
+    /// Delete the cluster (and with --images, the images).
+    Down(DownArgs),
+    /// Check prerequisites and their versions.
+    Doctor(ClusterArgs),
+    /// What is deployed and whether it is healthy.
+    Status(ClusterArgs),
+    /// Build the offline kind node image from pinned sources.
+    NodeImage(NodeImageArgs),
+    /// Build the mock and workload images as reproducible archives.
+    Images(ImagesArgs),
+    /// The project's whole test suite, as .ci/run runs it.
+    Ci(CiArgs),
+}
+
+/// Which cluster to act on.
+#[derive(Debug, Clone, Args)]
+pub struct ClusterArgs {
+    /// kind cluster name; worker names and the topology follow from it.
+    #[arg(long, default_value = "nvml-mock-compute-domain")]
+    pub cluster_name: String,
+    /// Use this existing NRI-enabled cluster instead of kind.
+    #[arg(long)]
+    pub kube_context: Option<String>,
+    /// Tracing logs.
+    #[arg(short, long, global = true)]
+    pub verbose: bool,
+}
+
+/// Options for `demo` and `up`.
+#[derive(Debug, Clone, Args)]
+pub struct DemoArgs {
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+    /// Delete and recreate the cluster even if it is compatible.
+    #[arg(long, env = "FORCE_RECREATE")]
+    pub force_recreate: bool,
+    /// The nvidia-imex payload (NVIDIA's redistributable archive or an extracted tree).
+    #[arg(long)]
+    pub imex: Option<PathBuf>,
+    /// Write a JSON report here (and JUnit XML beside it, `.xml`).
+    #[arg(long)]
+    pub report: Option<PathBuf>,
+    /// A prebuilt mock image archive instead of building one.
+    #[arg(long)]
+    pub mock_image: Option<PathBuf>,
+    /// A prebuilt workload image archive instead of building one.
+    #[arg(long)]
+    pub workload_image: Option<PathBuf>,
+    /// Build the kind node image locally (no registry) and use it.
+    #[arg(long)]
+    pub offline: bool,
+}
+
+/// Options for the scenario commands.
+#[derive(Debug, Clone, Args)]
+pub struct ScenarioArgs {
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+    /// The nvidia-imex payload (scenario 2).
+    #[arg(long)]
+    pub imex: Option<PathBuf>,
+    /// Write a JSON report here (and JUnit XML beside it, `.xml`).
+    #[arg(long)]
+    pub report: Option<PathBuf>,
+}
+
+/// Options for `down`.
+#[derive(Debug, Clone, Args)]
+pub struct DownArgs {
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+    /// Also remove the demo images from the local Docker engine.
+    #[arg(long)]
+    pub images: bool,
+}
+
+/// Options for `node-image`.
+#[derive(Debug, Clone, Args)]
+pub struct NodeImageArgs {
+    /// Rebuild even when a cached image with the same pins exists.
+    #[arg(long)]
+    pub rebuild: bool,
+}
+
+/// Options for `images`.
+#[derive(Debug, Clone, Args)]
+pub struct ImagesArgs {
+    /// Directory for the image archives.
+    #[arg(long, default_value = "target/images")]
+    pub out: PathBuf,
+    /// The nvidia-imex payload for the workload image.
+    #[arg(long)]
+    pub imex: Option<PathBuf>,
+}
+
+/// Options for `ci`.
+#[derive(Debug, Clone, Args)]
+pub struct CiArgs {
+    /// Skip the end-to-end demo on a real cluster.
+    #[arg(long)]
+    pub no_e2e: bool,
+}
