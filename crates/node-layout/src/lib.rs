@@ -1,1 +1,11 @@
-//! The on-node staged tree shared by the stager and the NRI plugin: paths, proc-devices rendering, channel selectors.
+//! The on-node staged tree shared by the stager and the NRI plugin.
+//!
+//! - [`paths`]: every path of the staged tree, on the host and inside containers.
+//! - [`channels`]: the IMEX channel selector of the `imex-channels` annotation.
+//! - [`proc_devices`]: the substitute `/proc/devices` and its major validation.
+//!
+//! Pure: no I/O, so the stager and the plugin cannot disagree about a path.
+
+pub mod channels;
+pub mod paths;
+pub mod proc_devices;
