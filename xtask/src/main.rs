@@ -4,7 +4,11 @@
 //! only parses flags and dispatches. External tools (docker, kind, helm) run
 //! through xshell; everything that talks to Kubernetes goes through kube-rs.
 
+mod ci;
 mod flags;
+mod images;
+mod node_image;
+mod tools;
 
 use anyhow::Result;
 use clap::Parser;
@@ -14,9 +18,9 @@ fn main() -> Result<()> {
     let sh = xshell::Shell::new()?;
     sh.change_dir(project_root());
     match flags.command {
-        flags::Command::Ci(_) | flags::Command::NodeImage(_) | flags::Command::Images(_) => {
-            anyhow::bail!("not wired yet")
-        }
+        flags::Command::Ci(args) => ci::run(&sh, &args),
+        flags::Command::NodeImage(args) => node_image::run(&sh, &args),
+        flags::Command::Images(args) => images::run(&sh, &args),
         _ => anyhow::bail!("not wired yet"),
     }
 }

@@ -1,0 +1,1 @@
+//! External tools: the Docker engine and the Go-installed CLIs (kind, helm, crictl).
