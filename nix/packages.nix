@@ -1,0 +1,83 @@
+# The workspace (binaries, the mock library, xtask) and the nvidia-imex payload.
+{
+  pkgs,
+  pins,
+  src,
+}:
+let
+  inherit (pkgs) lib;
+  version = (lib.importTOML (src + "/Cargo.toml")).workspace.package.version;
+
+  # One description of the Rust build; checks reuse it with other phases.
+  cdsimWith =
+    overrides:
+    pkgs.rustPlatform.buildRustPackage (
+      {
+        pname = "cdsim";
+        inherit version src;
+        cargoLock.lockFile = src + "/Cargo.lock";
+        cargoBuildFlags = [ "--workspace" ];
+        # Crate and unit tests run in the build. The real-peer tests under
+        # tests/ need Docker, Go modules and PyPI; `cargo xtask ci` runs them.
+        cargoTestFlags = [
+          "--workspace"
+          "--exclude"
+          "integration-tests"
+        ];
+        postInstall = ''
+          install -Dm755 "$(find target -path '*release/libnvidia_ml.so' | head -n 1)" \
+            $out/lib/libnvidia-ml.so.1
+        '';
+        meta = {
+          description = "ComputeDomain simulation: mock NVML, NRI plugin, stager, xtask";
+          license = lib.licenses.asl20;
+          mainProgram = "xtask";
+        };
+      }
+      // overrides
+    );
+
+  imexArch =
+    if pkgs.stdenv.hostPlatform.isAarch64 then
+      {
+        path = pins.imex.aarch64_path;
+        sha256 = pins.imex.aarch64_sha256;
+      }
+    else
+      {
+        path = pins.imex.x86_64_path;
+        sha256 = pins.imex.x86_64_sha256;
+      };
+in
+{
+  inherit cdsimWith;
+  cdsim = cdsimWith { };
+
+  # NVIDIA's proprietary IMEX daemon. Images that contain it are for local use
+  # only: never push them to a registry.
+  nvidia-imex = pkgs.stdenv.mkDerivation {
+    pname = "nvidia-imex";
+    inherit (pins.imex) version;
+    src = pkgs.fetchurl {
+      url = pins.imex.base_url + imexArch.path;
+      inherit (imexArch) sha256;
+    };
+    nativeBuildInputs = [ pkgs.autoPatchelfHook ];
+    buildInputs = [ pkgs.stdenv.cc.cc.lib ];
+    installPhase = ''
+      runHook preInstall
+      install -Dm755 usr/bin/nvidia-imex $out/bin/nvidia-imex
+      install -Dm755 usr/bin/nvidia-imex-ctl $out/bin/nvidia-imex-ctl
+      install -Dm644 etc/nvidia-imex/config.cfg $out/etc/nvidia-imex/config.cfg
+      runHook postInstall
+    '';
+    meta = {
+      description = "NVIDIA IMEX daemon (proprietary; images containing it are for local use only)";
+      license = lib.licenses.unfree;
+      platforms = [
+        "x86_64-linux"
+        "aarch64-linux"
+      ];
+    };
+  };
+}
