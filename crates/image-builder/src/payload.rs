@@ -1,0 +1,289 @@
+//! The nvidia-imex payload the user supplies: NVIDIA's redistributable
+//! `.tar.xz` (one top-level directory, stripped) or an extracted directory.
+
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use crate::closure::HostFile;
+use crate::{Error, Result};
+
+/// How many symlinks a payload path may go through.
+const MAX_LINK_HOPS: usize = 8;
+
+/// An opened payload.
+#[derive(Debug, Clone)]
+pub enum Payload {
+    /// An extracted directory: paths are relative to it.
+    Dir(PathBuf),
+    /// An archive read into memory, its top-level directory stripped.
+    Archive {
+        /// The archive on disk.
+        path: PathBuf,
+        /// Every entry, keyed by its path below the top-level directory.
+        entries: BTreeMap<String, ArchiveEntry>,
+    },
+}
+
+/// One entry of a payload archive.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ArchiveEntry {
+    /// A regular file.
+    File(HostFile),
+    /// A symlink and its target.
+    Symlink(String),
+}
+
+impl Payload {
+    /// Opens a directory, a `.tar.xz` / `.txz` or a plain `.tar`.
+    pub fn open(path: &Path) -> Result<Payload> {
+        let metadata = std::fs::metadata(path).map_err(|source| Error::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        if metadata.is_dir() {
+            return Ok(Payload::Dir(path.to_owned()));
+        }
+        let name = path.to_string_lossy();
+        let file = std::fs::File::open(path).map_err(|source| Error::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        let reader: Box<dyn Read> = if name.ends_with(".tar.xz") || name.ends_with(".txz") {
+            Box::new(xz2::read::XzDecoder::new(std::io::BufReader::new(file)))
+        } else if name.ends_with(".tar") {
+            Box::new(std::io::BufReader::new(file))
+        } else {
+            return Err(payload_error(
+                path,
+                "expected NVIDIA's imex .tar.xz archive or an extracted directory".to_owned(),
+            ));
+        };
+        let entries = read_archive(path, reader)?;
+        Ok(Payload::Archive {
+            path: path.to_owned(),
+            entries,
+        })
+    }
+
+    /// Where the payload came from, for messages.
+    pub fn location(&self) -> &Path {
+        match self {
+            Payload::Dir(path) | Payload::Archive { path, .. } => path,
+        }
+    }
+
+    /// A file of the payload by its relative path, following symlinks.
+    pub fn read(&self, rel: &str) -> Result<HostFile> {
+        match self {
+            Payload::Dir(dir) => {
+                let path = dir.join(rel);
+                let metadata = std::fs::metadata(&path).map_err(|source| Error::Read {
+                    path: path.clone(),
+                    source,
+                })?;
+                let bytes = std::fs::read(&path).map_err(|source| Error::Read {
+                    path: path.clone(),
+                    source,
+                })?;
+                Ok(HostFile {
+                    bytes,
+                    mode: metadata.permissions().mode() & 0o7777,
+                })
+            }
+            Payload::Archive { path, entries } => {
+                let mut current = rel.to_owned();
+                for _ in 0..MAX_LINK_HOPS {
+                    match entries.get(&current) {
+                        Some(ArchiveEntry::File(file)) => return Ok(file.clone()),
+                        Some(ArchiveEntry::Symlink(target)) => current = resolve_link(&current, target),
+                        None => {
+                            return Err(payload_error(
+                                path,
+                                format!("the archive has no {rel} below its top-level directory"),
+                            ))
+                        }
+                    }
+                }
+                Err(payload_error(path, format!("{rel} goes through more than {MAX_LINK_HOPS} symlinks")))
+            }
+        }
+    }
+}
+
+fn payload_error(path: &Path, reason: String) -> Error {
+    Error::Payload {
+        path: path.to_owned(),
+        reason,
+    }
+}
+
+fn read_archive(path: &Path, reader: Box<dyn Read>) -> Result<BTreeMap<String, ArchiveEntry>> {
+    let mut archive = tar::Archive::new(reader);
+    let mut top: Option<String> = None;
+    let mut entries = BTreeMap::new();
+    let iter = archive
+        .entries()
+        .map_err(|err| payload_error(path, format!("cannot read the archive: {err}")))?;
+    for entry in iter {
+        let mut entry = entry.map_err(|err| payload_error(path, format!("cannot read the archive: {err}")))?;
+        let entry_path = entry
+            .path()
+            .map_err(|err| payload_error(path, format!("bad entry path: {err}")))?
+            .to_string_lossy()
+            .trim_start_matches("./")
+            .trim_end_matches('/')
+            .to_owned();
+        if entry_path.is_empty() {
+            continue;
+        }
+        let (first, rest) = match entry_path.split_once('/') {
+            Some((first, rest)) => (first.to_owned(), rest.to_owned()),
+            None => (entry_path.clone(), String::new()),
+        };
+        match &top {
+            Some(existing) if *existing != first => {
+                return Err(payload_error(
+                    path,
+                    format!("expected one top-level directory, found {existing} and {first}"),
+                ))
+            }
+            Some(_) => (),
+            None => top = Some(first),
+        }
+        let kind = entry.header().entry_type();
+        if rest.is_empty() {
+            if !kind.is_dir() {
+                return Err(payload_error(
+                    path,
+                    format!("expected one top-level directory, found the file {entry_path}"),
+                ));
+            }
+            continue;
+        }
+        if kind.is_file() {
+            let mode = entry.header().mode().unwrap_or(0o644) & 0o7777;
+            let mut bytes = Vec::new();
+            entry
+                .read_to_end(&mut bytes)
+                .map_err(|err| payload_error(path, format!("cannot read {entry_path}: {err}")))?;
+            entries.insert(rest, ArchiveEntry::File(HostFile { bytes, mode }));
+        } else if kind.is_symlink() {
+            let target = entry
+                .link_name()
+                .map_err(|err| payload_error(path, format!("bad link {entry_path}: {err}")))?
+                .map(|target| target.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            entries.insert(rest, ArchiveEntry::Symlink(target));
+        }
+    }
+    Ok(entries)
+}
+
+/// The payload-relative path a symlink at `at` pointing to `target` names.
+fn resolve_link(at: &str, target: &str) -> String {
+    let mut parts: Vec<&str> = match target.starts_with('/') {
+        true => Vec::new(),
+        false => at.split('/').collect(),
+    };
+    if !target.starts_with('/') {
+        parts.pop();
+    }
+    for part in target.split('/') {
+        match part {
+            "" | "." => (),
+            ".." => {
+                parts.pop();
+            }
+            other => parts.push(other),
+        }
+    }
+    parts.join("/")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn archive(entries: &[(&str, Option<&[u8]>, Option<&str>)]) -> Vec<u8> {
+        let mut builder = tar::Builder::new(Vec::new());
+        for (path, data, link) in entries {
+            let mut header = tar::Header::new_gnu();
+            header.set_mode(0o755);
+            match (data, link) {
+                (Some(data), _) => {
+                    header.set_size(data.len() as u64);
+                    header.set_entry_type(tar::EntryType::Regular);
+                    builder.append_data(&mut header, path, *data).expect("append");
+                }
+                (None, Some(target)) => {
+                    header.set_entry_type(tar::EntryType::Symlink);
+                    header.set_size(0);
+                    builder.append_link(&mut header, path, target).expect("append link");
+                }
+                (None, None) => {
+                    header.set_entry_type(tar::EntryType::Directory);
+                    header.set_size(0);
+                    builder.append_data(&mut header, path, &[][..]).expect("append dir");
+                }
+            }
+        }
+        builder.into_inner().expect("finish")
+    }
+
+    fn xz(bytes: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        let mut encoder = xz2::read::XzEncoder::new(bytes, 1);
+        encoder.read_to_end(&mut out).expect("xz");
+        out
+    }
+
+    #[test]
+    fn strips_the_top_level_directory_and_follows_links() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("imex-linux-x86_64-595.91.07-archive.tar.xz");
+        let tar = archive(&[
+            ("imex-595/", None, None),
+            ("imex-595/usr/bin/nvidia-imex", Some(b"daemon"), None),
+            ("imex-595/usr/bin/nvidia-imex-ctl", Some(b"ctl"), None),
+            ("imex-595/usr/bin/imex-link", None, Some("../bin/nvidia-imex")),
+        ]);
+        std::fs::write(&path, xz(&tar)).expect("write");
+        let payload = Payload::open(&path).expect("open payload");
+        assert_eq!(payload.read("usr/bin/nvidia-imex").expect("daemon").bytes, b"daemon");
+        assert_eq!(payload.read("usr/bin/nvidia-imex").expect("daemon").mode, 0o755);
+        assert_eq!(payload.read("usr/bin/imex-link").expect("link").bytes, b"daemon");
+        let err = payload.read("etc/nvidia-imex/config.cfg").expect_err("missing");
+        assert!(err.to_string().contains("has no etc/nvidia-imex/config.cfg"), "{err}");
+    }
+
+    #[test]
+    fn rejects_two_top_level_directories_and_unknown_formats() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("bad.tar");
+        std::fs::write(&path, archive(&[("a/x", Some(b"1"), None), ("b/y", Some(b"2"), None)])).expect("write");
+        let err = Payload::open(&path).expect_err("two tops");
+        assert!(err.to_string().contains("one top-level directory, found a and b"), "{err}");
+        let zip = dir.path().join("imex.zip");
+        std::fs::write(&zip, b"PK").expect("write");
+        assert!(Payload::open(&zip).expect_err("zip").to_string().contains(".tar.xz"));
+    }
+
+    #[test]
+    fn reads_an_extracted_directory() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::create_dir_all(dir.path().join("usr/bin")).expect("mkdir");
+        std::fs::write(dir.path().join("usr/bin/nvidia-imex-ctl"), b"ctl").expect("write");
+        let payload = Payload::open(dir.path()).expect("open dir");
+        assert_eq!(payload.read("usr/bin/nvidia-imex-ctl").expect("ctl").bytes, b"ctl");
+        assert!(payload.read("usr/bin/nope").is_err());
+    }
+
+    #[test]
+    fn link_targets_resolve_inside_the_payload() {
+        assert_eq!(resolve_link("usr/bin/a", "b"), "usr/bin/b");
+        assert_eq!(resolve_link("usr/bin/a", "../lib/b"), "usr/lib/b");
+        assert_eq!(resolve_link("usr/bin/a", "/usr/lib/b"), "usr/lib/b");
+    }
+}
