@@ -83,23 +83,34 @@ pub fn build_image(
     let mut roots: Vec<String> = Vec::new();
     for file in &image.files {
         match &file.kind {
-            FileKind::File { source, mode, links } => {
+            FileKind::File {
+                source,
+                mode,
+                links,
+            } => {
                 let bytes = match source {
-                    Source::Artifact { name, package } => read_artifact(inputs.artifact_dir, name, package)?,
+                    Source::Artifact { name, package } => {
+                        read_artifact(inputs.artifact_dir, name, package)?
+                    }
                     Source::Repo(rel) => read_path(&inputs.repo_root.join(rel))?,
-                    Source::Host { path, .. } => fs
-                        .read(path)
-                        .map_err(|source| Error::HostRead {
-                            path: PathBuf::from(path),
-                            needed_by: file.path.clone(),
-                            source,
-                        })?
-                        .bytes,
+                    Source::Host { path, .. } => {
+                        fs.read(path)
+                            .map_err(|source| Error::HostRead {
+                                path: PathBuf::from(path),
+                                needed_by: file.path.clone(),
+                                source,
+                            })?
+                            .bytes
+                    }
                     Source::Imex(rel) => match inputs.payload {
                         Some(payload) => payload.read(rel)?.bytes,
                         None => {
                             left_out.push(file.path.clone());
-                            left_out.extend(links.iter().map(|link| spec::join(spec::parent_of(&file.path), link)));
+                            left_out.extend(
+                                links
+                                    .iter()
+                                    .map(|link| spec::join(spec::parent_of(&file.path), link)),
+                            );
                             continue;
                         }
                     },
@@ -111,7 +122,12 @@ pub fn build_image(
                 let target = file.path.rsplit('/').next().unwrap_or_default().to_owned();
                 for link in links {
                     let link_path = spec::join(spec::parent_of(&file.path), link);
-                    layer.insert(&link_path, Node::Symlink { target: target.clone() })?;
+                    layer.insert(
+                        &link_path,
+                        Node::Symlink {
+                            target: target.clone(),
+                        },
+                    )?;
                 }
             }
             FileKind::RepoDir { dir, suffix, mode } => {
@@ -119,7 +135,10 @@ pub fn build_image(
                 let names = list_dir(&source_dir, suffix)?;
                 for name in names {
                     let bytes = read_path(&source_dir.join(&name))?;
-                    layer.insert(&spec::join(&file.path, &name), Node::File { mode: *mode, bytes })?;
+                    layer.insert(
+                        &spec::join(&file.path, &name),
+                        Node::File { mode: *mode, bytes },
+                    )?;
                 }
             }
             FileKind::Dir { mode } => layer.insert(&file.path, Node::Dir { mode: *mode })?,
@@ -168,7 +187,10 @@ pub fn build_image(
         env: image.env.clone(),
         workdir: image.workdir.clone(),
         labels,
-        created_by: format!("cdsim image-builder: manifests/images.toml [images.{}]", image.name),
+        created_by: format!(
+            "cdsim image-builder: manifests/images.toml [images.{}]",
+            image.name
+        ),
     };
     let layer_tar = layer.to_tar(inputs.source_date_epoch)?;
     let archive = oci::write_archive(&layer_tar, &meta)?;
@@ -206,10 +228,12 @@ fn read_artifact(artifact_dir: &Path, name: &str, package: &str) -> Result<Vec<u
     let path = artifact_dir.join(name);
     match std::fs::read(&path) {
         Ok(bytes) => Ok(bytes),
-        Err(source) if source.kind() == std::io::ErrorKind::NotFound => Err(Error::MissingArtifact {
-            path,
-            package: package.to_owned(),
-        }),
+        Err(source) if source.kind() == std::io::ErrorKind::NotFound => {
+            Err(Error::MissingArtifact {
+                path,
+                package: package.to_owned(),
+            })
+        }
         Err(source) => Err(Error::Read { path, source }),
     }
 }

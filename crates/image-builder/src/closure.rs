@@ -141,7 +141,11 @@ fn find_library(
         true => info.rpath.iter().map(expand).collect(),
         false => info.runpath.iter().map(expand).collect(),
     };
-    candidates.extend(search_dirs.iter().map(|dir| (crate::spec::join(dir, library), true)));
+    candidates.extend(
+        search_dirs
+            .iter()
+            .map(|dir| (crate::spec::join(dir, library), true)),
+    );
     candidates.extend(
         cache
             .iter()
@@ -149,7 +153,11 @@ fn find_library(
             .map(|entry| (entry.path.clone(), false)),
     );
     let defaults = default_dirs(info);
-    candidates.extend(defaults.iter().map(|dir| (crate::spec::join(dir, library), true)));
+    candidates.extend(
+        defaults
+            .iter()
+            .map(|dir| (crate::spec::join(dir, library), true)),
+    );
     let mut searched = Vec::new();
     for (candidate, in_loader_path) in candidates {
         if in_image.contains(&candidate) || added.contains_key(&candidate) {
@@ -168,7 +176,10 @@ fn find_library(
             continue;
         }
         let dir = crate::spec::parent_of(&candidate);
-        if !in_loader_path && !defaults.iter().any(|default| default == dir) && !search_dirs.iter().any(|d| d == dir) {
+        if !in_loader_path
+            && !defaults.iter().any(|default| default == dir)
+            && !search_dirs.iter().any(|d| d == dir)
+        {
             return Err(Error::LibraryOutsideLoaderPath {
                 library: library.to_owned(),
                 path: candidate,
@@ -303,8 +314,16 @@ mod tests {
             .clone();
         let triplet = info.multiarch().expect("known machine");
         let provided: BTreeSet<String> = [format!("/lib/{triplet}/{libc}")].into();
-        let found = find_library(&RealFs, &[], "/x", &info, &libc, &provided, &BTreeMap::new())
-            .expect("search");
+        let found = find_library(
+            &RealFs,
+            &[],
+            "/x",
+            &info,
+            &libc,
+            &provided,
+            &BTreeMap::new(),
+        )
+        .expect("search");
         assert!(found.is_none());
     }
 }

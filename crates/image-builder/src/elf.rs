@@ -89,10 +89,21 @@ mod tests {
         let bytes = std::fs::read(&exe).expect("read current exe");
         assert!(is_elf(&bytes));
         let info = parse(&bytes).expect("parse current exe");
-        assert!(info.interpreter.as_deref().is_some_and(|interp| interp.starts_with('/')), "{info:?}");
-        assert!(info.needed.iter().any(|lib| lib.starts_with("libc.so")), "{info:?}");
+        assert!(
+            info.interpreter
+                .as_deref()
+                .is_some_and(|interp| interp.starts_with('/')),
+            "{info:?}"
+        );
+        assert!(
+            info.needed.iter().any(|lib| lib.starts_with("libc.so")),
+            "{info:?}"
+        );
         assert!(info.multiarch().is_some());
-        assert_eq!(info.oci_architecture().is_some(), info.multiarch().is_some());
+        assert_eq!(
+            info.oci_architecture().is_some(),
+            info.multiarch().is_some()
+        );
     }
 
     #[test]

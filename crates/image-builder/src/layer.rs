@@ -57,8 +57,12 @@ impl Layer {
                     })
                 }
                 None => {
-                    self.entries
-                        .insert(parent.clone(), Node::Dir { mode: IMPLICIT_DIR_MODE });
+                    self.entries.insert(
+                        parent.clone(),
+                        Node::Dir {
+                            mode: IMPLICIT_DIR_MODE,
+                        },
+                    );
                 }
             }
         }
@@ -163,7 +167,9 @@ pub fn read_tar(bytes: &[u8]) -> Result<Vec<(String, Node)>> {
             Node::Symlink { target }
         } else {
             let mut bytes = Vec::new();
-            entry.read_to_end(&mut bytes).map_err(|err| bad(err.to_string()))?;
+            entry
+                .read_to_end(&mut bytes)
+                .map_err(|err| bad(err.to_string()))?;
             Node::File { mode, bytes }
         };
         out.push((path, node));
@@ -178,11 +184,24 @@ mod tests {
     fn sample() -> Layer {
         let mut layer = Layer::default();
         layer
-            .insert("/usr/bin/tool", Node::File { mode: 0o755, bytes: b"x".to_vec() })
+            .insert(
+                "/usr/bin/tool",
+                Node::File {
+                    mode: 0o755,
+                    bytes: b"x".to_vec(),
+                },
+            )
             .expect("file");
-        layer.insert("/tmp", Node::Dir { mode: 0o1777 }).expect("tmp");
         layer
-            .insert("/bin/sh", Node::Symlink { target: "busybox".to_owned() })
+            .insert("/tmp", Node::Dir { mode: 0o1777 })
+            .expect("tmp");
+        layer
+            .insert(
+                "/bin/sh",
+                Node::Symlink {
+                    target: "busybox".to_owned(),
+                },
+            )
             .expect("link");
         layer
     }
@@ -192,10 +211,31 @@ mod tests {
         let tar = sample().to_tar(0).expect("tar");
         let entries = read_tar(&tar).expect("read back");
         let paths: Vec<&str> = entries.iter().map(|(path, _)| path.as_str()).collect();
-        assert_eq!(paths, ["/bin", "/bin/sh", "/tmp", "/usr", "/usr/bin", "/usr/bin/tool"]);
+        assert_eq!(
+            paths,
+            [
+                "/bin",
+                "/bin/sh",
+                "/tmp",
+                "/usr",
+                "/usr/bin",
+                "/usr/bin/tool"
+            ]
+        );
         assert_eq!(entries[2].1, Node::Dir { mode: 0o1777 });
-        assert_eq!(entries[1].1, Node::Symlink { target: "busybox".to_owned() });
-        assert_eq!(entries[5].1, Node::File { mode: 0o755, bytes: b"x".to_vec() });
+        assert_eq!(
+            entries[1].1,
+            Node::Symlink {
+                target: "busybox".to_owned()
+            }
+        );
+        assert_eq!(
+            entries[5].1,
+            Node::File {
+                mode: 0o755,
+                bytes: b"x".to_vec()
+            }
+        );
     }
 
     #[test]
@@ -221,13 +261,29 @@ mod tests {
     fn the_same_entries_give_the_same_bytes_whatever_the_insertion_order() {
         let mut other = Layer::default();
         other
-            .insert("/bin/sh", Node::Symlink { target: "busybox".to_owned() })
+            .insert(
+                "/bin/sh",
+                Node::Symlink {
+                    target: "busybox".to_owned(),
+                },
+            )
             .expect("link");
-        other.insert("/tmp", Node::Dir { mode: 0o1777 }).expect("tmp");
         other
-            .insert("/usr/bin/tool", Node::File { mode: 0o755, bytes: b"x".to_vec() })
+            .insert("/tmp", Node::Dir { mode: 0o1777 })
+            .expect("tmp");
+        other
+            .insert(
+                "/usr/bin/tool",
+                Node::File {
+                    mode: 0o755,
+                    bytes: b"x".to_vec(),
+                },
+            )
             .expect("file");
-        assert_eq!(other.to_tar(0).expect("tar"), sample().to_tar(0).expect("tar"));
+        assert_eq!(
+            other.to_tar(0).expect("tar"),
+            sample().to_tar(0).expect("tar")
+        );
     }
 
     #[test]
@@ -236,7 +292,10 @@ mod tests {
         let err = layer
             .insert("/bin/sh/x", Node::Dir { mode: 0o755 })
             .expect_err("under a symlink");
-        assert!(err.to_string().contains("/bin/sh is not a directory"), "{err}");
+        assert!(
+            err.to_string().contains("/bin/sh is not a directory"),
+            "{err}"
+        );
         let err = layer
             .insert("/usr/bin/tool", Node::Dir { mode: 0o755 })
             .expect_err("twice");

@@ -34,7 +34,10 @@ pub fn parse(bytes: &[u8]) -> Result<Vec<CacheEntry>, String> {
         let end = OLD_HEADER_LEN + nlibs * OLD_ENTRY_LEN;
         // The new cache follows, aligned for its 8-byte fields.
         let aligned = end.div_ceil(8) * 8;
-        match bytes.get(aligned..).is_some_and(|rest| rest.starts_with(NEW_MAGIC)) {
+        match bytes
+            .get(aligned..)
+            .is_some_and(|rest| rest.starts_with(NEW_MAGIC))
+        {
             true => aligned,
             false => return Err("old-format cache without a new-format section".to_owned()),
         }
@@ -74,7 +77,8 @@ fn read_str(bytes: &[u8], at: usize) -> Result<String, String> {
         .iter()
         .position(|byte| *byte == 0)
         .ok_or_else(|| format!("unterminated string at offset {at}"))?;
-    String::from_utf8(rest[..len].to_vec()).map_err(|_| format!("string at offset {at} is not UTF-8"))
+    String::from_utf8(rest[..len].to_vec())
+        .map_err(|_| format!("string at offset {at} is not UTF-8"))
 }
 
 #[cfg(test)]
@@ -93,7 +97,12 @@ mod tests {
             .arg("-p")
             .current_dir("/")
             .output()
-            .or_else(|_| Command::new("/sbin/ldconfig").arg("-p").current_dir("/").output())
+            .or_else(|_| {
+                Command::new("/sbin/ldconfig")
+                    .arg("-p")
+                    .current_dir("/")
+                    .output()
+            })
             .expect("ldconfig is not installed (Debian package libc-bin)");
         let text = String::from_utf8_lossy(&output.stdout);
         let mut expected: Vec<(String, String)> = text
@@ -105,8 +114,10 @@ mod tests {
                 Some((soname.to_owned(), path.to_owned()))
             })
             .collect();
-        let mut actual: Vec<(String, String)> =
-            entries.into_iter().map(|entry| (entry.soname, entry.path)).collect();
+        let mut actual: Vec<(String, String)> = entries
+            .into_iter()
+            .map(|entry| (entry.soname, entry.path))
+            .collect();
         expected.sort();
         actual.sort();
         assert!(!actual.is_empty());
@@ -115,7 +126,9 @@ mod tests {
 
     #[test]
     fn rejects_garbage_and_truncation() {
-        assert!(parse(b"nope").expect_err("garbage").contains("unknown magic"));
+        assert!(parse(b"nope")
+            .expect_err("garbage")
+            .contains("unknown magic"));
         let mut bytes = NEW_MAGIC.to_vec();
         bytes.extend_from_slice(&5u32.to_ne_bytes());
         assert!(parse(&bytes).expect_err("truncated").contains("truncated"));

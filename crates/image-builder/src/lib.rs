@@ -103,7 +103,10 @@ pub enum Error {
         reason: String,
     },
     /// The host's loader cache is malformed.
-    #[error("cannot parse {}: {reason}; run `ldconfig` to rebuild it", crate::host::LD_CACHE_PATH)]
+    #[error(
+        "cannot parse {}: {reason}; run `ldconfig` to rebuild it",
+        crate::host::LD_CACHE_PATH
+    )]
     LdCache {
         /// What is malformed.
         reason: String,

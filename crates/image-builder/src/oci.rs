@@ -146,9 +146,19 @@ pub fn write_archive(layer: &[u8], meta: &ImageMeta) -> Result<Archive> {
         append(&mut builder, path, Some(bytes), meta.created)?;
     }
     append(&mut builder, "index.json", Some(&index_bytes), meta.created)?;
-    append(&mut builder, "manifest.json", Some(&docker_manifest_bytes), meta.created)?;
+    append(
+        &mut builder,
+        "manifest.json",
+        Some(&docker_manifest_bytes),
+        meta.created,
+    )?;
     append(&mut builder, "oci-layout", Some(layout), meta.created)?;
-    append(&mut builder, "repositories", Some(&repositories_bytes), meta.created)?;
+    append(
+        &mut builder,
+        "repositories",
+        Some(&repositories_bytes),
+        meta.created,
+    )?;
     let bytes = builder.into_inner().map_err(|err| Error::Tar {
         path: "(end of archive)".to_owned(),
         reason: err.to_string(),
@@ -189,7 +199,12 @@ fn to_json(value: &Value) -> Result<Vec<u8>> {
     })
 }
 
-fn append(builder: &mut tar::Builder<Vec<u8>>, path: &str, bytes: Option<&[u8]>, mtime: u64) -> Result<()> {
+fn append(
+    builder: &mut tar::Builder<Vec<u8>>,
+    path: &str,
+    bytes: Option<&[u8]>,
+    mtime: u64,
+) -> Result<()> {
     let mut header = tar::Header::new_gnu();
     header.set_uid(0);
     header.set_gid(0);
@@ -287,8 +302,14 @@ mod tests {
         let manifest: Value = serde_json::from_slice(&manifest).expect("manifest");
         assert_eq!(manifest["config"]["digest"], archive.image_id);
         assert_eq!(manifest["layers"][0]["digest"], archive.layer_digest);
-        assert_eq!(file(&archive, &blob_path(&archive.layer_digest)), b"layer bytes");
-        assert_eq!(file(&archive, "oci-layout"), br#"{"imageLayoutVersion":"1.0.0"}"#);
+        assert_eq!(
+            file(&archive, &blob_path(&archive.layer_digest)),
+            b"layer bytes"
+        );
+        assert_eq!(
+            file(&archive, "oci-layout"),
+            br#"{"imageLayoutVersion":"1.0.0"}"#
+        );
     }
 
     #[test]
@@ -299,7 +320,10 @@ mod tests {
         assert_ne!(base.tag, other_layer.tag);
         let mut changed = meta();
         changed.env.push("X=1".to_owned());
-        assert_ne!(base.tag, write_archive(b"layer", &changed).expect("archive").tag);
+        assert_ne!(
+            base.tag,
+            write_archive(b"layer", &changed).expect("archive").tag
+        );
     }
 
     #[test]

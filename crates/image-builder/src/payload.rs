@@ -97,7 +97,9 @@ impl Payload {
                 for _ in 0..MAX_LINK_HOPS {
                     match entries.get(&current) {
                         Some(ArchiveEntry::File(file)) => return Ok(file.clone()),
-                        Some(ArchiveEntry::Symlink(target)) => current = resolve_link(&current, target),
+                        Some(ArchiveEntry::Symlink(target)) => {
+                            current = resolve_link(&current, target)
+                        }
                         None => {
                             return Err(payload_error(
                                 path,
@@ -106,7 +108,10 @@ impl Payload {
                         }
                     }
                 }
-                Err(payload_error(path, format!("{rel} goes through more than {MAX_LINK_HOPS} symlinks")))
+                Err(payload_error(
+                    path,
+                    format!("{rel} goes through more than {MAX_LINK_HOPS} symlinks"),
+                ))
             }
         }
     }
@@ -127,7 +132,8 @@ fn read_archive(path: &Path, reader: Box<dyn Read>) -> Result<BTreeMap<String, A
         .entries()
         .map_err(|err| payload_error(path, format!("cannot read the archive: {err}")))?;
     for entry in iter {
-        let mut entry = entry.map_err(|err| payload_error(path, format!("cannot read the archive: {err}")))?;
+        let mut entry =
+            entry.map_err(|err| payload_error(path, format!("cannot read the archive: {err}")))?;
         let entry_path = entry
             .path()
             .map_err(|err| payload_error(path, format!("bad entry path: {err}")))?
@@ -206,7 +212,10 @@ fn resolve_link(at: &str, target: &str) -> String {
 mod tests {
     use super::*;
 
-    fn archive(entries: &[(&str, Option<&[u8]>, Option<&str>)]) -> Vec<u8> {
+    /// (path, file content, symlink target); neither content nor target: a directory.
+    type TestEntry<'a> = (&'a str, Option<&'a [u8]>, Option<&'a str>);
+
+    fn archive(entries: &[TestEntry<'_>]) -> Vec<u8> {
         let mut builder = tar::Builder::new(Vec::new());
         for (path, data, link) in entries {
             let mut header = tar::Header::new_gnu();
@@ -215,17 +224,23 @@ mod tests {
                 (Some(data), _) => {
                     header.set_size(data.len() as u64);
                     header.set_entry_type(tar::EntryType::Regular);
-                    builder.append_data(&mut header, path, *data).expect("append");
+                    builder
+                        .append_data(&mut header, path, *data)
+                        .expect("append");
                 }
                 (None, Some(target)) => {
                     header.set_entry_type(tar::EntryType::Symlink);
                     header.set_size(0);
-                    builder.append_link(&mut header, path, target).expect("append link");
+                    builder
+                        .append_link(&mut header, path, target)
+                        .expect("append link");
                 }
                 (None, None) => {
                     header.set_entry_type(tar::EntryType::Directory);
                     header.set_size(0);
-                    builder.append_data(&mut header, path, &[][..]).expect("append dir");
+                    builder
+                        .append_data(&mut header, path, &[][..])
+                        .expect("append dir");
                 }
             }
         }
@@ -242,32 +257,64 @@ mod tests {
     #[test]
     fn strips_the_top_level_directory_and_follows_links() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("imex-linux-x86_64-595.91.07-archive.tar.xz");
+        let path = dir
+            .path()
+            .join("imex-linux-x86_64-595.91.07-archive.tar.xz");
         let tar = archive(&[
             ("imex-595/", None, None),
             ("imex-595/usr/bin/nvidia-imex", Some(b"daemon"), None),
             ("imex-595/usr/bin/nvidia-imex-ctl", Some(b"ctl"), None),
-            ("imex-595/usr/bin/imex-link", None, Some("../bin/nvidia-imex")),
+            (
+                "imex-595/usr/bin/imex-link",
+                None,
+                Some("../bin/nvidia-imex"),
+            ),
         ]);
         std::fs::write(&path, xz(&tar)).expect("write");
         let payload = Payload::open(&path).expect("open payload");
-        assert_eq!(payload.read("usr/bin/nvidia-imex").expect("daemon").bytes, b"daemon");
-        assert_eq!(payload.read("usr/bin/nvidia-imex").expect("daemon").mode, 0o755);
-        assert_eq!(payload.read("usr/bin/imex-link").expect("link").bytes, b"daemon");
-        let err = payload.read("etc/nvidia-imex/config.cfg").expect_err("missing");
-        assert!(err.to_string().contains("has no etc/nvidia-imex/config.cfg"), "{err}");
+        assert_eq!(
+            payload.read("usr/bin/nvidia-imex").expect("daemon").bytes,
+            b"daemon"
+        );
+        assert_eq!(
+            payload.read("usr/bin/nvidia-imex").expect("daemon").mode,
+            0o755
+        );
+        assert_eq!(
+            payload.read("usr/bin/imex-link").expect("link").bytes,
+            b"daemon"
+        );
+        let err = payload
+            .read("etc/nvidia-imex/config.cfg")
+            .expect_err("missing");
+        assert!(
+            err.to_string()
+                .contains("has no etc/nvidia-imex/config.cfg"),
+            "{err}"
+        );
     }
 
     #[test]
     fn rejects_two_top_level_directories_and_unknown_formats() {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("bad.tar");
-        std::fs::write(&path, archive(&[("a/x", Some(b"1"), None), ("b/y", Some(b"2"), None)])).expect("write");
+        std::fs::write(
+            &path,
+            archive(&[("a/x", Some(b"1"), None), ("b/y", Some(b"2"), None)]),
+        )
+        .expect("write");
         let err = Payload::open(&path).expect_err("two tops");
-        assert!(err.to_string().contains("one top-level directory, found a and b"), "{err}");
+        assert!(
+            err.to_string()
+                .contains("one top-level directory, found a and b"),
+            "{err}"
+        );
         let zip = dir.path().join("imex.zip");
         std::fs::write(&zip, b"PK").expect("write");
-        assert!(Payload::open(&zip).expect_err("zip").to_string().contains(".tar.xz"));
+        assert!(Payload::open(&zip)
+            .expect_err("zip")
+            .to_string()
+            .contains(".tar.xz"));
     }
 
     #[test]
@@ -276,7 +323,10 @@ mod tests {
         std::fs::create_dir_all(dir.path().join("usr/bin")).expect("mkdir");
         std::fs::write(dir.path().join("usr/bin/nvidia-imex-ctl"), b"ctl").expect("write");
         let payload = Payload::open(dir.path()).expect("open dir");
-        assert_eq!(payload.read("usr/bin/nvidia-imex-ctl").expect("ctl").bytes, b"ctl");
+        assert_eq!(
+            payload.read("usr/bin/nvidia-imex-ctl").expect("ctl").bytes,
+            b"ctl"
+        );
         assert!(payload.read("usr/bin/nope").is_err());
     }
 

@@ -116,7 +116,10 @@ impl Spec {
         if raw.version != SPEC_VERSION {
             return Err(invalid(
                 "version",
-                format!("unsupported spec version {}, this builder reads version {SPEC_VERSION}", raw.version),
+                format!(
+                    "unsupported spec version {}, this builder reads version {SPEC_VERSION}",
+                    raw.version
+                ),
             ));
         }
         if raw.images.is_empty() {
@@ -245,11 +248,19 @@ fn validate_image(name: &str, raw: RawImage) -> Result<ImageSpec> {
     for entry in &raw.env {
         match entry.split_once('=') {
             Some((key, _)) if !key.is_empty() => (),
-            _ => return Err(invalid(&format!("{context}.env"), format!("{entry:?} is not NAME=value"))),
+            _ => {
+                return Err(invalid(
+                    &format!("{context}.env"),
+                    format!("{entry:?} is not NAME=value"),
+                ))
+            }
         }
     }
     if !raw.workdir.starts_with('/') {
-        return Err(invalid(&format!("{context}.workdir"), format!("{:?} is not absolute", raw.workdir)));
+        return Err(invalid(
+            &format!("{context}.workdir"),
+            format!("{:?} is not absolute", raw.workdir),
+        ));
     }
     let mut seen = BTreeSet::new();
     let mut files = Vec::with_capacity(raw.files.len());
@@ -306,16 +317,32 @@ fn validate_file(context: &str, raw: RawFile) -> Result<FileSpec> {
     }
     let mode = match &raw.mode {
         Some(text) => parse_mode(context, text)?,
-        None => return Err(invalid(context, "mode is missing (an octal string such as \"0755\")".to_owned())),
+        None => {
+            return Err(invalid(
+                context,
+                "mode is missing (an octal string such as \"0755\")".to_owned(),
+            ))
+        }
     };
     let only_for = |field: &str, set: bool, kind: &str| -> Result<()> {
         match set {
-            true => Err(invalid(context, format!("{field} applies only to {kind} entries"))),
+            true => Err(invalid(
+                context,
+                format!("{field} applies only to {kind} entries"),
+            )),
             false => Ok(()),
         }
     };
-    only_for("package", raw.package.is_some() && raw.artifact.is_none(), "artifact")?;
-    only_for("suffix", raw.suffix.is_some() && raw.repo_dir.is_none(), "repo_dir")?;
+    only_for(
+        "package",
+        raw.package.is_some() && raw.artifact.is_none(),
+        "artifact",
+    )?;
+    only_for(
+        "suffix",
+        raw.suffix.is_some() && raw.repo_dir.is_none(),
+        "repo_dir",
+    )?;
     only_for(
         "nix/nix_path",
         (raw.nix.is_some() || raw.nix_path.is_some()) && raw.host.is_none(),
@@ -328,27 +355,40 @@ fn validate_file(context: &str, raw: RawFile) -> Result<FileSpec> {
     )?;
     for link in &raw.links {
         if link.is_empty() || link.contains('/') || link == "." || link == ".." {
-            return Err(invalid(context, format!("link {link:?} must be a plain file name")));
+            return Err(invalid(
+                context,
+                format!("link {link:?} must be a plain file name"),
+            ));
         }
     }
     let source = if let Some(name) = raw.artifact {
         let Some(package) = raw.package else {
-            return Err(invalid(context, "an artifact entry needs package (the cargo package that builds it)".to_owned()));
+            return Err(invalid(
+                context,
+                "an artifact entry needs package (the cargo package that builds it)".to_owned(),
+            ));
         };
         if name.is_empty() || name.contains('/') {
-            return Err(invalid(context, format!("artifact {name:?} must be a plain file name")));
+            return Err(invalid(
+                context,
+                format!("artifact {name:?} must be a plain file name"),
+            ));
         }
         Source::Artifact { name, package }
     } else if let Some(rel) = raw.repo {
         Source::Repo(validate_relative(context, "repo", &rel)?)
     } else if let Some(host) = raw.host {
         if !host.starts_with('/') {
-            return Err(invalid(context, format!("host path {host:?} must be absolute")));
+            return Err(invalid(
+                context,
+                format!("host path {host:?} must be absolute"),
+            ));
         }
         let (Some(nix), Some(nix_path)) = (raw.nix, raw.nix_path) else {
             return Err(invalid(
                 context,
-                "a host entry needs nix (the nixpkgs attribute) and nix_path (the file inside it)".to_owned(),
+                "a host entry needs nix (the nixpkgs attribute) and nix_path (the file inside it)"
+                    .to_owned(),
             ));
         };
         Source::Host {
@@ -367,7 +407,12 @@ fn validate_file(context: &str, raw: RawFile) -> Result<FileSpec> {
         return Ok(FileSpec { path, kind });
     } else {
         match raw.dir {
-            Some(true) => return Ok(FileSpec { path, kind: FileKind::Dir { mode } }),
+            Some(true) => {
+                return Ok(FileSpec {
+                    path,
+                    kind: FileKind::Dir { mode },
+                })
+            }
             _ => return Err(invalid(context, "dir must be true when set".to_owned())),
         }
     };
@@ -384,14 +429,20 @@ fn validate_file(context: &str, raw: RawFile) -> Result<FileSpec> {
 fn is_repository_name(name: &str) -> bool {
     let mut chars = name.chars();
     matches!(chars.next(), Some(first) if first.is_ascii_lowercase() || first.is_ascii_digit())
-        && chars.all(|ch| ch.is_ascii_lowercase() || ch.is_ascii_digit() || matches!(ch, '.' | '_' | '-'))
+        && chars.all(|ch| {
+            ch.is_ascii_lowercase() || ch.is_ascii_digit() || matches!(ch, '.' | '_' | '-')
+        })
 }
 
 fn validate_image_path(context: &str, path: &str) -> Result<String> {
     let Some(rest) = path.strip_prefix('/') else {
         return Err(invalid(context, format!("path {path:?} must be absolute")));
     };
-    if rest.is_empty() || rest.split('/').any(|part| part.is_empty() || part == "." || part == "..") {
+    if rest.is_empty()
+        || rest
+            .split('/')
+            .any(|part| part.is_empty() || part == "." || part == "..")
+    {
         return Err(invalid(
             context,
             format!("path {path:?} must be normalized (no empty, '.' or '..' components, no trailing '/')"),
@@ -401,7 +452,10 @@ fn validate_image_path(context: &str, path: &str) -> Result<String> {
 }
 
 fn validate_relative(context: &str, field: &str, rel: &str) -> Result<String> {
-    if rel.is_empty() || rel.starts_with('/') || rel.split('/').any(|part| part.is_empty() || part == "..") {
+    if rel.is_empty()
+        || rel.starts_with('/')
+        || rel.split('/').any(|part| part.is_empty() || part == "..")
+    {
         return Err(invalid(
             context,
             format!("{field} {rel:?} must be a relative path without '..' or empty components"),
@@ -413,7 +467,10 @@ fn validate_relative(context: &str, field: &str, rel: &str) -> Result<String> {
 fn parse_mode(context: &str, text: &str) -> Result<u32> {
     match u32::from_str_radix(text, 8) {
         Ok(mode) if mode <= 0o7777 && !text.is_empty() => Ok(mode),
-        _ => Err(invalid(context, format!("mode {text:?} is not an octal permission string such as \"0755\""))),
+        _ => Err(invalid(
+            context,
+            format!("mode {text:?} is not an octal permission string such as \"0755\""),
+        )),
     }
 }
 
@@ -512,8 +569,15 @@ mode = "1777"
 
     #[test]
     fn rejects_two_sources_on_one_entry() {
-        let text = MINIMAL.replace("imex = \"usr/bin/nvidia-imex\"", "imex = \"usr/bin/nvidia-imex\"\nrepo = \"x\"");
-        assert!(parse_err(&text).contains("set exactly one source"), "{}", parse_err(&text));
+        let text = MINIMAL.replace(
+            "imex = \"usr/bin/nvidia-imex\"",
+            "imex = \"usr/bin/nvidia-imex\"\nrepo = \"x\"",
+        );
+        assert!(
+            parse_err(&text).contains("set exactly one source"),
+            "{}",
+            parse_err(&text)
+        );
     }
 
     #[test]
@@ -522,24 +586,64 @@ mode = "1777"
         assert!(parse_err(&text).contains("must be absolute"));
         let text = MINIMAL.replace("path = \"/tmp\"", "path = \"/tmp/../etc\"");
         assert!(parse_err(&text).contains("must be normalized"));
-        let text = MINIMAL.replace("repo_dir = \"manifests/profiles\"", "repo_dir = \"../outside\"");
+        let text = MINIMAL.replace(
+            "repo_dir = \"manifests/profiles\"",
+            "repo_dir = \"../outside\"",
+        );
         assert!(parse_err(&text).contains("without '..'"));
     }
 
     #[test]
     fn rejects_bad_modes_and_missing_fields() {
-        assert!(parse_err(&MINIMAL.replace("\"1777\"", "\"rwx\"")).contains("not an octal permission"));
-        assert!(parse_err(&MINIMAL.replace("\"1777\"", "\"17777\"")).contains("not an octal permission"));
-        assert!(parse_err(&MINIMAL.replace("package = \"imex-shim\"\n", "")).contains("needs package"));
-        assert!(parse_err(&MINIMAL.replace("nix = \"pkgsStatic.busybox\"\n", "")).contains("needs nix"));
-        assert!(parse_err(&MINIMAL.replace("imex_label = \"cdsim.imex\"\n", "")).contains("set imex_label"));
+        assert!(
+            parse_err(&MINIMAL.replace("\"1777\"", "\"rwx\"")).contains("not an octal permission")
+        );
+        assert!(parse_err(&MINIMAL.replace("\"1777\"", "\"17777\""))
+            .contains("not an octal permission"));
+        assert!(
+            parse_err(&MINIMAL.replace("package = \"imex-shim\"\n", "")).contains("needs package")
+        );
+        assert!(
+            parse_err(&MINIMAL.replace("nix = \"pkgsStatic.busybox\"\n", "")).contains("needs nix")
+        );
+        assert!(
+            parse_err(&MINIMAL.replace("imex_label = \"cdsim.imex\"\n", ""))
+                .contains("set imex_label")
+        );
     }
 
     #[test]
     fn rejects_unknown_fields_and_versions() {
-        assert!(parse_err(&MINIMAL.replace("mode = \"1777\"", "mode = \"1777\"\nowner = \"me\"")).contains("owner"));
-        assert!(parse_err(&MINIMAL.replace("version = 1", "version = 2")).contains("unsupported spec version 2"));
+        assert!(
+            parse_err(&MINIMAL.replace("mode = \"1777\"", "mode = \"1777\"\nowner = \"me\""))
+                .contains("owner")
+        );
+        assert!(parse_err(&MINIMAL.replace("version = 1", "version = 2"))
+            .contains("unsupported spec version 2"));
         assert!(parse_err(&MINIMAL.replace("[images.demo", "[images.Demo")).contains("images.Demo"));
+    }
+
+    #[test]
+    fn the_shipped_spec_is_valid() {
+        let spec = Spec::parse(include_str!("../../../manifests/images.toml"))
+            .expect("manifests/images.toml");
+        let names: Vec<&String> = spec.images.keys().collect();
+        assert_eq!(names, ["nvml-mock", "nvml-mock-workload"]);
+        assert!(!spec.image("nvml-mock").expect("mock").uses_imex());
+        assert!(spec
+            .image("nvml-mock-workload")
+            .expect("workload")
+            .uses_imex());
+        assert_eq!(
+            spec.packages(),
+            [
+                "check-fabric",
+                "imex-shim",
+                "mock-nvml",
+                "node-stager",
+                "nri-plugin"
+            ]
+        );
     }
 
     #[test]
