@@ -7,10 +7,18 @@ use clap::{Args, Parser, Subcommand};
 /// Stand up a kind cluster whose nodes look like GB200 NVL72 compute trays,
 /// and prove the ComputeDomain scenarios against it.
 #[derive(Debug, Parser)]
-#[command(name = "cargo xtask", version, about, long_about = None)]
+#[command(
+    name = "cargo xtask",
+    version,
+    about,
+    after_help = "Typical use:\n  cargo xtask doctor                 check prerequisites\n  cargo xtask demo --offline         everything, on a kind cluster from the locally built node image\n  cargo xtask scenario3              rerun one scenario against the running setup\n  cargo xtask down                   delete the cluster"
+)]
 pub struct Xtask {
     #[command(subcommand)]
     pub command: Command,
+    /// Tracing logs (RUST_LOG refines them).
+    #[arg(short, long, global = true)]
+    pub verbose: bool,
 }
 
 /// Everything `cargo xtask` can do.
@@ -21,17 +29,30 @@ pub enum Command {
     /// Cluster, images, chart install and workload, without running scenarios.
     Up(DemoArgs),
     /// Scenario 1: every worker reports its clique and the domain uuid.
+    ///
+    /// In the workload pod on each worker, the NRI-injected IMEX channel exists
+    /// and check-fabric reports, for every GPU, the worker's clique (0, 0, 1, 1)
+    /// and uuid …00ab with state completed.
     Scenario1(ScenarioArgs),
-    /// Scenario 2: a real nvidia-imex domain in NO GPU mode (needs --imex).
+    /// Scenario 2: a real nvidia-imex domain in NO GPU mode.
+    ///
+    /// Needs the workload image built with the nvidia-imex payload (`up --imex`);
+    /// without it the scenario is SKIPPED with the reason, never passed.
     Scenario2(ScenarioArgs),
     /// Scenario 3: live topology rebinding, then the demo topology restored.
+    ///
+    /// `helm upgrade --reuse-values` moves every worker to clique 99, uuid …00ff;
+    /// the stager restages live, so no pod is recycled.
     Scenario3(ScenarioArgs),
     /// Delete the cluster (and with --images, the images).
     Down(DownArgs),
-    /// Check prerequisites and their versions.
+    /// Check prerequisites and their versions, with what to do about each.
     Doctor(ClusterArgs),
     /// What is deployed and whether it is healthy.
     Status(ClusterArgs),
+    /// Fault checks against the running demo cluster: a concurrent run, an
+    /// incompatible cluster, a worker stopped mid-run (it is restarted).
+    Faults(ClusterArgs),
     /// Build the offline kind node image from pinned sources.
     NodeImage(NodeImageArgs),
     /// Build the mock and workload images as reproducible archives.
@@ -46,12 +67,10 @@ pub struct ClusterArgs {
     /// kind cluster name; worker names and the topology follow from it.
     #[arg(long, default_value = "nvml-mock-compute-domain")]
     pub cluster_name: String,
-    /// Use this existing NRI-enabled cluster instead of kind.
+    /// Run the scenarios on this existing NRI-enabled cluster instead of kind
+    /// (the workers are its nodes labelled nvidia.com/gpu.present=true).
     #[arg(long)]
     pub kube_context: Option<String>,
-    /// Tracing logs.
-    #[arg(short, long, global = true)]
-    pub verbose: bool,
 }
 
 /// Options for `demo` and `up`.
@@ -59,8 +78,9 @@ pub struct ClusterArgs {
 pub struct DemoArgs {
     #[command(flatten)]
     pub cluster: ClusterArgs,
-    /// Delete and recreate the cluster even if it is compatible.
-    #[arg(long, env = "FORCE_RECREATE")]
+    /// Delete and recreate the cluster even if it is compatible (also for a
+    /// cluster rejected as incompatible).
+    #[arg(long, env = "FORCE_RECREATE", value_parser = clap::builder::FalseyValueParser::new())]
     pub force_recreate: bool,
     /// The nvidia-imex payload (NVIDIA's redistributable archive or an extracted tree).
     #[arg(long)]

@@ -1,0 +1,106 @@
+//! Fault checks against a running demo cluster (issue 7), run by
+//! `cargo xtask faults` and by CI after the demo:
+//!
+//! 1. a second concurrent run is refused, naming the holder;
+//! 2. an incompatible cluster (one node's containerd NRI socket changed) is
+//!    rejected with the fix, and nothing is deleted;
+//! 3. a worker node container stopped mid-run gives a failure naming the
+//!    node; the node is started again and the setup recovers.
+//!
+//! Each check drives the real `cargo xtask` binary as a subprocess, so it
+//! exercises exactly what a user runs.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use anyhow::Context as _;
+use xshell::{cmd, Shell};
+
+use crate::lock::{self, RunnerLock};
+use crate::names::{KindCluster, MOCK_NS, NRI_DS, STAGER_DS, WORKLOAD_DS, WORKLOAD_NS, WORKLOAD_SELECTOR};
+
+fn xtask(args: &[&str]) -> anyhow::Result<Output> {
+    let exe: PathBuf = std::env::current_exe().context("locating the xtask binary")?;
+    Command::new(&exe)
+        .args(args)
+        .current_dir(crate::project_root())
+        .output()
+        .with_context(|| format!("running {} {}", exe.display(), args.join(" ")))
+}
+
+fn expect_failure(what: &str, out: &Output, needles: &[&str]) -> anyhow::Result<String> {
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    if out.status.success() {
+        anyhow::bail!("{what}: the run succeeded but must fail\n{stderr}");
+    }
+    for needle in needles {
+        if !stderr.contains(needle) {
+            anyhow::bail!("{what}: the error does not mention `{needle}`:\n{stderr}");
+        }
+    }
+    Ok(stderr.lines().rev().find(|line| line.contains(needles[0])).unwrap_or_default().trim().to_owned())
+}
+
+/// Runs the three fault checks; returns one line per check.
+pub async fn fault_checks(sh: &Shell, cluster_name: &str) -> anyhow::Result<Vec<String>> {
+    let cluster = KindCluster::new(cluster_name)?;
+    let name = cluster.name();
+    let mut lines = Vec::new();
+
+    eprintln!("\n==> fault: a second concurrent run");
+    {
+        let _held = RunnerLock::acquire(&lock::lock_dir(), name, "fault check (holding the lock)")?;
+        let out = xtask(&["scenario1", "--cluster-name", name])?;
+        let line = expect_failure("concurrent run", &out, &["another run holds cluster", "fault check (holding the lock)"])?;
+        eprintln!("    ✓ refused: {line}");
+        lines.push(format!("concurrent run refused: {line}"));
+    }
+
+    eprintln!("\n==> fault: an incompatible cluster");
+    let node = cluster.workers()[3].clone();
+    let config = "/etc/containerd/config.toml";
+    cmd!(sh, "docker exec {node} cp {config} {config}.cdsim-fault").quiet().run()?;
+    let broken = cmd!(sh, "docker exec {node} sed -i s#/var/run/nri/nri.sock#/var/run/nri/elsewhere.sock# {config}")
+        .quiet()
+        .run();
+    let res = match broken {
+        Ok(()) => xtask(&["up", "--cluster-name", name]),
+        Err(err) => Err(err.into()),
+    };
+    cmd!(sh, "docker exec {node} mv {config}.cdsim-fault {config}").quiet().run()?;
+    let line = expect_failure("incompatible cluster", &res?, &[&format!("{node}: containerd NRI listens on"), "--force-recreate"])?;
+    eprintln!("    ✓ rejected: {line}");
+    lines.push(format!("incompatible cluster rejected: {line}"));
+
+    eprintln!("\n==> fault: a worker stopped mid-run");
+    let victim = cluster.workers()[2].clone();
+    let exe = std::env::current_exe().context("locating the xtask binary")?;
+    let child = Command::new(&exe)
+        .args(["scenario1", "--cluster-name", name])
+        .current_dir(crate::project_root())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .context("starting scenario1")?;
+    cmd!(sh, "docker stop -t 1 {victim}").quiet().ignore_stdout().run()?;
+    let out = child.wait_with_output().context("waiting for scenario1")?;
+    let checked = expect_failure("stopped worker", &out, &[&victim]);
+    eprintln!("    starting {victim} again");
+    cmd!(sh, "docker start {victim}").quiet().ignore_stdout().run()?;
+    let recovered = recover(&cluster).await;
+    let line = checked?;
+    eprintln!("    ✓ failed naming the node: {line}");
+    lines.push(format!("stopped worker named: {line}"));
+    recovered?;
+    lines.push(format!("{victim} restarted and the setup recovered"));
+    Ok(lines)
+}
+
+async fn recover(cluster: &KindCluster) -> anyhow::Result<()> {
+    let client = crate::k8s::client(&cluster.context()).await?;
+    let limit = Duration::from_secs(300);
+    crate::k8s::wait_daemonset(&client, MOCK_NS, STAGER_DS, "app.kubernetes.io/name=nvml-mock", limit).await?;
+    crate::k8s::wait_daemonset(&client, MOCK_NS, NRI_DS, "app.kubernetes.io/name=nvml-mock-nri", limit).await?;
+    crate::k8s::wait_daemonset(&client, WORKLOAD_NS, WORKLOAD_DS, WORKLOAD_SELECTOR, limit).await
+}

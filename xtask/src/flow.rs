@@ -1,0 +1,501 @@
+//! The commands that act on a cluster: `demo`, `up`, `scenario1..3`, `down`,
+//! `status`. Each takes the runner lock, times its steps into the report,
+//! and leaves the cluster in a state the next run can reuse.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::Context as _;
+use kube::Client;
+use tokio::time::Instant;
+use xshell::Shell;
+
+use crate::fabric::Expected;
+use crate::flags::{ClusterArgs, DemoArgs, DownArgs, ImagesArgs, ScenarioArgs};
+use crate::k8s::{self, ExecOutput, PodInfo};
+use crate::lock::{self, RunnerLock};
+use crate::names::{self, KindCluster, CHART, MOCK_NS, NRI_DS, STAGER_DS, WORKLOAD_DS, WORKLOAD_NS, WORKLOAD_SELECTOR};
+use crate::plan::{self, ImageRef};
+use crate::report::{Outcome, Report};
+use crate::runner::{Cmd, Runner, ShellRunner};
+use crate::scenarios::{self, Limits, Rebind, Tracker, Workload};
+
+/// How long a DaemonSet may take to roll out.
+const ROLLOUT: Duration = Duration::from_secs(180);
+
+/// The demo workload pods, through kube-rs.
+pub struct KubeWorkload {
+    client: Client,
+}
+
+impl KubeWorkload {
+    /// Workload access through this client.
+    pub fn new(client: Client) -> KubeWorkload {
+        KubeWorkload { client }
+    }
+}
+
+impl Workload for KubeWorkload {
+    async fn pod_on_node(&self, node: &str) -> anyhow::Result<PodInfo> {
+        k8s::pod_on_node(&self.client, node, Duration::from_secs(120)).await
+    }
+
+    async fn exec(&self, pod: &str, argv: &[&str]) -> anyhow::Result<ExecOutput> {
+        k8s::exec(&self.client, pod, argv, Duration::from_secs(60)).await
+    }
+
+    async fn pod_uids(&self) -> anyhow::Result<BTreeMap<String, String>> {
+        let mut uids = k8s::pod_uids(&self.client, WORKLOAD_NS, WORKLOAD_SELECTOR).await?;
+        uids.extend(k8s::pod_uids(&self.client, MOCK_NS, "app.kubernetes.io/name=nvml-mock").await?);
+        uids.extend(k8s::pod_uids(&self.client, MOCK_NS, "app.kubernetes.io/name=nvml-mock-nri").await?);
+        Ok(uids)
+    }
+}
+
+/// What the scenarios run against.
+struct Target {
+    /// The kind cluster, unless `--kube-context` was given.
+    kind: Option<KindCluster>,
+    /// The kube context.
+    context: String,
+    /// The workers, in topology order.
+    workers: Vec<String>,
+    client: Client,
+}
+
+impl Target {
+    fn label(&self) -> String {
+        match &self.kind {
+            Some(cluster) => format!("kind cluster {}", cluster.name()),
+            None => format!("context {}", self.context),
+        }
+    }
+
+    /// What each worker reports under the demo topology.
+    fn demo_expected(&self) -> Vec<(String, Expected)> {
+        let topology = topology::demo(&self.workers);
+        self.workers
+            .iter()
+            .filter_map(|node| {
+                topology.resolve(node).map(|identity| {
+                    (
+                        node.clone(),
+                        Expected {
+                            clique: identity.clique_id,
+                            uuid: identity.cluster_uuid.to_string(),
+                        },
+                    )
+                })
+            })
+            .collect()
+    }
+}
+
+async fn target(args: &ClusterArgs) -> anyhow::Result<Target> {
+    match &args.kube_context {
+        Some(context) => {
+            let client = k8s::client(context).await?;
+            let workers = k8s::gpu_nodes(&client).await?;
+            if workers.len() < 2 {
+                anyhow::bail!(
+                    "context `{context}` has {} node(s) labelled nvidia.com/gpu.present=true; the scenarios need at least 2 staged workers",
+                    workers.len()
+                );
+            }
+            Ok(Target {
+                kind: None,
+                context: context.clone(),
+                workers,
+                client,
+            })
+        }
+        None => {
+            let cluster = KindCluster::new(&args.cluster_name)?;
+            let context = cluster.context();
+            let client = k8s::client(&context).await?;
+            Ok(Target {
+                workers: cluster.workers(),
+                kind: Some(cluster),
+                context,
+                client,
+            })
+        }
+    }
+}
+
+/// Runs a step, recording its wall time and status and announcing it.
+async fn step<T, F: Future<Output = anyhow::Result<T>>>(
+    report: &mut Report,
+    tracker: &Tracker,
+    name: &str,
+    fut: F,
+) -> anyhow::Result<T> {
+    eprintln!("\n==> {name}");
+    tracker.step(name);
+    let started = Instant::now();
+    let res = fut.await;
+    let status = match &res {
+        Ok(_) => "ok".to_owned(),
+        Err(err) => format!("failed: {err:#}"),
+    };
+    report.step(name, started.elapsed(), &status);
+    res.with_context(|| format!("step `{name}` failed"))
+}
+
+fn command_line() -> String {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    format!("cargo xtask {}", args.join(" "))
+}
+
+fn take_lock(name: &str) -> anyhow::Result<RunnerLock> {
+    RunnerLock::acquire(&lock::lock_dir(), name, &command_line())
+}
+
+fn runner(sh: &Shell) -> anyhow::Result<ShellRunner<'_>> {
+    let kind = crate::tools::ensure_tool(sh, crate::tools::Tool::Kind)?;
+    let helm = crate::tools::ensure_tool(sh, crate::tools::Tool::Helm)?;
+    Ok(ShellRunner::new(sh, kind, helm))
+}
+
+fn scratch_dir(name: &str) -> anyhow::Result<PathBuf> {
+    let dir = crate::project_root().join("target/cdsim").join(name);
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    Ok(dir)
+}
+
+fn finish_report(report: &mut Report, started: Instant, path: Option<&Path>) -> anyhow::Result<()> {
+    report.total_seconds = crate::report::round(started.elapsed());
+    if let Some(path) = path {
+        let xml = report.write(path)?;
+        eprintln!("    report: {} and {}", path.display(), xml.display());
+    }
+    Ok(())
+}
+
+/// `demo` (`scenarios = true`) and `up`.
+pub async fn demo(sh: &Shell, args: &DemoArgs, with_scenarios: bool, tracker: &Tracker) -> anyhow::Result<()> {
+    if args.cluster.kube_context.is_some() {
+        anyhow::bail!(
+            "`up` and `demo` build a kind cluster; against an existing cluster with --kube-context, install the chart \
+             yourself and run `cargo xtask scenario1|2|3 --kube-context <ctx>`"
+        );
+    }
+    let cluster = KindCluster::new(&args.cluster.cluster_name)?;
+    let _lock = take_lock(cluster.name())?;
+    let started = Instant::now();
+    let mut report = Report {
+        command: command_line(),
+        cluster: cluster.name().to_owned(),
+        ..Report::default()
+    };
+    let res = demo_inner(sh, args, &cluster, with_scenarios, tracker, &mut report).await;
+    finish_report(&mut report, started, args.report.as_deref())?;
+    print_summary(&report, &cluster);
+    res?;
+    if report.failed() {
+        anyhow::bail!("a scenario failed: see the summary above");
+    }
+    Ok(())
+}
+
+async fn demo_inner(
+    sh: &Shell,
+    args: &DemoArgs,
+    cluster: &KindCluster,
+    with_scenarios: bool,
+    tracker: &Tracker,
+    report: &mut Report,
+) -> anyhow::Result<()> {
+    let runner = step(report, tracker, "engine and tools", async {
+        crate::tools::ensure_engine(sh)?;
+        runner(sh)
+    })
+    .await?;
+    let node_image = match args.offline {
+        true => Some(step(report, tracker, "node image", async { crate::node_image::ensure_node_image(sh, false) }).await?),
+        false => None,
+    };
+    let decision = step(report, tracker, "cluster", async {
+        crate::cluster::ensure(&runner, cluster, args.force_recreate, node_image.as_deref())
+    })
+    .await?;
+    report.notes.push(format!("cluster: {decision:?}"));
+    let images = step(report, tracker, "images", async { images(sh, args) }).await?;
+    step(report, tracker, "load images", async {
+        for (archive, image) in [&images.mock, &images.workload] {
+            let loaded = crate::cluster::load_image(&runner, cluster, archive, &image.to_string())?;
+            match loaded.is_empty() {
+                true => eprintln!("    {image}: already on every node"),
+                false => eprintln!("    {image}: loaded into {}", loaded.join(", ")),
+            }
+        }
+        Ok(())
+    })
+    .await?;
+    let majors = step(report, tracker, "device majors", async {
+        let majors = plan::choose_majors(&crate::cluster::used_majors(&runner, cluster)?)?;
+        eprintln!("    IMEX device majors: channels={}, caps={}", majors.channel, majors.caps);
+        Ok(majors)
+    })
+    .await?;
+    let client = k8s::client(&cluster.context()).await?;
+    step(report, tracker, "install", async {
+        let dir = scratch_dir(cluster.name())?;
+        let values = dir.join("values.yaml");
+        let topology_values = dir.join("demo-topology.yaml");
+        std::fs::write(&values, plan::install_values(&images.mock.1, majors))?;
+        std::fs::write(&topology_values, topology::demo(&cluster.workers()).helm_values())?;
+        let files = [values.to_string_lossy().into_owned(), topology_values.to_string_lossy().into_owned()];
+        let args = plan::helm_install_args(CHART, &cluster.context(), &files);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        runner.check(&Cmd::new("helm", &args))?;
+        k8s::wait_daemonset(&client, MOCK_NS, STAGER_DS, "app.kubernetes.io/name=nvml-mock", ROLLOUT).await?;
+        k8s::wait_daemonset(&client, MOCK_NS, NRI_DS, "app.kubernetes.io/name=nvml-mock-nri", ROLLOUT).await
+    })
+    .await?;
+    step(report, tracker, "workload", async {
+        let path = crate::project_root().join(names::WORKLOAD_MANIFEST);
+        let yaml = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+        let (daemonset, policy) = k8s::workload_objects(&yaml, &images.workload.1.to_string())?;
+        k8s::apply_workload(&client, &daemonset, &policy).await?;
+        k8s::wait_daemonset(&client, WORKLOAD_NS, WORKLOAD_DS, WORKLOAD_SELECTOR, ROLLOUT).await
+    })
+    .await?;
+    if !with_scenarios {
+        return Ok(());
+    }
+    let target = Target {
+        kind: Some(cluster.clone()),
+        context: cluster.context(),
+        workers: cluster.workers(),
+        client,
+    };
+    for which in [1, 2, 3] {
+        run_scenario(sh, &target, which, Some(&runner), tracker, report).await?;
+    }
+    let workload_image = images.workload.1.to_string();
+    let checked = step(report, tracker, "network policy", crate::netpol::check(&target.client, &target.workers, &workload_image)).await;
+    match checked {
+        Ok(note) => {
+            eprintln!("    {note}");
+            report.notes.push(format!("network policy: {note}"));
+        }
+        Err(err) => report.notes.push(format!("network policy: {err:#}")),
+    }
+    Ok(())
+}
+
+fn images(sh: &Shell, args: &DemoArgs) -> anyhow::Result<ImagePair> {
+    let out = crate::project_root().join("target/images");
+    if args.mock_image.is_none() || args.workload_image.is_none() {
+        crate::images::run(
+            sh,
+            &ImagesArgs {
+                out: out.clone(),
+                imex: args.imex.clone(),
+            },
+        )?;
+    }
+    let found = crate::archive::scan(&out).unwrap_or_default();
+    let pick = |flag: &Option<PathBuf>, repository: &str| -> anyhow::Result<(PathBuf, ImageRef)> {
+        if let Some(path) = flag {
+            let image = crate::archive::repo_tag(path)?;
+            return Ok((path.clone(), image));
+        }
+        match found.iter().find(|(_, image)| image.repository == repository) {
+            Some(hit) => Ok(hit.clone()),
+            None => anyhow::bail!("`cargo xtask images` left no {repository} archive in {}", out.display()),
+        }
+    };
+    let mock = pick(&args.mock_image, "nvml-mock")?;
+    let workload = pick(&args.workload_image, "nvml-mock-workload")?;
+    eprintln!("    {} ({})", mock.1, mock.0.display());
+    eprintln!("    {} ({})", workload.1, workload.0.display());
+    Ok(ImagePair { mock, workload })
+}
+
+/// The mock and workload images: archive path and reference.
+struct ImagePair {
+    mock: (PathBuf, ImageRef),
+    workload: (PathBuf, ImageRef),
+}
+
+async fn run_scenario<R: Runner>(
+    sh: &Shell,
+    target: &Target,
+    which: u8,
+    runner: Option<&R>,
+    tracker: &Tracker,
+    report: &mut Report,
+) -> anyhow::Result<()> {
+    let name = format!("scenario{which}");
+    eprintln!("\n==> {name} on {}", target.label());
+    tracker.step(&name);
+    let workload = KubeWorkload {
+        client: target.client.clone(),
+    };
+    let result = match which {
+        1 => scenarios::scenario1(&workload, &target.demo_expected()).await,
+        2 => {
+            let expected = target.demo_expected();
+            let clique0: Vec<&str> = expected.iter().filter(|(_, it)| it.clique == 0).map(|(node, _)| node.as_str()).collect();
+            if clique0.len() < 2 {
+                anyhow::bail!("scenario 2 needs two workers in clique 0, found {clique0:?}");
+            }
+            scenarios::scenario2(&workload, [clique0[0], clique0[1]], tracker, Limits::default()).await
+        }
+        _ => {
+            let rebind = Rebind {
+                chart: CHART.to_owned(),
+                context: target.context.clone(),
+                rebind_values: topology::rebind(&target.workers).helm_values(),
+                demo_values: topology::demo(&target.workers).helm_values(),
+                demo_expected: target.demo_expected(),
+            };
+            let scratch = scratch_dir(&target.context)?;
+            match runner {
+                Some(runner) => scenarios::scenario3(&workload, runner, &rebind, &scratch, Limits::default()).await,
+                None => {
+                    let runner = self::runner(sh)?;
+                    scenarios::scenario3(&workload, &runner, &rebind, &scratch, Limits::default()).await
+                }
+            }
+        }
+    };
+    match &result.outcome {
+        Outcome::Passed => eprintln!("    ✓ {name} passed in {:.1}s", result.seconds),
+        Outcome::Failed(reason) => eprintln!("ERROR: {name} failed: {reason}"),
+        Outcome::Skipped(reason) => eprintln!("    - {name} SKIPPED: {reason}"),
+    }
+    report.step(&name, Duration::from_secs_f64(result.seconds), "ok");
+    report.scenarios.push(result);
+    Ok(())
+}
+
+/// `scenario1`, `scenario2`, `scenario3` against a running setup.
+pub async fn scenario(sh: &Shell, which: u8, args: &ScenarioArgs, tracker: &Tracker) -> anyhow::Result<()> {
+    let lock_name = match &args.cluster.kube_context {
+        Some(context) => format!("context-{}", context.replace(['/', ':'], "_")),
+        None => KindCluster::new(&args.cluster.cluster_name)?.name().to_owned(),
+    };
+    let _lock = take_lock(&lock_name)?;
+    let started = Instant::now();
+    if args.cluster.kube_context.is_none() {
+        let cluster = KindCluster::new(&args.cluster.cluster_name)?;
+        crate::tools::ensure_engine(sh)?;
+        crate::cluster::preflight(&docker_only(sh), &cluster)?;
+    }
+    let target = target(&args.cluster).await?;
+    let mut report = Report {
+        command: command_line(),
+        cluster: target.label(),
+        ..Report::default()
+    };
+    let res = run_scenario::<ShellRunner<'_>>(sh, &target, which, None, tracker, &mut report).await;
+    finish_report(&mut report, started, args.report.as_deref())?;
+    res?;
+    if report.failed() {
+        anyhow::bail!("scenario{which} failed");
+    }
+    Ok(())
+}
+
+fn print_summary(report: &Report, cluster: &KindCluster) {
+    eprintln!("\n==> summary ({:.1}s)", report.total_seconds);
+    for step in &report.steps {
+        eprintln!("    {:<18} {:>7.1}s  {}", step.name, step.seconds, step.status.lines().next().unwrap_or(""));
+    }
+    for scenario in &report.scenarios {
+        let verdict = match &scenario.outcome {
+            Outcome::Passed => "PASSED".to_owned(),
+            Outcome::Failed(reason) => format!("FAILED: {}", reason.lines().next().unwrap_or("")),
+            Outcome::Skipped(reason) => format!("SKIPPED: {reason}"),
+        };
+        eprintln!("    {:<10} {verdict}", scenario.name);
+    }
+    for note in &report.notes {
+        eprintln!("    {note}");
+    }
+    eprintln!(
+        "    the cluster stays up: rerun any scenario with `cargo xtask scenario1|2|3`; tear down with `cargo xtask down --cluster-name {}`",
+        cluster.name()
+    );
+}
+
+/// `down`: delete the cluster (and the image archives with `--images`).
+pub fn down(sh: &Shell, args: &DownArgs) -> anyhow::Result<()> {
+    let cluster = KindCluster::new(&args.cluster.cluster_name)?;
+    let _lock = take_lock(cluster.name())?;
+    let runner = runner(sh)?;
+    if crate::cluster::exists(&runner, &cluster)? {
+        runner.check(&Cmd::new("kind", &["delete", "cluster", "--name", cluster.name()]))?;
+        eprintln!("    deleted cluster {}", cluster.name());
+    } else {
+        eprintln!("    no cluster {}", cluster.name());
+    }
+    if args.images {
+        let dir = crate::project_root().join("target/images");
+        for (path, image) in crate::archive::scan(&dir).unwrap_or_default() {
+            std::fs::remove_file(&path).with_context(|| format!("removing {}", path.display()))?;
+            eprintln!("    removed {image} ({})", path.display());
+        }
+        let listed = runner.run(&Cmd::new("docker", &["images", "-q", "--filter", "reference=nvml-mock*"]))?;
+        for id in listed.stdout.split_whitespace() {
+            let _ = runner.run(&Cmd::new("docker", &["rmi", "-f", id]));
+        }
+    }
+    Ok(())
+}
+
+/// `status`: nodes, release and rollouts.
+pub async fn status(sh: &Shell, args: &ClusterArgs) -> anyhow::Result<()> {
+    if args.kube_context.is_none() {
+        let cluster = KindCluster::new(&args.cluster_name)?;
+        let docker = docker_only(sh);
+        for node in cluster.nodes() {
+            let state = match crate::cluster::probe_node(&docker, &node) {
+                Ok(()) => "running, NRI on".to_owned(),
+                Err(problem) => problem.to_string(),
+            };
+            println!("node {node}: {state}");
+        }
+    }
+    let target = target(args).await?;
+    for (ns, ds) in [(MOCK_NS, STAGER_DS), (MOCK_NS, NRI_DS), (WORKLOAD_NS, WORKLOAD_DS)] {
+        let api: kube::Api<k8s_openapi::api::apps::v1::DaemonSet> = kube::Api::namespaced(target.client.clone(), ns);
+        let state = match api.get_opt(ds).await {
+            Ok(Some(it)) => match k8s::daemonset_progress(&it) {
+                Ok(()) => "rolled out".to_owned(),
+                Err(progress) => progress,
+            },
+            Ok(None) => "not deployed".to_owned(),
+            Err(err) => format!("unknown: {err}"),
+        };
+        println!("daemonset {ns}/{ds}: {state}");
+    }
+    let pods: kube::Api<k8s_openapi::api::core::v1::Pod> = kube::Api::namespaced(target.client.clone(), WORKLOAD_NS);
+    let listed = pods
+        .list(&kube::api::ListParams::default().labels(WORKLOAD_SELECTOR))
+        .await
+        .map(|list| list.items)
+        .unwrap_or_default();
+    for node in &target.workers {
+        let on_node = listed
+            .iter()
+            .find(|pod| pod.spec.as_ref().and_then(|spec| spec.node_name.as_deref()) == Some(node.as_str()));
+        let state = match on_node {
+            Some(pod) if k8s::usable_pod(pod).is_some() => format!("workload pod {} ready", kube::ResourceExt::name_any(pod)),
+            Some(pod) => format!("workload pod {} not ready", kube::ResourceExt::name_any(pod)),
+            None => "no workload pod".to_owned(),
+        };
+        println!("worker {node}: {state}");
+    }
+    Ok(())
+}
+
+/// A runner for docker only (kind and helm are not resolved).
+fn docker_only(sh: &Shell) -> ShellRunner<'_> {
+    ShellRunner::new(sh, PathBuf::from("kind"), PathBuf::from("helm"))
+}

@@ -1,0 +1,602 @@
+//! Everything that talks to the Kubernetes API, through kube-rs: the client for
+//! a context, bounded waits on DaemonSets and pods through watchers, exec,
+//! server-side apply of the workload, and the diagnostics printed when a wait
+//! fails.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::{Event, Namespace, Node, Pod};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
+use kube::api::{AttachParams, ListParams, LogParams, Patch, PatchParams};
+use kube::runtime::watcher;
+use kube::{Api, Client, ResourceExt};
+use tokio::io::AsyncReadExt;
+use tokio::time::Instant;
+
+use crate::names::{FIELD_MANAGER, WORKLOAD_CONTAINER, WORKLOAD_NS, WORKLOAD_SELECTOR};
+
+/// A kube client for a kubeconfig context.
+pub async fn client(context: &str) -> anyhow::Result<Client> {
+    let options = kube::config::KubeConfigOptions {
+        context: Some(context.to_owned()),
+        ..Default::default()
+    };
+    let config = kube::Config::from_kubeconfig(&options).await.with_context(|| {
+        format!("no usable kube context `{context}` in the kubeconfig: for kind run `kind export kubeconfig --name <cluster>`")
+    })?;
+    Client::try_from(config).with_context(|| format!("cannot build a client for context `{context}`"))
+}
+
+/// Whether a DaemonSet has rolled out: `Ok` or what is still missing.
+pub fn daemonset_progress(ds: &DaemonSet) -> Result<(), String> {
+    let Some(status) = &ds.status else {
+        return Err("no status yet".to_owned());
+    };
+    let generation = ds.metadata.generation.unwrap_or(0);
+    if status.observed_generation.unwrap_or(0) < generation {
+        return Err(format!(
+            "controller has not seen generation {generation} yet (observed {})",
+            status.observed_generation.unwrap_or(0)
+        ));
+    }
+    let desired = status.desired_number_scheduled;
+    let updated = status.updated_number_scheduled.unwrap_or(0);
+    let ready = status.number_ready;
+    let available = status.number_available.unwrap_or(0);
+    let summary = format!("{updated}/{desired} updated, {ready}/{desired} ready, {available}/{desired} available");
+    if desired == 0 {
+        return Err(format!("no node selected yet ({summary})"));
+    }
+    if updated == desired && ready == desired && available == desired {
+        return Ok(());
+    }
+    Err(summary)
+}
+
+/// Waits until a DaemonSet has rolled out, printing progress; on timeout
+/// prints pod phases and conditions, recent events and log tails.
+pub async fn wait_daemonset(client: &Client, ns: &str, name: &str, selector: &str, limit: Duration) -> anyhow::Result<()> {
+    let api: Api<DaemonSet> = Api::namespaced(client.clone(), ns);
+    let started = Instant::now();
+    let deadline = started + limit;
+    let stream = watcher::watch_object(api, name);
+    futures::pin_mut!(stream);
+    let mut last = String::new();
+    loop {
+        let next = match tokio::time::timeout_at(deadline, stream.next()).await {
+            Ok(next) => next,
+            Err(_) => {
+                let diagnostics = diagnose(client, ns, selector).await;
+                anyhow::bail!(
+                    "daemonset {ns}/{name} not rolled out after {}s ({last})\n{diagnostics}",
+                    limit.as_secs()
+                );
+            }
+        };
+        let progress = match next {
+            Some(Ok(Some(ds))) => match daemonset_progress(&ds) {
+                Ok(()) => {
+                    eprintln!("    ✓ daemonset {ns}/{name} ready after {:.1}s", started.elapsed().as_secs_f64());
+                    return Ok(());
+                }
+                Err(progress) => progress,
+            },
+            Some(Ok(None)) => "not created yet".to_owned(),
+            Some(Err(err)) => {
+                tracing::debug!(%err, "watch error");
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                continue;
+            }
+            None => anyhow::bail!("the watch on daemonset {ns}/{name} ended"),
+        };
+        if progress != last {
+            eprintln!("    {name}: {progress} ({:.0}s)", started.elapsed().as_secs_f64());
+            last = progress;
+        }
+    }
+}
+
+/// A workload pod.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodInfo {
+    /// The pod name.
+    pub name: String,
+    /// Its IP.
+    pub ip: String,
+    /// Its uid (changes when the pod is recreated).
+    pub uid: String,
+}
+
+/// A running, ready, not-terminating pod as [`PodInfo`].
+pub fn usable_pod(pod: &Pod) -> Option<PodInfo> {
+    if pod.metadata.deletion_timestamp.is_some() {
+        return None;
+    }
+    let status = pod.status.as_ref()?;
+    if status.phase.as_deref() != Some("Running") {
+        return None;
+    }
+    let ready = status
+        .conditions
+        .as_ref()?
+        .iter()
+        .any(|it| it.type_ == "Ready" && it.status == "True");
+    if !ready {
+        return None;
+    }
+    Some(PodInfo {
+        name: pod.name_any(),
+        ip: status.pod_ip.clone().unwrap_or_default(),
+        uid: pod.metadata.uid.clone().unwrap_or_default(),
+    })
+}
+
+/// The workload pod on `node`, waiting (bounded) for one to be running and ready.
+pub async fn pod_on_node(client: &Client, node: &str, limit: Duration) -> anyhow::Result<PodInfo> {
+    let api: Api<Pod> = Api::namespaced(client.clone(), WORKLOAD_NS);
+    let fields = format!("spec.nodeName={node}");
+    let params = ListParams::default().labels(WORKLOAD_SELECTOR).fields(&fields);
+    let listed = api
+        .list(&params)
+        .await
+        .with_context(|| format!("listing workload pods on {node}"))?;
+    if let Some(info) = listed.items.iter().find_map(usable_pod) {
+        return Ok(info);
+    }
+    eprintln!("    waiting for the workload pod on {node}");
+    let config = watcher::Config::default().labels(WORKLOAD_SELECTOR).fields(&fields);
+    let stream = watcher::watcher(api, config);
+    futures::pin_mut!(stream);
+    let deadline = Instant::now() + limit;
+    loop {
+        match tokio::time::timeout_at(deadline, stream.try_next()).await {
+            Ok(Ok(Some(watcher::Event::Apply(pod) | watcher::Event::InitApply(pod)))) => {
+                if let Some(info) = usable_pod(&pod) {
+                    return Ok(info);
+                }
+            }
+            Ok(Ok(Some(_))) => {}
+            Ok(Ok(None)) => anyhow::bail!("the pod watch on {node} ended"),
+            Ok(Err(err)) => {
+                tracing::debug!(%err, "watch error");
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            Err(_) => {
+                let diagnostics = diagnose(client, WORKLOAD_NS, WORKLOAD_SELECTOR).await;
+                anyhow::bail!(
+                    "no running workload pod on node {node} after {}s: is the node up (`docker ps`), \
+                     and was the workload applied?\n{diagnostics}",
+                    limit.as_secs()
+                );
+            }
+        }
+    }
+}
+
+/// Waits (bounded) until a named pod in the workload namespace is running and ready.
+pub async fn wait_pod(client: &Client, name: &str, limit: Duration) -> anyhow::Result<PodInfo> {
+    let api: Api<Pod> = Api::namespaced(client.clone(), WORKLOAD_NS);
+    let stream = watcher::watch_object(api, name);
+    futures::pin_mut!(stream);
+    let deadline = Instant::now() + limit;
+    loop {
+        match tokio::time::timeout_at(deadline, stream.next()).await {
+            Ok(Some(Ok(Some(pod)))) => {
+                if let Some(info) = usable_pod(&pod) {
+                    return Ok(info);
+                }
+            }
+            Ok(Some(_)) => {}
+            Ok(None) => anyhow::bail!("the watch on pod {name} ended"),
+            Err(_) => {
+                let pods: Api<Pod> = Api::namespaced(client.clone(), WORKLOAD_NS);
+                let state = match pods.get_opt(name).await {
+                    Ok(Some(pod)) => describe_pod(&pod),
+                    _ => "  not found\n".to_owned(),
+                };
+                anyhow::bail!("pod {WORKLOAD_NS}/{name} not ready after {}s\n{state}", limit.as_secs());
+            }
+        }
+    }
+}
+
+/// What an exec left.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ExecOutput {
+    /// Exit code (0 on success, -1 when unknown).
+    pub code: i32,
+    /// Standard output.
+    pub stdout: String,
+    /// Standard error.
+    pub stderr: String,
+}
+
+/// The exit code a kube exec status carries.
+pub fn exit_code(status: Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::Status>) -> i32 {
+    let Some(status) = status else {
+        return -1;
+    };
+    if status.status.as_deref() == Some("Success") {
+        return 0;
+    }
+    status
+        .details
+        .as_ref()
+        .and_then(|details| details.causes.as_ref())
+        .and_then(|causes| {
+            causes
+                .iter()
+                .find(|cause| cause.reason.as_deref() == Some("ExitCode"))
+                .and_then(|cause| cause.message.as_deref())
+                .and_then(|message| message.parse().ok())
+        })
+        .unwrap_or(-1)
+}
+
+/// Runs `argv` in the workload container of `pod`, bounded by `limit`.
+pub async fn exec(client: &Client, pod: &str, argv: &[&str], limit: Duration) -> anyhow::Result<ExecOutput> {
+    exec_in(client, pod, WORKLOAD_CONTAINER, argv, limit).await
+}
+
+/// Runs `argv` in `container` of a pod in the workload namespace.
+pub async fn exec_in(client: &Client, pod: &str, container: &str, argv: &[&str], limit: Duration) -> anyhow::Result<ExecOutput> {
+    let api: Api<Pod> = Api::namespaced(client.clone(), WORKLOAD_NS);
+    let params = AttachParams::default()
+        .container(container)
+        .stdin(false)
+        .stdout(true)
+        .stderr(true);
+    let run = async {
+        let mut attached = api
+            .exec(pod, argv.iter().copied(), &params)
+            .await
+            .with_context(|| format!("exec `{}` in pod {pod}", argv.join(" ")))?;
+        let status = attached.take_status();
+        let mut stdout = attached.stdout();
+        let mut stderr = attached.stderr();
+        let read_out = async {
+            let mut buf = Vec::new();
+            if let Some(out) = stdout.as_mut() {
+                let _ = out.read_to_end(&mut buf).await;
+            }
+            buf
+        };
+        let read_err = async {
+            let mut buf = Vec::new();
+            if let Some(err) = stderr.as_mut() {
+                let _ = err.read_to_end(&mut buf).await;
+            }
+            buf
+        };
+        let (out, err) = tokio::join!(read_out, read_err);
+        let status = match status {
+            Some(status) => status.await,
+            None => None,
+        };
+        anyhow::Ok(ExecOutput {
+            code: exit_code(status.as_ref()),
+            stdout: String::from_utf8_lossy(&out).into_owned(),
+            stderr: String::from_utf8_lossy(&err).into_owned(),
+        })
+    };
+    match tokio::time::timeout(limit, run).await {
+        Ok(res) => res,
+        Err(_) => anyhow::bail!("exec `{}` in pod {pod} did not finish within {}s", argv.join(" "), limit.as_secs()),
+    }
+}
+
+/// The workload objects of `manifests/demo/workload.yaml`, with the image set.
+pub fn workload_objects(yaml: &str, image: &str) -> anyhow::Result<(DaemonSet, NetworkPolicy)> {
+    let mut daemonset: Option<DaemonSet> = None;
+    let mut policy: Option<NetworkPolicy> = None;
+    for doc in serde_yaml::Deserializer::from_str(yaml) {
+        let value = <serde_yaml::Value as serde::Deserialize>::deserialize(doc)?;
+        if value.is_null() {
+            continue;
+        }
+        match value.get("kind").and_then(serde_yaml::Value::as_str) {
+            Some("DaemonSet") => daemonset = Some(serde_yaml::from_value(value).context("the workload DaemonSet")?),
+            Some("NetworkPolicy") => policy = Some(serde_yaml::from_value(value).context("the workload NetworkPolicy")?),
+            other => anyhow::bail!("unexpected object kind {other:?} in the workload manifest"),
+        }
+    }
+    let (Some(mut daemonset), Some(policy)) = (daemonset, policy) else {
+        anyhow::bail!("the workload manifest must hold one DaemonSet and one NetworkPolicy");
+    };
+    let containers = daemonset
+        .spec
+        .as_mut()
+        .and_then(|spec| spec.template.spec.as_mut())
+        .map(|spec| &mut spec.containers);
+    let Some(container) = containers.and_then(|it| it.iter_mut().find(|c| c.name == WORKLOAD_CONTAINER)) else {
+        anyhow::bail!("the workload DaemonSet has no `{WORKLOAD_CONTAINER}` container");
+    };
+    container.image = Some(image.to_owned());
+    Ok((daemonset, policy))
+}
+
+/// Server-side applies the workload namespace, DaemonSet and NetworkPolicy.
+pub async fn apply_workload(client: &Client, daemonset: &DaemonSet, policy: &NetworkPolicy) -> anyhow::Result<()> {
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    let namespace = Namespace {
+        metadata: kube::api::ObjectMeta {
+            name: Some(WORKLOAD_NS.to_owned()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    namespaces
+        .patch(WORKLOAD_NS, &params, &Patch::Apply(&namespace))
+        .await
+        .with_context(|| format!("applying namespace {WORKLOAD_NS}"))?;
+    let daemonsets: Api<DaemonSet> = Api::namespaced(client.clone(), WORKLOAD_NS);
+    daemonsets
+        .patch(&daemonset.name_any(), &params, &Patch::Apply(daemonset))
+        .await
+        .context("applying the workload DaemonSet")?;
+    let policies: Api<NetworkPolicy> = Api::namespaced(client.clone(), WORKLOAD_NS);
+    policies
+        .patch(&policy.name_any(), &params, &Patch::Apply(policy))
+        .await
+        .context("applying the workload NetworkPolicy")?;
+    Ok(())
+}
+
+/// Pod uids by name for a selector (to prove pods were not recycled).
+pub async fn pod_uids(client: &Client, ns: &str, selector: &str) -> anyhow::Result<BTreeMap<String, String>> {
+    let api: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let pods = api
+        .list(&ListParams::default().labels(selector))
+        .await
+        .with_context(|| format!("listing pods {selector} in {ns}"))?;
+    Ok(pods
+        .items
+        .iter()
+        .map(|pod| (pod.name_any(), pod.metadata.uid.clone().unwrap_or_default()))
+        .collect())
+}
+
+/// Nodes labelled by the stager, sorted: the workers of a non-kind cluster.
+pub async fn gpu_nodes(client: &Client) -> anyhow::Result<Vec<String>> {
+    let api: Api<Node> = Api::all(client.clone());
+    let nodes = api
+        .list(&ListParams::default().labels("nvidia.com/gpu.present=true"))
+        .await
+        .context("listing nodes labelled nvidia.com/gpu.present=true")?;
+    let mut names: Vec<String> = nodes.items.iter().map(ResourceExt::name_any).collect();
+    names.sort();
+    Ok(names)
+}
+
+/// What a user needs when a wait fails: pod phases, conditions and container
+/// states, the namespace's recent events, and log tails of unready pods.
+pub async fn diagnose(client: &Client, ns: &str, selector: &str) -> String {
+    let mut out = String::new();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    match pods.list(&ListParams::default().labels(selector)).await {
+        Ok(list) if list.items.is_empty() => out.push_str(&format!("  no pods match {selector} in {ns}\n")),
+        Ok(list) => {
+            for pod in &list.items {
+                out.push_str(&describe_pod(pod));
+                if usable_pod(pod).is_none() {
+                    for container in pod.spec.iter().flat_map(|spec| spec.containers.iter()) {
+                        let params = LogParams {
+                            container: Some(container.name.clone()),
+                            tail_lines: Some(20),
+                            ..LogParams::default()
+                        };
+                        if let Ok(logs) = pods.logs(&pod.name_any(), &params).await {
+                            out.push_str(&format!("    logs of {}/{} (last 20 lines):\n", pod.name_any(), container.name));
+                            for line in logs.lines() {
+                                out.push_str(&format!("      {line}\n"));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        Err(err) => out.push_str(&format!("  cannot list pods in {ns}: {err}\n")),
+    }
+    let events: Api<Event> = Api::namespaced(client.clone(), ns);
+    if let Ok(list) = events.list(&ListParams::default()).await {
+        let mut items = list.items;
+        items.sort_by_key(|it| it.last_timestamp.clone().map(|time| time.0));
+        out.push_str(&format!("  recent events in {ns}:\n"));
+        for event in items.iter().rev().take(10).rev() {
+            out.push_str(&format!(
+                "    {} {} {}/{}: {}\n",
+                event.type_.as_deref().unwrap_or("-"),
+                event.reason.as_deref().unwrap_or("-"),
+                event.involved_object.kind.as_deref().unwrap_or("-"),
+                event.involved_object.name.as_deref().unwrap_or("-"),
+                event.message.as_deref().unwrap_or("").trim()
+            ));
+        }
+    }
+    out
+}
+
+/// One pod's phase, node, unmet conditions and container states.
+pub fn describe_pod(pod: &Pod) -> String {
+    let status = pod.status.clone().unwrap_or_default();
+    let node = pod.spec.as_ref().and_then(|spec| spec.node_name.clone()).unwrap_or_else(|| "-".to_owned());
+    let mut out = format!(
+        "  pod {} on {node}: phase {}\n",
+        pod.name_any(),
+        status.phase.as_deref().unwrap_or("Unknown")
+    );
+    for condition in status.conditions.iter().flatten().filter(|it| it.status != "True") {
+        out.push_str(&format!(
+            "    condition {}={} {} {}\n",
+            condition.type_,
+            condition.status,
+            condition.reason.as_deref().unwrap_or(""),
+            condition.message.as_deref().unwrap_or("")
+        ));
+    }
+    for container in status.container_statuses.iter().flatten() {
+        let state = container.state.clone().unwrap_or_default();
+        let detail = if let Some(waiting) = state.waiting {
+            format!("waiting: {} {}", waiting.reason.unwrap_or_default(), waiting.message.unwrap_or_default())
+        } else if let Some(terminated) = state.terminated {
+            format!("terminated: exit {} {}", terminated.exit_code, terminated.reason.unwrap_or_default())
+        } else {
+            "running".to_owned()
+        };
+        out.push_str(&format!(
+            "    container {}: {} (restarts {})\n",
+            container.name,
+            detail.trim(),
+            container.restart_count
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::{Method, Request, Response};
+    use kube::client::Body;
+
+    fn ds(generation: i64, observed: i64, desired: i32, updated: i32, ready: i32) -> DaemonSet {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "x", "generation": generation},
+            "spec": {"selector": {}, "template": {}},
+            "status": {"observedGeneration": observed, "desiredNumberScheduled": desired,
+                       "updatedNumberScheduled": updated, "numberReady": ready, "numberAvailable": ready,
+                       "currentNumberScheduled": desired, "numberMisscheduled": 0}
+        }))
+        .expect("daemonset")
+    }
+
+    #[test]
+    fn daemonset_rollout_needs_every_pod_updated_and_ready() {
+        assert_eq!(daemonset_progress(&ds(2, 2, 4, 4, 4)), Ok(()));
+        assert!(daemonset_progress(&ds(3, 2, 4, 4, 4)).expect_err("stale").contains("generation 3"));
+        assert_eq!(
+            daemonset_progress(&ds(2, 2, 4, 2, 3)),
+            Err("2/4 updated, 3/4 ready, 3/4 available".to_owned())
+        );
+        assert!(daemonset_progress(&ds(1, 1, 0, 0, 0)).expect_err("none").contains("no node selected"));
+    }
+
+    #[test]
+    fn exit_codes_come_from_the_status_causes() {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::Status;
+        let ok: Status = serde_json::from_value(serde_json::json!({"status": "Success"})).expect("status");
+        assert_eq!(exit_code(Some(&ok)), 0);
+        let failed: Status = serde_json::from_value(serde_json::json!({
+            "status": "Failure", "reason": "NonZeroExitCode",
+            "details": {"causes": [{"reason": "ExitCode", "message": "2"}]}
+        }))
+        .expect("status");
+        assert_eq!(exit_code(Some(&failed)), 2);
+        assert_eq!(exit_code(None), -1);
+    }
+
+    fn workload_yaml() -> String {
+        let path = crate::project_root().join(crate::names::WORKLOAD_MANIFEST);
+        std::fs::read_to_string(&path).expect("manifests/demo/workload.yaml is in the repository")
+    }
+
+    #[test]
+    fn the_repository_workload_gets_our_image() {
+        let (daemonset, policy) = workload_objects(&workload_yaml(), "nvml-mock-workload:abc").expect("parses");
+        assert_eq!(daemonset.name_any(), crate::names::WORKLOAD_DS);
+        let spec = daemonset.spec.expect("spec").template.spec.expect("pod spec");
+        assert_eq!(spec.containers[0].image.as_deref(), Some("nvml-mock-workload:abc"));
+        assert_eq!(policy.name_any(), crate::names::WORKLOAD_DS);
+        assert!(workload_objects("kind: Pod\n", "x").is_err());
+    }
+
+    type Handle = tower_test::mock::Handle<Request<Body>, Response<Body>>;
+
+    fn mock_client() -> (Client, Handle) {
+        let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+        (Client::new(service, "default"), handle)
+    }
+
+    async fn expect(handle: &mut Handle, method: Method, path_and_query: &str, reply: serde_json::Value) -> Vec<u8> {
+        let (request, send) = tokio::time::timeout(Duration::from_secs(1), handle.next_request())
+            .await
+            .expect("the client made no request within 1s")
+            .expect("a request");
+        assert_eq!(request.method(), method);
+        let uri = request.uri().to_string();
+        assert!(uri.starts_with(path_and_query), "uri {uri} does not start with {path_and_query}");
+        let body = request.into_body().collect_bytes().await.expect("body").to_vec();
+        send.send_response(Response::new(Body::from(serde_json::to_vec(&reply).expect("json"))));
+        body
+    }
+
+    fn running_pod(name: &str, ready: bool) -> serde_json::Value {
+        serde_json::json!({
+            "metadata": {"name": name, "uid": format!("uid-{name}")},
+            "spec": {"containers": [], "nodeName": "c-worker"},
+            "status": {"phase": "Running", "podIP": "10.244.1.5",
+                       "conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" }}]}
+        })
+    }
+
+    #[tokio::test]
+    async fn pod_on_node_lists_by_selector_and_node() {
+        let (client, mut handle) = mock_client();
+        let server = tokio::spawn(async move {
+            let list = serde_json::json!({"apiVersion": "v1", "kind": "PodList", "metadata": {},
+                "items": [running_pod("not-ready", false), running_pod("good", true)]});
+            expect(
+                &mut handle,
+                Method::GET,
+                "/api/v1/namespaces/compute-domain-workload/pods?&labelSelector=app.kubernetes.io%2Fname%3Dcompute-domain-demo-workload&fieldSelector=spec.nodeName%3Dc-worker",
+                list,
+            )
+            .await;
+        });
+        let pod = pod_on_node(&client, "c-worker", Duration::from_secs(1)).await.expect("found");
+        assert_eq!(pod, PodInfo { name: "good".into(), ip: "10.244.1.5".into(), uid: "uid-good".into() });
+        server.await.expect("server");
+    }
+
+    #[tokio::test]
+    async fn workload_is_server_side_applied_namespace_first() {
+        let (client, mut handle) = mock_client();
+        let (daemonset, policy) = workload_objects(&workload_yaml(), "nvml-mock-workload:abc").expect("parses");
+        let ds_json = serde_json::to_value(&daemonset).expect("json");
+        let np_json = serde_json::to_value(&policy).expect("json");
+        let server = tokio::spawn(async move {
+            let ns = expect(
+                &mut handle,
+                Method::PATCH,
+                "/api/v1/namespaces/compute-domain-workload?&force=true&fieldManager=cdsim-xtask",
+                serde_json::json!({"metadata": {"name": "compute-domain-workload"}}),
+            )
+            .await;
+            let ns: serde_json::Value = serde_json::from_slice(&ns).expect("json");
+            assert_eq!(ns["kind"], "Namespace");
+            let ds = expect(
+                &mut handle,
+                Method::PATCH,
+                "/apis/apps/v1/namespaces/compute-domain-workload/daemonsets/compute-domain-demo-workload?&force=true&fieldManager=cdsim-xtask",
+                ds_json,
+            )
+            .await;
+            let ds: serde_json::Value = serde_json::from_slice(&ds).expect("json");
+            assert_eq!(ds["spec"]["template"]["spec"]["containers"][0]["image"], "nvml-mock-workload:abc");
+            expect(
+                &mut handle,
+                Method::PATCH,
+                "/apis/networking.k8s.io/v1/namespaces/compute-domain-workload/networkpolicies/compute-domain-demo-workload?&force=true&fieldManager=cdsim-xtask",
+                np_json,
+            )
+            .await;
+        });
+        apply_workload(&client, &daemonset, &policy).await.expect("applied");
+        server.await.expect("server");
+    }
+}

@@ -1,0 +1,414 @@
+//! Pure planning: whether to reuse, recreate or reject an existing cluster,
+//! which device majors to use, and the Helm values of the install.
+//!
+//! Nothing here runs a process or touches the network; the callers in
+//! `cluster` and `install` gather the inputs and act on the answers.
+
+use std::collections::BTreeSet;
+use std::fmt;
+
+use crate::names::NRI_SOCKET;
+
+/// The containerd plugin key of NRI, in every config version.
+const NRI_PLUGIN: &str = "io.containerd.nri.v1.nri";
+
+/// Why one node cannot host the demo.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NodeProblem {
+    /// The node container does not exist.
+    Missing,
+    /// The node container exists but is not running.
+    NotRunning(String),
+    /// The containerd config could not be parsed.
+    Unparseable(String),
+    /// The config has no NRI plugin section.
+    NriSectionMissing,
+    /// NRI is present but `disable = true`.
+    NriDisabled,
+    /// NRI listens on another socket.
+    WrongSocket(String),
+}
+
+impl fmt::Display for NodeProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            NodeProblem::Missing => f.write_str("node container is missing"),
+            NodeProblem::NotRunning(state) => write!(f, "node container is {state}, not running"),
+            NodeProblem::Unparseable(err) => write!(f, "containerd config does not parse: {err}"),
+            NodeProblem::NriSectionMissing => {
+                write!(f, "containerd has no [plugins.\"{NRI_PLUGIN}\"] section (NRI off)")
+            }
+            NodeProblem::NriDisabled => write!(f, "containerd NRI is disabled (disable = true)"),
+            NodeProblem::WrongSocket(found) => {
+                write!(f, "containerd NRI listens on {found}, expected {NRI_SOCKET}")
+            }
+        }
+    }
+}
+
+/// Checks one node's containerd config (`containerd config dump` or
+/// `/etc/containerd/config.toml`): NRI on, on the expected socket.
+///
+/// A section without `disable` counts as enabled (containerd 2.x default); a
+/// section without `socket_path` counts as the default socket, which is the
+/// expected one.
+pub fn check_nri(config_toml: &str) -> Result<(), NodeProblem> {
+    let doc: toml::Table = match config_toml.parse() {
+        Ok(doc) => doc,
+        Err(err) => return Err(NodeProblem::Unparseable(err.message().to_owned())),
+    };
+    let Some(nri) = doc
+        .get("plugins")
+        .and_then(toml::Value::as_table)
+        .and_then(|plugins| plugins.get(NRI_PLUGIN))
+        .and_then(toml::Value::as_table)
+    else {
+        return Err(NodeProblem::NriSectionMissing);
+    };
+    if nri.get("disable").and_then(toml::Value::as_bool).unwrap_or(false) {
+        return Err(NodeProblem::NriDisabled);
+    }
+    match nri.get("socket_path").and_then(toml::Value::as_str) {
+        None => Ok(()),
+        Some(path) if path == NRI_SOCKET => Ok(()),
+        Some(other) => Err(NodeProblem::WrongSocket(other.to_owned())),
+    }
+}
+
+/// What to do about the cluster.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClusterPlan {
+    /// No cluster of that name: create it.
+    Create,
+    /// A compatible cluster: keep it.
+    Reuse,
+    /// `--force-recreate`: delete it and create it again.
+    Recreate,
+    /// Incompatible and no `--force-recreate`: stop with this message.
+    Reject(String),
+}
+
+/// Decides from whether the cluster exists and what each expected node showed.
+pub fn plan_cluster(
+    cluster_name: &str,
+    exists: bool,
+    force_recreate: bool,
+    nodes: &[(String, Result<(), NodeProblem>)],
+) -> ClusterPlan {
+    if !exists {
+        return ClusterPlan::Create;
+    }
+    if force_recreate {
+        return ClusterPlan::Recreate;
+    }
+    let problems: Vec<String> = nodes
+        .iter()
+        .filter_map(|(node, status)| status.as_ref().err().map(|problem| format!("{node}: {problem}")))
+        .collect();
+    if problems.is_empty() {
+        return ClusterPlan::Reuse;
+    }
+    ClusterPlan::Reject(format!(
+        "kind cluster `{cluster_name}` exists but is incompatible:\n  {}\nfix: rerun with --force-recreate (or FORCE_RECREATE=true) to delete and recreate it, \
+         or delete it yourself with `kind delete cluster --name {cluster_name}`",
+        problems.join("\n  ")
+    ))
+}
+
+/// The two IMEX device majors given to the chart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Majors {
+    /// `nvidia-caps-imex-channels`.
+    pub channel: u32,
+    /// `nvidia-caps`.
+    pub caps: u32,
+}
+
+/// The first major tried.
+pub const FIRST_MAJOR: u32 = 240;
+/// The last major tried (Linux's limit).
+pub const LAST_MAJOR: u32 = 4095;
+
+/// Every numeric first field of a `/proc/devices` text, character and block
+/// sections alike.
+pub fn parse_proc_devices(text: &str) -> BTreeSet<u32> {
+    text.lines()
+        .filter_map(|line| line.split_whitespace().next())
+        .filter_map(|field| field.parse().ok())
+        .collect()
+}
+
+/// The first two majors from 240 that no node uses.
+pub fn choose_majors(used: &BTreeSet<u32>) -> anyhow::Result<Majors> {
+    let mut free = (FIRST_MAJOR..=LAST_MAJOR).filter(|major| !used.contains(major));
+    let (Some(channel), Some(caps)) = (free.next(), free.next()) else {
+        anyhow::bail!(
+            "could not find two unused device majors in {FIRST_MAJOR}..={LAST_MAJOR} across the nodes' /proc/devices"
+        );
+    };
+    Ok(Majors { channel, caps })
+}
+
+/// An image reference as loaded into the cluster.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ImageRef {
+    /// Repository, e.g. `nvml-mock`.
+    pub repository: String,
+    /// Tag, derived from the content digest.
+    pub tag: String,
+}
+
+impl ImageRef {
+    /// Splits `repo:tag` (the last `:` after the last `/`).
+    pub fn parse(reference: &str) -> anyhow::Result<ImageRef> {
+        let slash = reference.rfind('/').map_or(0, |idx| idx + 1);
+        match reference[slash..].rfind(':') {
+            Some(colon) if colon > 0 && slash + colon + 1 < reference.len() => Ok(ImageRef {
+                repository: reference[..slash + colon].to_owned(),
+                tag: reference[slash + colon + 1..].to_owned(),
+            }),
+            _ => anyhow::bail!("image reference `{reference}` has no tag: expected repository:tag"),
+        }
+    }
+}
+
+impl fmt::Display for ImageRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.repository, self.tag)
+    }
+}
+
+/// The install's Helm values beyond the topology fragment (which the topology
+/// crate renders and is passed as its own `-f` file).
+pub fn install_values(image: &ImageRef, majors: Majors) -> String {
+    format!(
+        "# Written by cargo xtask; passed to helm with -f.\n\
+         image:\n  repository: \"{repo}\"\n  tag: \"{tag}\"\n\
+         gpu:\n  profile: gb200\n\
+         nri:\n  enabled: true\n\
+         imex:\n  mockChannels:\n    enabled: true\n    channelMajor: {channel}\n    capsMajor: {caps}\n\
+         updateStrategy:\n  type: RollingUpdate\n  rollingUpdate:\n    maxUnavailable: \"100%\"\n",
+        repo = image.repository,
+        tag = image.tag,
+        channel = majors.channel,
+        caps = majors.caps,
+    )
+}
+
+/// The `helm upgrade --install` arguments (no `--wait`: the caller waits
+/// through kube-rs watchers).
+pub fn helm_install_args(
+    chart: &str,
+    kube_context: &str,
+    values_files: &[String],
+) -> Vec<String> {
+    let mut args: Vec<String> = [
+        "upgrade",
+        "--install",
+        crate::names::RELEASE,
+        chart,
+        "--kube-context",
+        kube_context,
+        "--namespace",
+        crate::names::MOCK_NS,
+        "--create-namespace",
+    ]
+    .iter()
+    .map(|it| (*it).to_owned())
+    .collect();
+    for file in values_files {
+        args.push("-f".to_owned());
+        args.push(file.clone());
+    }
+    args
+}
+
+/// The `helm upgrade --reuse-values` arguments of a topology swap.
+pub fn helm_topology_args(chart: &str, kube_context: &str, values_file: &str) -> Vec<String> {
+    [
+        "upgrade",
+        crate::names::RELEASE,
+        chart,
+        "--kube-context",
+        kube_context,
+        "--namespace",
+        crate::names::MOCK_NS,
+        "--reuse-values",
+        "-f",
+        values_file,
+    ]
+    .iter()
+    .map(|it| (*it).to_owned())
+    .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What kind's containerd 2.x patch produces (config version 3, single quotes).
+    const KIND_V3: &str = r#"
+version = 3
+[plugins]
+  [plugins.'io.containerd.cri.v1.runtime']
+    enable_cdi = true
+  [plugins.'io.containerd.nri.v1.nri']
+    disable = false
+    socket_path = '/var/run/nri/nri.sock'
+"#;
+
+    /// Upstream's own wording (config version 2, double quotes).
+    const KIND_V2: &str = r#"
+version = 2
+[plugins."io.containerd.nri.v1.nri"]
+  disable = false
+  socket_path = "/var/run/nri/nri.sock"
+"#;
+
+    #[test]
+    fn nri_on_the_expected_socket_passes_in_both_config_versions() {
+        assert_eq!(check_nri(KIND_V3), Ok(()));
+        assert_eq!(check_nri(KIND_V2), Ok(()));
+    }
+
+    #[test]
+    fn nri_problems_are_named() {
+        assert_eq!(
+            check_nri("version = 3\n[plugins]\n"),
+            Err(NodeProblem::NriSectionMissing)
+        );
+        assert_eq!(
+            check_nri(&KIND_V2.replace("disable = false", "disable = true")),
+            Err(NodeProblem::NriDisabled)
+        );
+        assert_eq!(
+            check_nri(&KIND_V3.replace("/var/run/nri/nri.sock", "/run/other.sock")),
+            Err(NodeProblem::WrongSocket("/run/other.sock".to_owned()))
+        );
+        assert!(matches!(check_nri("[plugins"), Err(NodeProblem::Unparseable(_))));
+    }
+
+    fn statuses(problem_on: Option<(&str, NodeProblem)>) -> Vec<(String, Result<(), NodeProblem>)> {
+        ["c-control-plane", "c-worker", "c-worker2"]
+            .iter()
+            .map(|node| {
+                let status = match &problem_on {
+                    Some((bad, problem)) if bad == node => Err(problem.clone()),
+                    _ => Ok(()),
+                };
+                ((*node).to_owned(), status)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn cluster_decisions() {
+        assert_eq!(plan_cluster("c", false, false, &[]), ClusterPlan::Create);
+        assert_eq!(plan_cluster("c", false, true, &[]), ClusterPlan::Create);
+        assert_eq!(plan_cluster("c", true, false, &statuses(None)), ClusterPlan::Reuse);
+        let bad = statuses(Some(("c-worker2", NodeProblem::NriSectionMissing)));
+        assert_eq!(plan_cluster("c", true, true, &bad), ClusterPlan::Recreate);
+        let ClusterPlan::Reject(message) = plan_cluster("c", true, false, &bad) else {
+            panic!("an incompatible cluster must be rejected");
+        };
+        assert!(message.contains("c-worker2: containerd has no"), "{message}");
+        assert!(message.contains("--force-recreate"), "{message}");
+        assert!(message.contains("FORCE_RECREATE=true"), "{message}");
+        assert!(!message.contains("c-worker:"), "only the bad node is named: {message}");
+    }
+
+    #[test]
+    fn a_stopped_node_rejects_reuse_and_is_named() {
+        let bad = statuses(Some(("c-worker", NodeProblem::NotRunning("exited".to_owned()))));
+        let ClusterPlan::Reject(message) = plan_cluster("c", true, false, &bad) else {
+            panic!("a stopped node must be rejected");
+        };
+        assert!(message.contains("c-worker: node container is exited, not running"), "{message}");
+    }
+
+    /// A kind node's /proc/devices on a Debian 12 host (hidraw on 236, as upstream warns).
+    const PROC_DEVICES: &str = "Character devices:
+  1 mem
+  4 /dev/vc/0
+  5 /dev/tty
+ 10 misc
+ 89 i2c
+128 ptm
+136 pts
+226 drm
+236 hidraw
+240 aux
+241 cec
+242 lirc
+243 wwan_port
+
+Block devices:
+  7 loop
+  8 sd
+ 11 sr
+244 nvme
+259 blkext
+";
+
+    #[test]
+    fn majors_skip_character_and_block_majors_of_every_node() {
+        let used = parse_proc_devices(PROC_DEVICES);
+        assert!(used.contains(&236) && used.contains(&244) && used.contains(&259));
+        assert_eq!(choose_majors(&used).expect("free"), Majors { channel: 245, caps: 246 });
+
+        let mut merged = used.clone();
+        merged.extend(parse_proc_devices("Character devices:\n245 other\n"));
+        assert_eq!(choose_majors(&merged).expect("free"), Majors { channel: 246, caps: 247 });
+
+        assert_eq!(
+            choose_majors(&BTreeSet::new()).expect("free"),
+            Majors { channel: 240, caps: 241 }
+        );
+    }
+
+    #[test]
+    fn majors_fail_when_none_are_free() {
+        let all: BTreeSet<u32> = (FIRST_MAJOR..LAST_MAJOR).collect();
+        let err = choose_majors(&all).expect_err("one left").to_string();
+        assert!(err.contains("could not find two unused device majors"), "{err}");
+    }
+
+    #[test]
+    fn image_references_split_at_the_tag() {
+        let image = ImageRef::parse("localhost:5000/nvml-mock:sha-0123").expect("tagged");
+        assert_eq!(image.repository, "localhost:5000/nvml-mock");
+        assert_eq!(image.tag, "sha-0123");
+        assert!(ImageRef::parse("localhost:5000/nvml-mock").is_err());
+        assert!(ImageRef::parse("nvml-mock:").is_err());
+    }
+
+    #[test]
+    fn values_carry_image_majors_and_profile() {
+        let image = ImageRef::parse("nvml-mock:abc123").expect("tagged");
+        let values = install_values(&image, Majors { channel: 245, caps: 246 });
+        let doc: serde_yaml::Value = serde_yaml::from_str(&values).expect("yaml");
+        assert_eq!(doc["image"]["repository"], "nvml-mock");
+        assert_eq!(doc["image"]["tag"], "abc123");
+        assert_eq!(doc["gpu"]["profile"], "gb200");
+        assert_eq!(doc["nri"]["enabled"], true);
+        assert_eq!(doc["imex"]["mockChannels"]["enabled"], true);
+        assert_eq!(doc["imex"]["mockChannels"]["channelMajor"], 245);
+        assert_eq!(doc["imex"]["mockChannels"]["capsMajor"], 246);
+        assert_eq!(doc["updateStrategy"]["rollingUpdate"]["maxUnavailable"], "100%");
+        assert!(doc.get("topology").is_none(), "the topology is its own values file");
+    }
+
+    #[test]
+    fn helm_arguments() {
+        let args = helm_install_args("chart", "kind-c", &["a.yaml".to_owned(), "b.yaml".to_owned()]);
+        assert_eq!(
+            args.join(" "),
+            "upgrade --install nvml-mock chart --kube-context kind-c --namespace mokka --create-namespace -f a.yaml -f b.yaml"
+        );
+        let args = helm_topology_args("chart", "kind-c", "t.yaml");
+        assert_eq!(
+            args.join(" "),
+            "upgrade nvml-mock chart --kube-context kind-c --namespace mokka --reuse-values -f t.yaml"
+        );
+    }
+}

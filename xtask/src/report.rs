@@ -1,0 +1,254 @@
+//! The run report: per-step wall times and each scenario's outcome with
+//! per-worker details, written as JSON and as JUnit XML beside it.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Serialize;
+
+/// How a scenario ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "outcome", content = "reason", rename_all = "lowercase")]
+pub enum Outcome {
+    /// Every assertion held.
+    Passed,
+    /// An assertion failed or an error stopped it.
+    Failed(String),
+    /// It could not run (never counted as passed).
+    Skipped(String),
+}
+
+/// What one worker showed in a scenario.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct WorkerDetail {
+    /// The node.
+    pub node: String,
+    /// The pod it ran in.
+    pub pod: String,
+    /// What was checked and seen.
+    pub detail: String,
+    /// Whether this worker passed.
+    pub passed: bool,
+}
+
+/// One scenario's result.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ScenarioResult {
+    /// `scenario1`, `scenario2`, `scenario3`.
+    pub name: String,
+    /// How it ended.
+    #[serde(flatten)]
+    pub outcome: Outcome,
+    /// Wall time in seconds.
+    pub seconds: f64,
+    /// Per-worker details.
+    pub workers: Vec<WorkerDetail>,
+    /// Named timings inside the scenario (seconds).
+    pub timings: Vec<(String, f64)>,
+}
+
+/// One step's wall time.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Step {
+    /// The step name.
+    pub name: String,
+    /// Wall time in seconds.
+    pub seconds: f64,
+    /// `ok`, `failed: …` or `interrupted`.
+    pub status: String,
+}
+
+/// The whole report.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Report {
+    /// The command that ran.
+    pub command: String,
+    /// The kind cluster or kube context.
+    pub cluster: String,
+    /// Steps in order.
+    pub steps: Vec<Step>,
+    /// Scenarios in order.
+    pub scenarios: Vec<ScenarioResult>,
+    /// Notes (e.g. NetworkPolicy enforcement).
+    pub notes: Vec<String>,
+    /// Total wall time in seconds.
+    pub total_seconds: f64,
+}
+
+impl Report {
+    /// Records a step.
+    pub fn step(&mut self, name: &str, took: Duration, status: &str) {
+        self.steps.push(Step {
+            name: name.to_owned(),
+            seconds: round(took),
+            status: status.to_owned(),
+        });
+    }
+
+    /// Whether any scenario or step failed.
+    pub fn failed(&self) -> bool {
+        self.scenarios.iter().any(|it| matches!(it.outcome, Outcome::Failed(_)))
+            || self.steps.iter().any(|it| it.status != "ok")
+    }
+
+    /// The JSON document.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).unwrap_or_else(|err| format!("{{\"error\": \"{err}\"}}"))
+    }
+
+    /// JUnit XML: one testsuite, steps and scenarios as test cases.
+    pub fn to_junit(&self) -> String {
+        let failures = self.steps.iter().filter(|it| it.status != "ok").count()
+            + self.scenarios.iter().filter(|it| matches!(it.outcome, Outcome::Failed(_))).count();
+        let skipped = self.scenarios.iter().filter(|it| matches!(it.outcome, Outcome::Skipped(_))).count();
+        let tests = self.steps.len() + self.scenarios.len();
+        let mut out = format!(
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites>\n<testsuite name=\"cdsim {}\" tests=\"{tests}\" failures=\"{failures}\" skipped=\"{skipped}\" time=\"{:.3}\">\n",
+            xml(&self.command),
+            self.total_seconds
+        );
+        for step in &self.steps {
+            out.push_str(&format!(
+                "  <testcase classname=\"step\" name=\"{}\" time=\"{:.3}\">",
+                xml(&step.name),
+                step.seconds
+            ));
+            if step.status != "ok" {
+                out.push_str(&format!("<failure message=\"{}\"/>", xml(&step.status)));
+            }
+            out.push_str("</testcase>\n");
+        }
+        for scenario in &self.scenarios {
+            out.push_str(&format!(
+                "  <testcase classname=\"scenario\" name=\"{}\" time=\"{:.3}\">",
+                xml(&scenario.name),
+                scenario.seconds
+            ));
+            match &scenario.outcome {
+                Outcome::Passed => {}
+                Outcome::Failed(reason) => out.push_str(&format!("<failure message=\"{}\"/>", xml(reason))),
+                Outcome::Skipped(reason) => out.push_str(&format!("<skipped message=\"{}\"/>", xml(reason))),
+            }
+            let details: Vec<String> = scenario
+                .workers
+                .iter()
+                .map(|it| format!("{} ({}): {}", it.node, it.pod, it.detail))
+                .collect();
+            if !details.is_empty() {
+                out.push_str(&format!("<system-out>{}</system-out>", xml(&details.join("\n"))));
+            }
+            out.push_str("</testcase>\n");
+        }
+        out.push_str("</testsuite>\n</testsuites>\n");
+        out
+    }
+
+    /// Writes `path` (JSON) and the JUnit XML beside it (`.xml`).
+    pub fn write(&self, path: &Path) -> anyhow::Result<PathBuf> {
+        if let Some(parent) = path.parent().filter(|it| !it.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent)
+                .map_err(|err| anyhow::format_err!("cannot create {}: {err}", parent.display()))?;
+        }
+        std::fs::write(path, self.to_json())
+            .map_err(|err| anyhow::format_err!("cannot write the report {}: {err}", path.display()))?;
+        let xml_path = path.with_extension("xml");
+        std::fs::write(&xml_path, self.to_junit())
+            .map_err(|err| anyhow::format_err!("cannot write {}: {err}", xml_path.display()))?;
+        Ok(xml_path)
+    }
+}
+
+/// Seconds with millisecond precision.
+pub fn round(took: Duration) -> f64 {
+    (took.as_secs_f64() * 1000.0).round() / 1000.0
+}
+
+fn xml(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&apos;"),
+            '\n' => out.push_str("&#10;"),
+            c if (c as u32) < 0x20 && c != '\t' => {}
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Report {
+        let mut report = Report {
+            command: "demo".to_owned(),
+            cluster: "c".to_owned(),
+            ..Report::default()
+        };
+        report.step("cluster", Duration::from_millis(1500), "ok");
+        report.scenarios.push(ScenarioResult {
+            name: "scenario1".to_owned(),
+            outcome: Outcome::Passed,
+            seconds: 2.0,
+            workers: vec![WorkerDetail {
+                node: "c-worker".to_owned(),
+                pod: "p".to_owned(),
+                detail: "4/4 GPUs clique=0 <ok>".to_owned(),
+                passed: true,
+            }],
+            timings: vec![],
+        });
+        report.scenarios.push(ScenarioResult {
+            name: "scenario2".to_owned(),
+            outcome: Outcome::Skipped("no nvidia-imex payload".to_owned()),
+            seconds: 0.0,
+            workers: vec![],
+            timings: vec![],
+        });
+        report
+    }
+
+    #[test]
+    fn json_carries_outcomes_and_reasons() {
+        let doc: serde_json::Value = serde_json::from_str(&sample().to_json()).expect("json");
+        assert_eq!(doc["steps"][0]["seconds"], 1.5);
+        assert_eq!(doc["scenarios"][0]["outcome"], "passed");
+        assert_eq!(doc["scenarios"][1]["outcome"], "skipped");
+        assert_eq!(doc["scenarios"][1]["reason"], "no nvidia-imex payload");
+        assert_eq!(doc["scenarios"][0]["workers"][0]["node"], "c-worker");
+        assert!(!sample().failed(), "a skip is not a failure");
+    }
+
+    #[test]
+    fn junit_counts_and_escapes() {
+        let mut report = sample();
+        report.scenarios.push(ScenarioResult {
+            name: "scenario3".to_owned(),
+            outcome: Outcome::Failed("worker3 said \"clique 1\" & <not 99>".to_owned()),
+            seconds: 1.0,
+            workers: vec![],
+            timings: vec![],
+        });
+        assert!(report.failed());
+        let xml = report.to_junit();
+        assert!(xml.contains("tests=\"4\" failures=\"1\" skipped=\"1\""), "{xml}");
+        assert!(xml.contains("<skipped message=\"no nvidia-imex payload\"/>"), "{xml}");
+        assert!(xml.contains("&quot;clique 1&quot; &amp; &lt;not 99&gt;"), "{xml}");
+        assert!(xml.contains("4/4 GPUs clique=0 &lt;ok&gt;"), "{xml}");
+    }
+
+    #[test]
+    fn write_puts_xml_beside_json() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("sub/report.json");
+        let xml = sample().write(&path).expect("written");
+        assert_eq!(xml, dir.path().join("sub/report.xml"));
+        assert!(std::fs::read_to_string(&path).expect("json").contains("scenario1"));
+        assert!(std::fs::read_to_string(&xml).expect("xml").starts_with("<?xml"));
+    }
+}
