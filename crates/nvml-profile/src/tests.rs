@@ -1,0 +1,345 @@
+//! Unit tests: the shipped profiles, validation errors, num_devices and the fabric identity.
+
+use super::*;
+
+const MINIMAL: &str = r#"
+version: 1
+name: tiny
+system: {driver_version: "580.65.06", nvml_version: "13.580.65.06", cuda_driver_version: 13000}
+device_defaults:
+  name: NVIDIA GB200
+  brand: nvidia
+  architecture: blackwell
+  compute_capability: {major: 10, minor: 0}
+  board_id: 7
+  memory: {total: 1000, reserved: 100, used: 50}
+  pci: {device_id: 0x294110DE, subsystem_id: 0x20D510DE}
+  pcie: {gen: 5, width: 16, max_gen: 6, max_width: 16}
+  power_usage_mw: 1
+  temperature_c: 2
+  utilization: {gpu: 3, memory: 4}
+  clocks: {graphics: 1, sm: 2, mem: 3, video: 4, max_graphics: 10, max_sm: 20, max_mem: 30, max_video: 40}
+  persistence_mode: true
+  compute_mode: default
+  nvlink: {links: 18, active: 18}
+  fabric: {cluster_uuid: "00000000-0000-0000-0000-000000000001", clique_id: 0, state: in_progress}
+devices:
+  - {index: 0, uuid: GPU-00000000-0000-0000-0000-000000000000, pci_bus_id: "0000:01:00.0", minor_number: 0, module_id: 1}
+  - {index: 1, uuid: GPU-00000000-0000-0000-0000-000000000001, pci_bus_id: "0000:02:00.0", minor_number: 1, module_id: 2,
+     name: Other, fabric: {cluster_uuid: "00000000000000000000000000000002", clique_id: 9}}
+"#;
+
+fn invalid_field(text: &str) -> (String, String) {
+    match Profile::parse(text) {
+        Err(Error::Invalid { field, message }) => (field, message),
+        other => panic!("expected a validation error, got {other:?}"),
+    }
+}
+
+#[test]
+fn shipped_gb200_is_one_compute_tray() {
+    let profile = Profile::parse(GB200).unwrap();
+    assert_eq!(profile.name(), "gb200");
+    assert_eq!(profile.device_count(), 4);
+    assert!(profile.has_fabric());
+    let devices = profile.devices();
+    for (position, device) in devices.iter().enumerate() {
+        assert_eq!(device.index as usize, position);
+        assert_eq!(device.name, "NVIDIA GB200");
+        assert_eq!(device.architecture, Architecture::Blackwell);
+        assert_eq!(
+            (
+                device.compute_capability.major,
+                device.compute_capability.minor
+            ),
+            (10, 0)
+        );
+        assert_eq!(device.module_id as usize, position + 1);
+        let fabric = device.fabric.unwrap();
+        assert_eq!(
+            fabric.cluster_uuid.to_string(),
+            "00000000-0000-0000-0000-000000000001"
+        );
+        assert_eq!(fabric.clique_id, 0);
+        assert_eq!(fabric.effective_state(), FabricState::Completed);
+        assert!(device.memory.total > 180 << 30, "about 186 GiB of HBM3e");
+    }
+}
+
+#[test]
+fn shipped_h100_has_eight_gpus_without_fabric() {
+    let profile = Profile::parse(H100).unwrap();
+    assert_eq!(profile.device_count(), 8);
+    assert!(!profile.has_fabric());
+    assert!(profile
+        .devices()
+        .iter()
+        .all(|device| device.fabric.is_none()
+            && device.name == "NVIDIA H100 80GB HBM3"
+            && device.architecture == Architecture::Hopper));
+}
+
+#[test]
+fn to_yaml_round_trips() {
+    for text in [GB200, H100, MINIMAL] {
+        let profile = Profile::parse(text).unwrap();
+        let again = Profile::parse(&profile.to_yaml().unwrap()).unwrap();
+        assert_eq!(profile, again);
+    }
+}
+
+#[test]
+fn per_device_overrides_replace_defaults() {
+    let profile = Profile::parse(MINIMAL).unwrap();
+    let devices = profile.devices();
+    assert_eq!(devices[0].name, "NVIDIA GB200");
+    assert_eq!(devices[1].name, "Other");
+    assert_eq!(devices[0].board_id, 7);
+    assert_eq!(devices[0].memory.free(), 850);
+    // A per-device fabric block replaces the whole default block.
+    let fabric = devices[1].fabric.unwrap();
+    assert_eq!(fabric.clique_id, 9);
+    assert_eq!(fabric.state, None);
+    assert_eq!(
+        devices[0].fabric.unwrap().state,
+        Some(FabricState::InProgress)
+    );
+}
+
+#[test]
+fn num_devices_caps_the_visible_gpus() {
+    let profile = Profile::parse(GB200).unwrap();
+    let two = profile.with_num_devices(2).unwrap();
+    assert_eq!(two.device_count(), 2);
+    assert_eq!(two.devices().len(), 2);
+    assert_eq!(two.system().num_devices, Some(2));
+    assert_eq!(
+        Profile::parse(&two.to_yaml().unwrap())
+            .unwrap()
+            .device_count(),
+        2
+    );
+    for bad in [0, 5] {
+        let err = profile.with_num_devices(bad).unwrap_err();
+        assert!(
+            matches!(err, Error::NumDevices { requested, available: 4, .. } if requested == bad)
+        );
+        assert!(err.to_string().contains("use 1..=4"), "{err}");
+    }
+    let text = GB200.replace(
+        "cuda_driver_version: 13000",
+        "cuda_driver_version: 13000\n  num_devices: 9",
+    );
+    let (field, message) = invalid_field(&text);
+    assert_eq!(field, "system.num_devices");
+    assert!(message.contains("1..=4"), "{message}");
+}
+
+#[test]
+fn fabric_identity_rewrites_defaults_and_device_blocks() {
+    let uuid = FabricUuid::parse("00000000-0000-0000-0000-0000000000ab").unwrap();
+    let profile = Profile::parse(MINIMAL)
+        .unwrap()
+        .with_fabric_identity(uuid, 1);
+    for device in profile.devices() {
+        let fabric = device.fabric.unwrap();
+        assert_eq!(fabric.cluster_uuid, uuid);
+        assert_eq!(fabric.clique_id, 1);
+    }
+    let devices = profile.devices();
+    // An explicit state is kept; an absent one becomes completed.
+    assert_eq!(
+        devices[0].fabric.unwrap().state,
+        Some(FabricState::InProgress)
+    );
+    assert_eq!(
+        devices[1].fabric.unwrap().state,
+        Some(FabricState::Completed)
+    );
+}
+
+#[test]
+fn fabric_identity_leaves_a_profile_without_fabric_alone() {
+    let profile = Profile::parse(H100).unwrap();
+    let uuid = FabricUuid::parse("00000000-0000-0000-0000-0000000000ab").unwrap();
+    assert_eq!(profile.with_fabric_identity(uuid, 3), profile);
+}
+
+#[test]
+fn unknown_keys_are_rejected_with_their_name() {
+    let text = MINIMAL.replace("power_usage_mw: 1", "power_usage_mw: 1\n  powr: 3");
+    let err = Profile::parse(&text).unwrap_err();
+    assert!(matches!(err, Error::Syntax(_)));
+    assert!(err.to_string().contains("unknown field `powr`"), "{err}");
+    let text = MINIMAL.replace("minor_number: 0,", "minor_number: 0, colour: red,");
+    assert!(Profile::parse(&text)
+        .unwrap_err()
+        .to_string()
+        .contains("unknown field `colour`"));
+}
+
+#[test]
+fn validation_names_the_offending_field() {
+    let cases: &[(&str, &str, &str, &str)] = &[
+        ("version: 1", "version: 2", "version", "only 1"),
+        ("name: tiny", "name: \"\"", "name", "empty"),
+        (
+            "\"580.65.06\", nvml",
+            "\"580.x\", nvml",
+            "system.driver_version",
+            "X.Y",
+        ),
+        (
+            "cuda_driver_version: 13000",
+            "cuda_driver_version: 0",
+            "system.cuda_driver_version",
+            "13000",
+        ),
+        (
+            "reserved: 100, used: 50",
+            "reserved: 990, used: 50",
+            "device_defaults.memory",
+            "exceeds total",
+        ),
+        ("gen: 5,", "gen: 7,", "device_defaults.pcie.gen", "max_gen"),
+        (
+            "gpu: 3,",
+            "gpu: 300,",
+            "device_defaults.utilization.gpu",
+            "≤ 100",
+        ),
+        (
+            "graphics: 1,",
+            "graphics: 11,",
+            "device_defaults.clocks.graphics",
+            "max_graphics",
+        ),
+        (
+            "links: 18, active: 18",
+            "links: 40, active: 18",
+            "device_defaults.nvlink.links",
+            "36",
+        ),
+        (
+            "links: 18, active: 18",
+            "links: 4, active: 18",
+            "device_defaults.nvlink.active",
+            "more than links",
+        ),
+        ("index: 1,", "index: 3,", "devices[1].index", "expected 1"),
+        (
+            "GPU-00000000-0000-0000-0000-000000000001",
+            "GPU-00000000-0000-0000-0000-000000000000",
+            "devices[1].uuid",
+            "also devices[0]",
+        ),
+        (
+            "GPU-00000000-0000-0000-0000-000000000001",
+            "00000000-0000-0000-0000-000000000001",
+            "devices[1].uuid",
+            "GPU-",
+        ),
+        (
+            "\"0000:02:00.0\"",
+            "\"0000:01:00.0\"",
+            "devices[1].pci_bus_id",
+            "also devices[0]",
+        ),
+        (
+            "\"0000:02:00.0\"",
+            "\"00000000:01:00\"",
+            "devices[1].pci_bus_id",
+            "also devices[0]",
+        ),
+        (
+            "\"0000:02:00.0\"",
+            "\"zz:00.0\"",
+            "devices[1].pci_bus_id",
+            "not a PCI bus id",
+        ),
+        (
+            "minor_number: 1,",
+            "minor_number: 0,",
+            "devices[1].minor_number",
+            "also devices[0]",
+        ),
+        (
+            "board_id: 7",
+            "serial: \"1234567890123456789012345678901\"",
+            "device_defaults.serial",
+            "at most 29",
+        ),
+        ("name: Other,", "name: \"\",", "devices[1].name", "empty"),
+    ];
+    for (from, to, field, needle) in cases {
+        assert!(MINIMAL.contains(from), "fixture lacks {from:?}");
+        let (got_field, message) = invalid_field(&MINIMAL.replacen(from, to, 1));
+        assert_eq!(&got_field, field, "{from:?} -> {to:?}: {message}");
+        assert!(
+            message.contains(needle),
+            "{field}: {message:?} lacks {needle:?}"
+        );
+    }
+}
+
+#[test]
+fn a_malformed_fabric_uuid_is_a_syntax_error_naming_the_value() {
+    let text = MINIMAL.replace("00000000-0000-0000-0000-000000000001", "not-a-uuid");
+    let err = Profile::parse(&text).unwrap_err();
+    assert!(
+        err.to_string().contains("\"not-a-uuid\" is not a uuid"),
+        "{err}"
+    );
+}
+
+#[test]
+fn missing_board_id_is_reported_per_device() {
+    let text = MINIMAL.replace("  board_id: 7\n", "");
+    let (field, message) = invalid_field(&text);
+    assert_eq!(field, "devices[0].board_id");
+    assert!(message.contains("device_defaults.board_id"), "{message}");
+}
+
+#[test]
+fn health_summary_is_derived_from_the_mask() {
+    let uuid = FabricUuid::default();
+    let fabric = |mask: Option<u32>| Fabric {
+        cluster_uuid: uuid,
+        clique_id: 0,
+        state: None,
+        health_mask: mask,
+        health_summary: None,
+    };
+    assert_eq!(fabric(None).effective_health_mask(), HEALTHY_MASK);
+    assert_eq!(
+        fabric(None).effective_health_summary(),
+        HealthSummary::Healthy
+    );
+    assert_eq!(
+        fabric(Some(0)).effective_health_summary(),
+        HealthSummary::NotSupported
+    );
+    // ROUTE_UNHEALTHY TRUE.
+    assert_eq!(
+        fabric(Some(0x19A)).effective_health_summary(),
+        HealthSummary::Unhealthy
+    );
+    // DEGRADED_BW TRUE only.
+    assert_eq!(
+        fabric(Some(0x1A9)).effective_health_summary(),
+        HealthSummary::LimitedCapacity
+    );
+    // INCORRECT_CONFIGURATION = NO_PARTITION.
+    assert_eq!(
+        fabric(Some(0x4AA)).effective_health_summary(),
+        HealthSummary::Unhealthy
+    );
+    let explicit = Fabric {
+        health_summary: Some(HealthSummary::LimitedCapacity),
+        ..fabric(None)
+    };
+    assert_eq!(
+        explicit.effective_health_summary(),
+        HealthSummary::LimitedCapacity
+    );
+}

@@ -1,0 +1,294 @@
+//! Validation of a parsed document: every error names the offending field.
+
+use std::collections::HashMap;
+
+use crate::{
+    ids::{check_gpu_uuid, PciBusId},
+    schema::{Clocks, DeviceDefaults, DeviceEntry, Document, Memory, NvLink, Pcie, Utilization},
+    Error, Result,
+};
+
+/// NVML's string buffer limits (including the terminating NUL).
+const NAME_BUFFER: usize = 96;
+const SERIAL_BUFFER: usize = 30;
+const VERSION_BUFFER: usize = 80;
+const UUID_BUFFER: usize = 96;
+/// `NVML_NVLINK_MAX_LINKS`.
+const MAX_NVLINKS: u32 = 36;
+
+pub(crate) fn document(doc: &Document) -> Result<()> {
+    if doc.version != 1 {
+        return invalid(
+            "version",
+            format!("is {}, only 1 is supported", doc.version),
+        );
+    }
+    if doc.name.trim().is_empty() {
+        return invalid("name", "must not be empty");
+    }
+    system(doc)?;
+    defaults(&doc.device_defaults)?;
+    if doc.devices.is_empty() {
+        return invalid("devices", "must list at least one GPU");
+    }
+    let mut uuids = HashMap::new();
+    let mut bus_ids = HashMap::new();
+    let mut minors = HashMap::new();
+    for (position, entry) in doc.devices.iter().enumerate() {
+        let at = |field: &str| format!("devices[{position}].{field}");
+        device(entry, position, &doc.device_defaults)?;
+        if let Some(first) = uuids.insert(entry.uuid.to_ascii_lowercase(), position) {
+            return invalid(
+                at("uuid"),
+                format!("{:?} is also devices[{first}].uuid", entry.uuid),
+            );
+        }
+        let bus_id = PciBusId::parse(&entry.pci_bus_id).map_err(|message| Error::Invalid {
+            field: at("pci_bus_id"),
+            message,
+        })?;
+        if let Some(first) = bus_ids.insert(bus_id, position) {
+            return invalid(
+                at("pci_bus_id"),
+                format!("{:?} is also devices[{first}].pci_bus_id", entry.pci_bus_id),
+            );
+        }
+        if let Some(first) = minors.insert(entry.minor_number, position) {
+            return invalid(
+                at("minor_number"),
+                format!(
+                    "{} is also devices[{first}].minor_number",
+                    entry.minor_number
+                ),
+            );
+        }
+    }
+    if let Some(cap) = doc.system.num_devices {
+        if cap == 0 || cap as usize > doc.devices.len() {
+            return invalid(
+                "system.num_devices",
+                format!(
+                    "is {cap}, must be in 1..={} (the number of devices)",
+                    doc.devices.len()
+                ),
+            );
+        }
+    }
+    Ok(())
+}
+
+fn system(doc: &Document) -> Result<()> {
+    let system = &doc.system;
+    let version_like = |text: &str, parts: std::ops::RangeInclusive<usize>| {
+        let pieces: Vec<&str> = text.split('.').collect();
+        parts.contains(&pieces.len())
+            && pieces
+                .iter()
+                .all(|piece| !piece.is_empty() && piece.bytes().all(|b| b.is_ascii_digit()))
+    };
+    if !version_like(&system.driver_version, 2..=3) {
+        return invalid(
+            "system.driver_version",
+            format!(
+                "{:?} must look like X.Y or X.Y.Z (digits)",
+                system.driver_version
+            ),
+        );
+    }
+    if !version_like(&system.nvml_version, 2..=4) {
+        return invalid(
+            "system.nvml_version",
+            format!(
+                "{:?} must look like <cuda major>.<driver version>",
+                system.nvml_version
+            ),
+        );
+    }
+    check_len(
+        "system.driver_version",
+        &system.driver_version,
+        VERSION_BUFFER,
+    )?;
+    check_len("system.nvml_version", &system.nvml_version, VERSION_BUFFER)?;
+    if system.cuda_driver_version <= 0 {
+        return invalid(
+            "system.cuda_driver_version",
+            format!(
+                "is {}, must be major*1000 + minor*10 (e.g. 13000)",
+                system.cuda_driver_version
+            ),
+        );
+    }
+    Ok(())
+}
+
+fn defaults(defaults: &DeviceDefaults) -> Result<()> {
+    let at = |field: &str| format!("device_defaults.{field}");
+    name(&at("name"), &defaults.name)?;
+    if let Some(serial) = &defaults.serial {
+        check_len(&at("serial"), serial, SERIAL_BUFFER)?;
+    }
+    memory(&at("memory"), &defaults.memory)?;
+    pcie(&at("pcie"), &defaults.pcie)?;
+    utilization(&at("utilization"), &defaults.utilization)?;
+    clocks(&at("clocks"), &defaults.clocks)?;
+    nvlink(&at("nvlink"), &defaults.nvlink)
+}
+
+fn device(entry: &DeviceEntry, position: usize, defaults: &DeviceDefaults) -> Result<()> {
+    let at = |field: &str| format!("devices[{position}].{field}");
+    if entry.index as usize != position {
+        return invalid(
+            at("index"),
+            format!(
+                "is {}, expected {position}: list devices in index order 0, 1, 2, …",
+                entry.index
+            ),
+        );
+    }
+    check_gpu_uuid(&entry.uuid).map_err(|message| Error::Invalid {
+        field: at("uuid"),
+        message,
+    })?;
+    check_len(&at("uuid"), &entry.uuid, UUID_BUFFER)?;
+    if let Some(serial) = &entry.serial {
+        check_len(&at("serial"), serial, SERIAL_BUFFER)?;
+    }
+    if entry.board_id.is_none() && defaults.board_id.is_none() {
+        return invalid(
+            at("board_id"),
+            "is missing and device_defaults.board_id is not set",
+        );
+    }
+    if let Some(value) = &entry.name {
+        name(&at("name"), value)?;
+    }
+    if let Some(value) = &entry.memory {
+        memory(&at("memory"), value)?;
+    }
+    if let Some(value) = &entry.pcie {
+        pcie(&at("pcie"), value)?;
+    }
+    if let Some(value) = &entry.utilization {
+        utilization(&at("utilization"), value)?;
+    }
+    if let Some(value) = &entry.clocks {
+        clocks(&at("clocks"), value)?;
+    }
+    if let Some(value) = &entry.nvlink {
+        nvlink(&at("nvlink"), value)?;
+    }
+    Ok(())
+}
+
+fn name(field: &str, value: &str) -> Result<()> {
+    if value.trim().is_empty() {
+        return invalid(field, "must not be empty");
+    }
+    check_len(field, value, NAME_BUFFER)
+}
+
+fn memory(field: &str, memory: &Memory) -> Result<()> {
+    if memory.total == 0 {
+        return invalid(format!("{field}.total"), "must be greater than 0");
+    }
+    match memory.reserved.checked_add(memory.used) {
+        Some(taken) if taken <= memory.total => Ok(()),
+        _ => invalid(
+            field,
+            format!(
+                "reserved ({}) + used ({}) exceeds total ({})",
+                memory.reserved, memory.used, memory.total
+            ),
+        ),
+    }
+}
+
+fn pcie(field: &str, pcie: &Pcie) -> Result<()> {
+    if pcie.r#gen == 0 || pcie.r#gen > pcie.max_gen {
+        return invalid(
+            format!("{field}.gen"),
+            format!(
+                "is {}, must be in 1..=max_gen ({})",
+                pcie.r#gen, pcie.max_gen
+            ),
+        );
+    }
+    if pcie.width == 0 || pcie.width > pcie.max_width {
+        return invalid(
+            format!("{field}.width"),
+            format!(
+                "is {}, must be in 1..=max_width ({})",
+                pcie.width, pcie.max_width
+            ),
+        );
+    }
+    Ok(())
+}
+
+fn utilization(field: &str, utilization: &Utilization) -> Result<()> {
+    for (name, value) in [("gpu", utilization.gpu), ("memory", utilization.memory)] {
+        if value > 100 {
+            return invalid(
+                format!("{field}.{name}"),
+                format!("is {value}, a percentage must be ≤ 100"),
+            );
+        }
+    }
+    Ok(())
+}
+
+fn clocks(field: &str, clocks: &Clocks) -> Result<()> {
+    let pairs = [
+        ("graphics", clocks.graphics, clocks.max_graphics),
+        ("sm", clocks.sm, clocks.max_sm),
+        ("mem", clocks.mem, clocks.max_mem),
+        ("video", clocks.video, clocks.max_video),
+    ];
+    for (name, current, max) in pairs {
+        if current > max {
+            return invalid(
+                format!("{field}.{name}"),
+                format!("is {current} MHz, above max_{name} ({max})"),
+            );
+        }
+    }
+    Ok(())
+}
+
+fn nvlink(field: &str, nvlink: &NvLink) -> Result<()> {
+    if nvlink.links > MAX_NVLINKS {
+        return invalid(
+            format!("{field}.links"),
+            format!("is {}, NVML allows at most {MAX_NVLINKS}", nvlink.links),
+        );
+    }
+    if nvlink.active > nvlink.links {
+        return invalid(
+            format!("{field}.active"),
+            format!("is {}, more than links ({})", nvlink.active, nvlink.links),
+        );
+    }
+    Ok(())
+}
+
+fn check_len(field: &str, value: &str, buffer: usize) -> Result<()> {
+    if value.len() >= buffer {
+        return invalid(
+            field,
+            format!(
+                "is {} bytes, NVML's buffer holds at most {}",
+                value.len(),
+                buffer - 1
+            ),
+        );
+    }
+    Ok(())
+}
+
+fn invalid(field: impl Into<String>, message: impl Into<String>) -> Result<()> {
+    Err(Error::Invalid {
+        field: field.into(),
+        message: message.into(),
+    })
+}
