@@ -1,0 +1,469 @@
+//! The typed document, its parsing from YAML and its validation.
+
+use std::collections::HashMap;
+
+use serde::Deserialize;
+
+use crate::{ClusterUuid, Error, Result};
+
+/// A validated topology document: NVLink domains and the cliques of nodes in them.
+///
+/// Obtain one from [`parse`] (or a generator) and call [`Topology::validate`]
+/// after changing it by hand.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Topology {
+    /// The document version; always 1.
+    pub version: u32,
+    /// The domains, in document order (resolution takes the first match).
+    pub domains: Vec<Domain>,
+}
+
+/// One NVLink domain: every GPU in it reports the domain's cluster uuid.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Domain {
+    /// A label for people; NVML never reports it. May be empty.
+    pub name: String,
+    /// The cluster uuid its GPUs report.
+    pub uuid: ClusterUuid,
+    /// The cliques of the domain.
+    pub cliques: Vec<Clique>,
+}
+
+/// One clique: the nodes whose GPUs report this clique id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Clique {
+    /// The clique id its GPUs report.
+    pub id: u32,
+    /// Kubernetes node names, matched exactly against `NODE_NAME`.
+    pub nodes: Vec<String>,
+}
+
+/// What a node's GPUs report when the node is in the topology.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Identity {
+    /// The domain's uuid.
+    pub cluster_uuid: ClusterUuid,
+    /// The clique's id.
+    pub clique_id: u32,
+}
+
+/// Parses and validates a topology document.
+pub fn parse(yaml: &str) -> Result<Topology> {
+    let raw: RawTopology = match serde_yaml::from_str(yaml) {
+        Ok(raw) => raw,
+        Err(err) => {
+            return Err(Error::Syntax {
+                message: err.to_string(),
+            })
+        }
+    };
+    let topology = raw.into_topology()?;
+    topology.validate()?;
+    Ok(topology)
+}
+
+impl Topology {
+    /// Checks the rules the types cannot hold: version 1, no empty node name,
+    /// no node in two cliques, no two domains with one uuid, no two cliques of
+    /// a domain with one id. The first violation in document order wins.
+    pub fn validate(&self) -> Result<()> {
+        if self.version != 1 {
+            return Err(Error::UnsupportedVersion {
+                version: u64::from(self.version),
+            });
+        }
+        let mut uuids: HashMap<ClusterUuid, usize> = HashMap::new();
+        let mut nodes: HashMap<&str, (usize, usize)> = HashMap::new();
+        for (domain_idx, domain) in self.domains.iter().enumerate() {
+            if let Some(first) = uuids.insert(domain.uuid, domain_idx) {
+                return Err(Error::DuplicateUuid {
+                    path: format!("domains[{domain_idx}].uuid"),
+                    uuid: domain.uuid,
+                    first: format!("domains[{first}]"),
+                });
+            }
+            let mut ids: HashMap<u32, usize> = HashMap::new();
+            for (clique_idx, clique) in domain.cliques.iter().enumerate() {
+                if let Some(first) = ids.insert(clique.id, clique_idx) {
+                    return Err(Error::DuplicateCliqueId {
+                        path: format!("domains[{domain_idx}].cliques[{clique_idx}].id"),
+                        id: clique.id,
+                        first: format!("domains[{domain_idx}].cliques[{first}]"),
+                    });
+                }
+                for (node_idx, node) in clique.nodes.iter().enumerate() {
+                    let path =
+                        || format!("domains[{domain_idx}].cliques[{clique_idx}].nodes[{node_idx}]");
+                    if node.trim().is_empty() {
+                        return Err(Error::EmptyNodeName { path: path() });
+                    }
+                    if let Some((first_domain, first_clique)) =
+                        nodes.insert(node.as_str(), (domain_idx, clique_idx))
+                    {
+                        return Err(Error::DuplicateNode {
+                            path: path(),
+                            node: node.clone(),
+                            first: format!("domains[{first_domain}].cliques[{first_clique}]"),
+                        });
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The identity a node's GPUs take, or `None` when the node is in no
+    /// clique (its GPUs keep the profile's defaults).
+    ///
+    /// Matching is exact and case-sensitive; the first match in document
+    /// order wins (a validated document has at most one).
+    pub fn resolve(&self, node: &str) -> Option<Identity> {
+        self.domains.iter().find_map(|domain| {
+            domain
+                .cliques
+                .iter()
+                .find(|clique| clique.nodes.iter().any(|member| member == node))
+                .map(|clique| Identity {
+                    cluster_uuid: domain.uuid,
+                    clique_id: clique.id,
+                })
+        })
+    }
+}
+
+/// The document as written, before the checks that need a path in their message.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTopology {
+    version: u64,
+    #[serde(default)]
+    domains: Vec<RawDomain>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawDomain {
+    #[serde(default)]
+    name: String,
+    uuid: String,
+    #[serde(default)]
+    cliques: Vec<RawClique>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawClique {
+    // A `Value` so that a negative or too large id gets our message (with the
+    // u32 range) instead of serde's.
+    id: Option<serde_yaml::Value>,
+    #[serde(default)]
+    nodes: Vec<String>,
+}
+
+impl RawTopology {
+    fn into_topology(self) -> Result<Topology> {
+        let version = match u32::try_from(self.version) {
+            Ok(1) => 1,
+            _ => {
+                return Err(Error::UnsupportedVersion {
+                    version: self.version,
+                })
+            }
+        };
+        let mut domains = Vec::with_capacity(self.domains.len());
+        for (domain_idx, raw) in self.domains.into_iter().enumerate() {
+            let uuid = match raw.uuid.parse::<ClusterUuid>() {
+                Ok(uuid) => uuid,
+                Err(err) => {
+                    return Err(Error::MalformedUuid {
+                        path: format!("domains[{domain_idx}].uuid"),
+                        value: err.value,
+                    })
+                }
+            };
+            let mut cliques = Vec::with_capacity(raw.cliques.len());
+            for (clique_idx, clique) in raw.cliques.into_iter().enumerate() {
+                let path = format!("domains[{domain_idx}].cliques[{clique_idx}].id");
+                let id = clique_id(clique.id, path)?;
+                cliques.push(Clique {
+                    id,
+                    nodes: clique.nodes,
+                });
+            }
+            domains.push(Domain {
+                name: raw.name,
+                uuid,
+                cliques,
+            });
+        }
+        Ok(Topology { version, domains })
+    }
+}
+
+fn clique_id(value: Option<serde_yaml::Value>, path: String) -> Result<u32> {
+    let value = match value {
+        None | Some(serde_yaml::Value::Null) => {
+            return Err(Error::CliqueIdOutOfRange {
+                path,
+                value: "(missing)".to_owned(),
+            })
+        }
+        Some(value) => value,
+    };
+    if let serde_yaml::Value::Number(number) = &value {
+        if let Some(id) = number.as_u64().and_then(|id| u32::try_from(id).ok()) {
+            return Ok(id);
+        }
+        return Err(Error::CliqueIdOutOfRange {
+            path,
+            value: number.to_string(),
+        });
+    }
+    let shown = match &value {
+        serde_yaml::Value::String(text) => format!("{text:?}"),
+        other => serde_yaml::to_string(other)
+            .map(|text| text.trim_end().to_owned())
+            .unwrap_or_else(|_| "(not a number)".to_owned()),
+    };
+    Err(Error::CliqueIdOutOfRange { path, value: shown })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const VALID: &str = "\
+version: 1
+domains:
+  - name: a
+    uuid: 00000000-0000-0000-0000-0000000000ab
+    cliques:
+      - id: 0
+        nodes: [n1, n2]
+      - id: 4294967295
+        nodes:
+          - n3
+  - name: b
+    uuid: 000000000000000000000000000000FF
+    cliques:
+      - id: 0
+        nodes: [n4]
+";
+
+    fn error(yaml: &str) -> String {
+        parse(yaml)
+            .expect_err("document must be rejected")
+            .to_string()
+    }
+
+    #[test]
+    fn valid_document_parses() {
+        let topology = parse(VALID).expect("valid document");
+        assert_eq!(topology.version, 1);
+        assert_eq!(topology.domains.len(), 2);
+        assert_eq!(topology.domains[0].name, "a");
+        assert_eq!(topology.domains[0].cliques[1].id, u32::MAX);
+        assert_eq!(topology.domains[0].cliques[1].nodes, ["n3"]);
+        assert_eq!(
+            topology.domains[1].uuid.to_string(),
+            "00000000-0000-0000-0000-0000000000ff"
+        );
+    }
+
+    #[test]
+    fn resolution_finds_each_node_and_rejects_strangers() {
+        let topology = parse(VALID).expect("valid document");
+        let ab: ClusterUuid = "00000000-0000-0000-0000-0000000000ab"
+            .parse()
+            .expect("uuid");
+        let ff: ClusterUuid = "00000000-0000-0000-0000-0000000000ff"
+            .parse()
+            .expect("uuid");
+        let expect = [
+            ("n1", ab, 0),
+            ("n2", ab, 0),
+            ("n3", ab, u32::MAX),
+            ("n4", ff, 0),
+        ];
+        for (node, cluster_uuid, clique_id) in expect {
+            assert_eq!(
+                topology.resolve(node),
+                Some(Identity {
+                    cluster_uuid,
+                    clique_id
+                }),
+                "{node}"
+            );
+        }
+        assert_eq!(topology.resolve("n5"), None);
+        assert_eq!(topology.resolve("N1"), None, "matching is case-sensitive");
+        assert_eq!(topology.resolve(""), None);
+    }
+
+    #[test]
+    fn resolution_takes_the_first_match_in_an_unvalidated_document() {
+        let mut topology = parse(VALID).expect("valid document");
+        topology.domains[1].cliques[0].nodes.push("n1".to_owned());
+        assert_eq!(topology.resolve("n1").map(|id| id.clique_id), Some(0));
+        assert_eq!(
+            topology.resolve("n1").map(|id| id.cluster_uuid.to_string()),
+            Some("00000000-0000-0000-0000-0000000000ab".to_owned())
+        );
+    }
+
+    #[test]
+    fn empty_domain_list_is_valid() {
+        let topology = parse("version: 1\ndomains: []\n").expect("valid document");
+        assert!(topology.domains.is_empty());
+        assert_eq!(topology.resolve("any"), None);
+    }
+
+    #[test]
+    fn node_in_two_cliques_across_domains_is_named() {
+        let yaml = VALID.replace("nodes: [n4]", "nodes: [n4, n5, n2]");
+        assert_eq!(
+            error(&yaml),
+            "domains[1].cliques[0].nodes[2]: node \"n2\" is already in domains[0].cliques[0]"
+        );
+    }
+
+    #[test]
+    fn node_twice_in_one_clique_is_named() {
+        let yaml = VALID.replace("nodes: [n1, n2]", "nodes: [n1, n1]");
+        assert_eq!(
+            error(&yaml),
+            "domains[0].cliques[0].nodes[1]: node \"n1\" is already in domains[0].cliques[0]"
+        );
+    }
+
+    #[test]
+    fn duplicate_domain_uuid_is_named_across_spellings() {
+        let yaml = VALID.replace(
+            "000000000000000000000000000000FF",
+            "000000000000000000000000000000AB",
+        );
+        assert_eq!(
+            error(&yaml),
+            "domains[1].uuid: uuid 00000000-0000-0000-0000-0000000000ab is already used by domains[0]"
+        );
+    }
+
+    #[test]
+    fn duplicate_clique_id_within_a_domain_is_named() {
+        let yaml = VALID.replace("id: 4294967295", "id: 0");
+        assert_eq!(
+            error(&yaml),
+            "domains[0].cliques[1].id: clique id 0 is already used by domains[0].cliques[0]"
+        );
+    }
+
+    #[test]
+    fn same_clique_id_in_two_domains_is_fine() {
+        let topology = parse(VALID).expect("valid document");
+        assert_eq!(
+            topology.domains[0].cliques[0].id,
+            topology.domains[1].cliques[0].id
+        );
+    }
+
+    #[test]
+    fn malformed_uuid_is_named() {
+        let yaml = VALID.replace("000000000000000000000000000000FF", "0000-00ff");
+        assert_eq!(
+            error(&yaml),
+            "domains[1].uuid: malformed uuid \"0000-00ff\": expected 8-4-4-4-12 hex digits with dashes or 32 bare hex digits"
+        );
+    }
+
+    #[test]
+    fn clique_id_outside_u32_is_named_with_the_range() {
+        for (id, shown) in [
+            ("-1", "-1"),
+            ("4294967296", "4294967296"),
+            ("1.5", "1.5"),
+            ("\"7\"", "\"7\""),
+            ("[1]", "- 1"),
+        ] {
+            let yaml = VALID.replace("id: 4294967295", &format!("id: {id}"));
+            assert_eq!(
+                error(&yaml),
+                format!(
+                    "domains[0].cliques[1].id: clique id {shown} is out of range: it must be an integer from 0 to 4294967295 (u32)"
+                ),
+                "{id}"
+            );
+        }
+    }
+
+    #[test]
+    fn missing_clique_id_is_named() {
+        let yaml = VALID.replace("- id: 4294967295\n        nodes:", "- nodes:");
+        let err = error(&yaml);
+        assert!(
+            err.starts_with("domains[0].cliques[1].id: clique id (missing)"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn empty_node_name_is_named() {
+        for empty in ["\"\"", "\"  \""] {
+            let yaml = VALID.replace("nodes: [n1, n2]", &format!("nodes: [n1, {empty}]"));
+            assert_eq!(
+                error(&yaml),
+                "domains[0].cliques[0].nodes[1]: node name is empty"
+            );
+        }
+    }
+
+    #[test]
+    fn unknown_keys_are_rejected_at_every_level() {
+        let top = error(&format!("{VALID}extra: 1\n"));
+        assert!(top.contains("unknown field `extra`"), "{top}");
+        let domain = error(&VALID.replace("  - name: b\n", "  - name: b\n    colour: red\n"));
+        assert!(domain.contains("domains[1]"), "{domain}");
+        assert!(domain.contains("unknown field `colour`"), "{domain}");
+        let clique = error(&VALID.replace(
+            "      - id: 0\n        nodes: [n4]",
+            "      - id: 0\n        state: up\n        nodes: [n4]",
+        ));
+        assert!(clique.contains("domains[1].cliques[0]"), "{clique}");
+        assert!(clique.contains("unknown field `state`"), "{clique}");
+    }
+
+    #[test]
+    fn unsupported_version_is_rejected() {
+        assert_eq!(
+            error(&VALID.replace("version: 1", "version: 2")),
+            "version: unsupported topology version 2: only version 1 exists"
+        );
+        let missing = error("domains: []\n");
+        assert!(missing.contains("missing field `version`"), "{missing}");
+    }
+
+    #[test]
+    fn wrong_shapes_are_syntax_errors() {
+        for bad in ["", "[]", "version: 1\ndomains: {}\n", "version: [\n"] {
+            let err = parse(bad).expect_err(bad);
+            assert!(matches!(err, Error::Syntax { .. }), "{bad:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn validate_catches_hand_made_mistakes() {
+        let mut topology = parse(VALID).expect("valid document");
+        topology.version = 3;
+        assert_eq!(
+            topology.validate(),
+            Err(Error::UnsupportedVersion { version: 3 })
+        );
+        topology.version = 1;
+        topology.domains[0].cliques[0].nodes[0] = String::new();
+        assert_eq!(
+            topology.validate(),
+            Err(Error::EmptyNodeName {
+                path: "domains[0].cliques[0].nodes[0]".to_owned()
+            })
+        );
+    }
+}
