@@ -37,7 +37,8 @@ domains:
 
 fn spec() -> Spec {
     let path = repo_root().join("manifests/images.toml");
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|err| panic!("cannot read {}: {err}", path.display()));
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|err| panic!("cannot read {}: {err}", path.display()));
     Spec::parse(&text).unwrap_or_else(|err| panic!("{err}"))
 }
 
@@ -67,7 +68,8 @@ fn build_with(name: &str, payload: Option<&Payload>, epoch: u64) -> BuiltImage {
         source_date_epoch: epoch,
     };
     let cache = host::read_ld_cache().unwrap_or_else(|err| panic!("{err}"));
-    build::build_image(image, &inputs, &RealFs, &cache).unwrap_or_else(|err| panic!("cannot build {name}: {err}"))
+    build::build_image(image, &inputs, &RealFs, &cache)
+        .unwrap_or_else(|err| panic!("cannot build {name}: {err}"))
 }
 
 fn build_image(name: &str) -> BuiltImage {
@@ -117,10 +119,16 @@ fn building_twice_gives_identical_archives() {
         let bytes_b = std::fs::read(&path_b).expect("read b");
         assert!(bytes_a == bytes_b, "{name}: two builds differ");
         assert_eq!(first.archive.image_id, second.archive.image_id);
-        assert_eq!(first.reference(), format!("{name}:{}", &first.archive.image_id[7..19]));
+        assert_eq!(
+            first.reference(),
+            format!("{name}:{}", &first.archive.image_id[7..19])
+        );
         // The epoch is the only clock: another one gives another image.
         let later = build_with(name, None, 1_700_000_000);
-        assert_ne!(later.archive.image_id, first.archive.image_id, "{name}: SOURCE_DATE_EPOCH is ignored");
+        assert_ne!(
+            later.archive.image_id, first.archive.image_id,
+            "{name}: SOURCE_DATE_EPOCH is ignored"
+        );
     }
 }
 
@@ -137,12 +145,20 @@ fn the_payload_goes_into_the_workload_image_reproducibly() {
     assert_eq!(without.imex, ImexState::Absent);
     assert_eq!(
         without.left_out,
-        ["/usr/bin/nvidia-imex.real", "/usr/bin/nvidia-imex-ctl", "/etc/nvidia-imex/config.cfg"]
+        [
+            "/usr/bin/nvidia-imex.real",
+            "/usr/bin/nvidia-imex-ctl",
+            "/etc/nvidia-imex/config.cfg"
+        ]
     );
     assert_ne!(first.archive.image_id, without.archive.image_id);
     // The extracted directory gives the same image as the archive.
-    let extracted = Payload::open(&dir.path().join("imex-linux-x86_64-595.91.07-archive")).expect("open dir");
-    assert_eq!(build_with(WORKLOAD, Some(&extracted), 0).archive.image_id, first.archive.image_id);
+    let extracted =
+        Payload::open(&dir.path().join("imex-linux-x86_64-595.91.07-archive")).expect("open dir");
+    assert_eq!(
+        build_with(WORKLOAD, Some(&extracted), 0).archive.image_id,
+        first.archive.image_id
+    );
 }
 
 // ---------------------------------------------------------------------------
@@ -165,9 +181,17 @@ fn list_layer(archive: &[u8]) -> BTreeMap<String, Listed> {
     std::fs::write(&archive_path, archive).expect("write archive");
     let unpacked = dir.path().join("unpacked");
     std::fs::create_dir(&unpacked).expect("mkdir");
-    run_ok(Command::new("tar").arg("-xf").arg(&archive_path).arg("-C").arg(&unpacked));
-    let manifest: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(unpacked.join("manifest.json")).expect("manifest.json")).expect("json");
+    run_ok(
+        Command::new("tar")
+            .arg("-xf")
+            .arg(&archive_path)
+            .arg("-C")
+            .arg(&unpacked),
+    );
+    let manifest: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(unpacked.join("manifest.json")).expect("manifest.json"),
+    )
+    .expect("json");
     let layers = manifest[0]["Layers"].as_array().expect("Layers");
     assert_eq!(layers.len(), 1, "one layer per image");
     let layer = unpacked.join(layers[0].as_str().expect("layer path"));
@@ -210,7 +234,10 @@ fn list_layer(archive: &[u8]) -> BTreeMap<String, Listed> {
 fn mode_of(perms: &str) -> u32 {
     let chars: Vec<char> = perms.chars().collect();
     let mut mode = 0;
-    for (idx, bit) in [0o400, 0o200, 0o100, 0o40, 0o20, 0o10, 0o4, 0o2, 0o1].iter().enumerate() {
+    for (idx, bit) in [0o400, 0o200, 0o100, 0o40, 0o20, 0o10, 0o4, 0o2, 0o1]
+        .iter()
+        .enumerate()
+    {
         let ch = chars[idx + 1];
         if ch != '-' && ch != 'S' && ch != 'T' {
             mode |= bit;
@@ -262,7 +289,11 @@ fn check_contents(image: &ImageSpec, built: &BuiltImage, payload_dir: Option<&Pa
     let mut closure = BTreeSet::new();
     for file in &image.files {
         match &file.kind {
-            FileKind::File { source, mode, links } => {
+            FileKind::File {
+                source,
+                mode,
+                links,
+            } => {
                 let host_path = match source {
                     Source::Artifact { name, package } => artifact(name, package),
                     Source::Repo(rel) => repo_root().join(rel),
@@ -284,10 +315,20 @@ fn check_contents(image: &ImageSpec, built: &BuiltImage, payload_dir: Option<&Pa
                 let source = repo_root().join(dir);
                 let names: Vec<String> = std::fs::read_dir(&source)
                     .unwrap_or_else(|err| panic!("cannot list {}: {err}", source.display()))
-                    .map(|entry| entry.expect("dir entry").file_name().to_string_lossy().into_owned())
+                    .map(|entry| {
+                        entry
+                            .expect("dir entry")
+                            .file_name()
+                            .to_string_lossy()
+                            .into_owned()
+                    })
                     .filter(|name| name.ends_with(suffix.as_str()))
                     .collect();
-                assert!(!names.is_empty(), "{} has no {suffix} file", source.display());
+                assert!(
+                    !names.is_empty(),
+                    "{} has no {suffix} file",
+                    source.display()
+                );
                 for name in names {
                     expected.insert(format!("{}/{name}", file.path), ('-', *mode, None));
                 }
@@ -298,26 +339,47 @@ fn check_contents(image: &ImageSpec, built: &BuiltImage, payload_dir: Option<&Pa
         }
     }
     for library in &closure {
-        assert!(!expected.contains_key(library), "{library} is both in the spec and in the closure");
+        assert!(
+            !expected.contains_key(library),
+            "{library} is both in the spec and in the closure"
+        );
         let mode = std::fs::metadata(library).map(|meta| {
             use std::os::unix::fs::PermissionsExt;
             meta.permissions().mode() & 0o7777
         });
-        expected.insert(library.clone(), ('-', mode.expect("library metadata"), None));
+        expected.insert(
+            library.clone(),
+            ('-', mode.expect("library metadata"), None),
+        );
     }
     for (path, (kind, mode, link)) in &expected {
         let Some(entry) = listed.get(path) else {
             panic!("{}: {path} from the spec (or ldd) is missing", image.name);
         };
-        assert_eq!((entry.kind, entry.mode, &entry.link), (*kind, *mode, link), "{}: {path}", image.name);
+        assert_eq!(
+            (entry.kind, entry.mode, &entry.link),
+            (*kind, *mode, link),
+            "{}: {path}",
+            image.name
+        );
     }
     for (path, entry) in &listed {
-        assert_eq!(entry.owner, "0/0", "{}: {path} has a host owner", image.name);
-        assert_eq!(entry.date, "1970-01-01 00:00:00", "{}: {path} has a host mtime", image.name);
+        assert_eq!(
+            entry.owner, "0/0",
+            "{}: {path} has a host owner",
+            image.name
+        );
+        assert_eq!(
+            entry.date, "1970-01-01 00:00:00",
+            "{}: {path} has a host mtime",
+            image.name
+        );
         if expected.contains_key(path) {
             continue;
         }
-        let is_parent = expected.keys().any(|other| other.starts_with(&format!("{path}/")));
+        let is_parent = expected
+            .keys()
+            .any(|other| other.starts_with(&format!("{path}/")));
         assert!(
             entry.kind == 'd' && entry.mode == 0o755 && is_parent,
             "{}: unexpected entry {path} ({entry:?}): neither in the spec, a parent directory, nor in ldd's closure",
@@ -331,7 +393,10 @@ fn check_contents(image: &ImageSpec, built: &BuiltImage, payload_dir: Option<&Pa
             .iter()
             .find(|file| &file.path == library)
             .unwrap_or_else(|| panic!("{library} is not in the builder's closure list"));
-        assert!(in_image.bytes == std::fs::read(library).expect("read library"), "{library} differs from the host");
+        assert!(
+            in_image.bytes == std::fs::read(library).expect("read library"),
+            "{library} differs from the host"
+        );
     }
 }
 
@@ -350,7 +415,11 @@ fn workload_image_files_match_the_spec_with_and_without_payload() {
     let archive = stand_in_payload(dir.path());
     let payload = Payload::open(&archive).expect("open payload");
     let built = build_with(WORKLOAD, Some(&payload), 0);
-    check_contents(image, &built, Some(&dir.path().join("imex-linux-x86_64-595.91.07-archive")));
+    check_contents(
+        image,
+        &built,
+        Some(&dir.path().join("imex-linux-x86_64-595.91.07-archive")),
+    );
 }
 
 // ---------------------------------------------------------------------------
@@ -371,7 +440,9 @@ fn run_ok(command: &mut Command) -> Output {
 }
 
 fn require_docker() {
-    let info = Command::new("docker").args(["info", "--format", "{{.ServerVersion}}"]).output();
+    let info = Command::new("docker")
+        .args(["info", "--format", "{{.ServerVersion}}"])
+        .output();
     match info {
         Ok(output) if output.status.success() => (),
         Ok(output) => panic!(
@@ -389,7 +460,9 @@ struct DockerImages(Vec<String>);
 impl Drop for DockerImages {
     fn drop(&mut self) {
         for reference in &self.0 {
-            let _ = Command::new("docker").args(["rmi", "--force", reference]).output();
+            let _ = Command::new("docker")
+                .args(["rmi", "--force", reference])
+                .output();
         }
     }
 }
@@ -399,9 +472,17 @@ fn docker_load(built: &BuiltImage, dir: &Path) -> String {
     let output = run_ok(Command::new("docker").arg("load").arg("-i").arg(&path));
     let text = String::from_utf8_lossy(&output.stdout);
     let reference = built.reference();
-    assert!(text.contains(&format!("Loaded image: {reference}")), "docker load said: {text}");
-    let id = run_ok(Command::new("docker").args(["image", "inspect", "--format", "{{.Id}}", &reference]));
-    assert_eq!(String::from_utf8_lossy(&id.stdout).trim(), built.archive.image_id);
+    assert!(
+        text.contains(&format!("Loaded image: {reference}")),
+        "docker load said: {text}"
+    );
+    let id = run_ok(
+        Command::new("docker").args(["image", "inspect", "--format", "{{.Id}}", &reference]),
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&id.stdout).trim(),
+        built.archive.image_id
+    );
     reference
 }
 
@@ -433,10 +514,19 @@ fn docker_loads_the_mock_image_and_check_fabric_reads_the_staged_library() {
         &reference,
         "/usr/local/bin/check-fabric",
     ]));
-    let text = String::from_utf8_lossy(&output.stdout);
+    assert_fabric_identity(&String::from_utf8_lossy(&output.stdout), "1");
+}
+
+/// check-fabric's text output: every GPU in the demo domain, in `clique`, fabric completed.
+fn assert_fabric_identity(text: &str, clique: &str) {
     let count = text
         .lines()
-        .find_map(|line| line.strip_prefix("Discovered ")?.strip_suffix(" GPU(s)")?.parse::<usize>().ok())
+        .find_map(|line| {
+            line.strip_prefix("Discovered ")?
+                .strip_suffix(" GPU(s)")?
+                .parse::<usize>()
+                .ok()
+        })
         .unwrap_or_else(|| panic!("no `Discovered N GPU(s)` line in:\n{text}"));
     assert!(count > 0, "{text}");
     let field = |name: &str| -> Vec<String> {
@@ -447,9 +537,17 @@ fn docker_loads_the_mock_image_and_check_fabric_reads_the_staged_library() {
             })
             .collect()
     };
-    assert_eq!(field("clusterUuid"), vec!["00000000-0000-0000-0000-0000000000ab".to_owned(); count], "{text}");
-    assert_eq!(field("cliqueId"), vec!["1".to_owned(); count], "{text}");
-    assert_eq!(field("state"), vec!["completed (3)".to_owned(); count], "{text}");
+    assert_eq!(
+        field("clusterUuid"),
+        vec!["00000000-0000-0000-0000-0000000000ab".to_owned(); count],
+        "{text}"
+    );
+    assert_eq!(field("cliqueId"), vec![clique.to_owned(); count], "{text}");
+    assert_eq!(
+        field("state"),
+        vec!["completed (3)".to_owned(); count],
+        "{text}"
+    );
 }
 
 #[test]
@@ -471,18 +569,39 @@ fn docker_runs_the_workload_image_shell_and_shim() {
     let script = "printf 'DAEMONIZE=1\\n' > /tmp/imex.cfg && sed -i 's/^DAEMONIZE=1/DAEMONIZE=0/' /tmp/imex.cfg \
                   && cat /tmp/imex.cfg && sleep 30 & echo $! > /tmp/pid; kill $(cat /tmp/pid); wait; \
                   test -x /usr/bin/nvidia-imex && echo shim-present";
-    let output = run_ok(Command::new("docker").args(["run", "--rm", "--network", "none", &reference, "/bin/sh", "-c", script]));
+    let output = run_ok(Command::new("docker").args([
+        "run",
+        "--rm",
+        "--network",
+        "none",
+        &reference,
+        "/bin/sh",
+        "-c",
+        script,
+    ]));
     let text = String::from_utf8_lossy(&output.stdout);
     assert!(text.contains("DAEMONIZE=0"), "{text}");
     assert!(text.contains("shim-present"), "{text}");
     // Without the payload the shim cannot find the real daemon: exit 127, upstream's message.
     let output = Command::new("docker")
-        .args(["run", "--rm", "--network", "none", &reference, "/usr/bin/nvidia-imex", "-c", "/tmp/x"])
+        .args([
+            "run",
+            "--rm",
+            "--network",
+            "none",
+            &reference,
+            "/usr/bin/nvidia-imex",
+            "-c",
+            "/tmp/x",
+        ])
         .output()
         .expect("docker run");
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(127), "stderr: {stderr}");
-    assert!(stderr.contains("exec /usr/bin/nvidia-imex.real"), "stderr: {stderr}");
+    assert!(
+        stderr.contains("exec /usr/bin/nvidia-imex.real"),
+        "stderr: {stderr}"
+    );
 }
 
 // ---------------------------------------------------------------------------
@@ -492,7 +611,7 @@ fn docker_runs_the_workload_image_shell_and_shim() {
 struct Containerd {
     child: Child,
     socket: PathBuf,
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
 }
 
 impl Drop for Containerd {
@@ -502,34 +621,45 @@ impl Drop for Containerd {
     }
 }
 
-/// containerd and ctr at the pinned version: from `target/`, else `go install`ed there.
+/// containerd, its runc shim and ctr at the pinned version: from `target/`,
+/// else `go install`ed into `target/images-peer/bin`.
 fn containerd_bin_dir() -> PathBuf {
+    const BINARIES: [&str; 3] = ["containerd", "containerd-shim-runc-v2", "ctr"];
     let target = repo_root().join("target");
-    for dir in [target.join("images-peer/bin"), target.join("containerd-peer/bin")] {
-        if dir.join("containerd").is_file() && dir.join("ctr").is_file() {
+    for dir in [
+        target.join("images-peer/bin"),
+        target.join("containerd-peer/bin"),
+    ] {
+        if BINARIES.iter().all(|binary| dir.join(binary).is_file()) {
             return dir;
         }
     }
-    let versions = std::fs::read_to_string(repo_root().join("manifests/versions.toml")).expect("versions.toml");
+    let versions = std::fs::read_to_string(repo_root().join("manifests/versions.toml"))
+        .expect("versions.toml");
     let versions: toml::Value = toml::from_str(&versions).expect("versions.toml parses");
-    let version = versions["node"]["containerd"].as_str().expect("[node].containerd");
+    let version = versions["node"]["containerd"]
+        .as_str()
+        .expect("[node].containerd");
     let gobin = target.join("images-peer/bin");
-    for command in ["containerd", "ctr"] {
+    for command in BINARIES {
         let module = format!("github.com/containerd/containerd/v2/cmd/{command}@{version}");
         let status = Command::new("go")
             .args(["install", "-tags", "no_btrfs", &module])
             .env("GOBIN", &gobin)
-            .env("CGO_ENABLED", "1")
             .status()
-            .unwrap_or_else(|err| panic!("containerd is not installed and `go` cannot run ({err}); install Go 1.24+"));
+            .unwrap_or_else(|err| {
+                panic!("containerd is not installed and `go` cannot run ({err}); install Go 1.24+")
+            });
         assert!(status.success(), "`go install {module}` failed");
     }
     gobin
 }
 
-fn start_containerd() -> Containerd {
-    let bin = containerd_bin_dir();
-    let dir = tempfile::Builder::new().prefix("cdsim-ctr").tempdir_in("/tmp").expect("tempdir");
+fn start_containerd(bin: &Path) -> Containerd {
+    let dir = tempfile::Builder::new()
+        .prefix("cdsim-ctr")
+        .tempdir_in("/tmp")
+        .expect("tempdir");
     let socket = dir.path().join("c.sock");
     let config = dir.path().join("config.toml");
     std::fs::write(
@@ -545,21 +675,24 @@ fn start_containerd() -> Containerd {
     )
     .expect("write config");
     let log = std::fs::File::create(dir.path().join("containerd.log")).expect("log");
+    // containerd finds its shim on PATH.
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
     let child = Command::new(bin.join("containerd"))
         .arg("--config")
         .arg(&config)
+        .env("PATH", path)
         .stdout(Stdio::null())
         .stderr(log)
         .spawn()
         .unwrap_or_else(|err| panic!("cannot start containerd: {err}"));
-    let mut daemon = Containerd {
-        child,
-        socket,
-        _dir: dir,
-    };
+    let mut daemon = Containerd { child, socket, dir };
     for _ in 0..100 {
         if let Ok(Some(status)) = daemon.child.try_wait() {
-            panic!("containerd exited with {status}; see its log under {}", daemon._dir.path().display());
+            panic!("containerd exited with {status}; log:\n{}", daemon.log());
         }
         let ready = Command::new(bin.join("ctr"))
             .arg("--address")
@@ -572,47 +705,100 @@ fn start_containerd() -> Containerd {
         }
         std::thread::sleep(Duration::from_millis(100));
     }
-    let log = std::fs::read_to_string(daemon._dir.path().join("containerd.log")).unwrap_or_default();
-    let _ = daemon.child.kill();
-    panic!("containerd did not answer within 10 s; log:\n{log}");
+    panic!(
+        "containerd did not answer within 10 s; log:\n{}",
+        daemon.log()
+    );
+}
+
+impl Containerd {
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("containerd.log")).unwrap_or_default()
+    }
+
+    fn ctr(&self, bin: &Path) -> Command {
+        let mut command = Command::new(bin.join("ctr"));
+        command
+            .arg("--address")
+            .arg(&self.socket)
+            .args(["--namespace", "k8s.io"]);
+        command
+    }
 }
 
 #[test]
-fn containerd_imports_both_archives_with_kinds_flags() {
-    let daemon = start_containerd();
-    let ctr = containerd_bin_dir().join("ctr");
+fn containerd_imports_both_archives_with_kinds_flags_and_runs_them() {
+    let bin = containerd_bin_dir();
+    let daemon = start_containerd(&bin);
     let dir = tempfile::tempdir().expect("tempdir");
+    let mut references = BTreeMap::new();
     for name in [MOCK, WORKLOAD] {
         let built = build_image(name);
         let path = build::write_archive_file(&built, dir.path()).expect("write archive");
-        // `kind load image-archive` runs exactly this inside each node (plus its snapshotter).
+        // `kind load image-archive` runs this inside each node (kind nodes use overlayfs).
         run_ok(
-            Command::new(&ctr)
-                .arg("--address")
-                .arg(&daemon.socket)
-                .args(["--namespace", "k8s.io", "images", "import", "--all-platforms", "--digests", "--snapshotter", "native"])
+            daemon
+                .ctr(&bin)
+                .args([
+                    "images",
+                    "import",
+                    "--all-platforms",
+                    "--digests",
+                    "--snapshotter",
+                    "overlayfs",
+                ])
                 .arg(&path),
         );
-        let listed = run_ok(Command::new(&ctr).arg("--address").arg(&daemon.socket).args(["--namespace", "k8s.io", "images", "ls"]));
-        let text = String::from_utf8_lossy(&listed.stdout);
         let reference = format!("docker.io/library/{}", built.reference());
-        let line = text
+        let check = run_ok(daemon.ctr(&bin).args(["images", "check"]));
+        let text = String::from_utf8_lossy(&check.stdout);
+        let row = text
             .lines()
             .find(|line| line.split_whitespace().next() == Some(reference.as_str()))
-            .unwrap_or_else(|| panic!("{reference} is not in `ctr images ls`:\n{text}"));
-        assert!(!line.contains("unknown"), "{line}");
-        // The image's config is the one the builder wrote (same image id as in Docker).
-        let config = run_ok(
-            Command::new(&ctr)
-                .arg("--address")
-                .arg(&daemon.socket)
-                .args(["--namespace", "k8s.io", "images", "check"]),
+            .unwrap_or_else(|| panic!("{reference} is not in `ctr images check`:\n{text}"));
+        // The OCI view was used: containerd's manifest digest is the builder's.
+        assert!(row.contains(&built.archive.manifest_digest), "{row}");
+        assert!(
+            row.contains("complete") && row.trim_end().ends_with("true"),
+            "not complete and unpacked: {row}"
         );
-        let check = String::from_utf8_lossy(&config.stdout);
-        let row = check
-            .lines()
-            .find(|line| line.starts_with(&reference))
-            .unwrap_or_else(|| panic!("{reference} is not in `ctr images check`:\n{check}"));
-        assert!(row.contains("complete"), "{row}");
+        references.insert(name, reference);
     }
+    // Both images run under containerd's runc shim.
+    let output = run_ok(daemon.ctr(&bin).args([
+        "run",
+        "--rm",
+        "--net-host",
+        &references[WORKLOAD],
+        "cdsim-images-workload",
+        "/bin/sh",
+        "-c",
+        "echo ok > /tmp/probe && cat /tmp/probe && test -x /usr/bin/nvidia-imex",
+    ]));
+    assert_eq!(String::from_utf8_lossy(&output.stdout).trim(), "ok");
+    let topology = dir.path().join("topology.yaml");
+    std::fs::write(&topology, DEMO_TOPOLOGY).expect("write topology");
+    let mount = format!(
+        "type=bind,src={},dst=/topology/topology.yaml,options=rbind:ro",
+        topology.display()
+    );
+    let output = run_ok(daemon.ctr(&bin).args([
+        "run",
+        "--rm",
+        "--net-host",
+        "--mount",
+        &mount,
+        "--env",
+        "MOCK_NVML_CONFIG=/etc/nvml-mock/profiles/gb200.yaml",
+        "--env",
+        "MOCK_TOPOLOGY_CONFIG=/topology/topology.yaml",
+        "--env",
+        "LD_LIBRARY_PATH=/usr/local/lib",
+        "--env",
+        "NODE_NAME=nvml-mock-compute-domain-worker",
+        &references[MOCK],
+        "cdsim-images-mock",
+        "/usr/local/bin/check-fabric",
+    ]));
+    assert_fabric_identity(&String::from_utf8_lossy(&output.stdout), "0");
 }
