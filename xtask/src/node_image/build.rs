@@ -1,0 +1,844 @@
+//! The node image build itself: Go components from the module proxy, the
+//! control-plane and network images by `docker import`, the node rootfs, and
+//! the preload of every image into the node's containerd (kind's
+//! `build node-image` steps without a single registry fetch).
+//!
+//! Every Go output is cached under `/var/cache/cdsim/go/<component>-<version>`,
+//! every debootstrap tree under `/var/cache/cdsim/rootfs`; a directory is only
+//! moved into place once complete, so an interrupted build resumes cleanly.
+
+use std::{
+    fs,
+    path::{Path, PathBuf},
+    thread,
+    time::{Duration, Instant},
+};
+
+use anyhow::{bail, format_err, Context, Result};
+use sha2::{Digest, Sha256};
+use xshell::{cmd, Shell};
+
+use crate::node_image::{
+    gomod,
+    pins::{self, NodePins},
+    rootfs,
+};
+
+/// Where the cached Go outputs of one build are.
+struct Binaries {
+    kubernetes: PathBuf,
+    containerd: PathBuf,
+    runc: PathBuf,
+    cni: PathBuf,
+    crictl: PathBuf,
+    etcd: PathBuf,
+    coredns: PathBuf,
+    kindnet: PathBuf,
+    pause: PathBuf,
+}
+
+/// Step counter that prints `==> [i/n] what (elapsed)`.
+struct Progress {
+    started: Instant,
+    step: usize,
+    total: usize,
+}
+
+impl Progress {
+    fn step(&mut self, what: &str) {
+        self.step += 1;
+        eprintln!(
+            "==> [{}/{}] {what} (at {:.0}s)",
+            self.step,
+            self.total,
+            self.started.elapsed().as_secs_f64()
+        );
+    }
+}
+
+/// The control-plane images made from one static binary on an empty root.
+const KUBE_STATIC: [&str; 3] = [
+    "kube-apiserver",
+    "kube-controller-manager",
+    "kube-scheduler",
+];
+
+/// Builds the node image `image` for `pins`; `key` is the full cache key.
+pub fn build(sh: &Shell, pins: &NodePins, key: &str, image: &str, inputs: &Path) -> Result<()> {
+    let cache = crate::tools::cache_dir();
+    let short = &key[..12];
+    let work = cache.join("work").join(short);
+    if work.exists() {
+        fs::remove_dir_all(&work)
+            .with_context(|| format!("removing the stale work dir {}", work.display()))?;
+    }
+    fs::create_dir_all(&work).with_context(|| format!("creating {}", work.display()))?;
+    let mut progress = Progress {
+        started: Instant::now(),
+        step: 0,
+        total: 8,
+    };
+
+    progress.step("Go components from the module proxy (first build: tens of minutes on 2 cores)");
+    let bins = go_components(sh, &cache, pins, inputs)?;
+
+    progress.step("checking kubeadm's image list against the pins");
+    let kubeadm = bins.kubernetes.join("kubeadm");
+    let kube = pins.kubernetes.as_str();
+    let list = cmd!(
+        sh,
+        "{kubeadm} config images list --kubernetes-version {kube}"
+    )
+    .read()
+    .context("running the built kubeadm")?;
+    pins::check_kubeadm_images(pins, &list)?;
+
+    progress.step("Debian root filesystems (debootstrap, cached)");
+    let node_packages = read_packages(&inputs.join("packages/node.txt"))?;
+    let net_packages = read_packages(&inputs.join("packages/net.txt"))?;
+    let node_base = rootfs::debootstrap(sh, &cache, "node", &pins.debian_suite, &node_packages)?;
+    let net_base = rootfs::debootstrap(sh, &cache, "net", &pins.debian_suite, &net_packages)?;
+
+    progress.step("control-plane and network images (docker import)");
+    let kindnet_image = format!(
+        "docker.io/cdsim/kindnet:{}",
+        pins.kubernetes.to_owned() + "-" + short
+    );
+    let mut images = component_images(sh, pins, &bins, &work)?;
+    let net_image = format!("cdsim/kind-net-base:{short}");
+    import_tree(sh, &net_base, &work.join("net-base.tar"), &net_image, &[])?;
+    let kube_proxy = format!(
+        "registry.k8s.io/kube-proxy:{}",
+        pins.kubernetes.replace('+', "_")
+    );
+    layer_binary(
+        sh,
+        &net_image,
+        &bins.kubernetes.join("kube-proxy"),
+        "/usr/local/bin/kube-proxy",
+        &kube_proxy,
+        None,
+    )?;
+    images.push(kube_proxy);
+    layer_binary(
+        sh,
+        &net_image,
+        &bins.kindnet.join("kindnet"),
+        "/bin/kindnet",
+        &kindnet_image,
+        Some("/bin/kindnet"),
+    )?;
+    images.push(kindnet_image.clone());
+
+    progress.step("node rootfs");
+    let node_root = work.join("node-rootfs");
+    rootfs::copy_tree(sh, &node_base, &node_root)?;
+    node_tree(sh, pins, &bins, inputs, &node_root, &kindnet_image)?;
+    let base_image = format!("cdsim/kind-node-base:{short}");
+    import_tree(
+        sh,
+        &node_root,
+        &work.join("node-base.tar"),
+        &base_image,
+        &[
+            "ENV container=docker",
+            r#"ENTRYPOINT ["/usr/local/bin/entrypoint","/sbin/init"]"#,
+        ],
+    )?;
+    fs::remove_dir_all(&node_root).with_context(|| format!("removing {}", node_root.display()))?;
+
+    progress.step("saving the images for the preload");
+    let archive = work.join("images.tar");
+    let to_save = &images;
+    cmd!(sh, "docker save -o {archive} {to_save...}")
+        .run()
+        .context("docker save of the component images")?;
+
+    progress.step("preloading them into the node's containerd and committing");
+    preload_and_commit(sh, &base_image, &archive, &images, image, short)?;
+
+    progress.step("cleaning up");
+    let mut temporary = images.clone();
+    temporary.push(net_image);
+    temporary.push(base_image);
+    cmd!(sh, "docker rmi {temporary...}")
+        .quiet()
+        .ignore_stdout()
+        .run()
+        .context("removing the intermediate images")?;
+    fs::remove_dir_all(&work).with_context(|| format!("removing {}", work.display()))?;
+    eprintln!(
+        "==> built {image} in {:.0}s",
+        progress.started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+fn read_packages(path: &Path) -> Result<Vec<String>> {
+    let text = fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    rootfs::parse_packages(&text).with_context(|| format!("{}", path.display()))
+}
+
+/// Builds (or finds in the cache) every Go component and the pause binary.
+fn go_components(sh: &Shell, cache: &Path, pins: &NodePins, inputs: &Path) -> Result<Binaries> {
+    let go = cache.join("go");
+    let src = cache.join("src");
+    let _cgo_off = sh.push_env("CGO_ENABLED", "0");
+
+    let version = pins.containerd.as_str();
+    let containerd = cached(&go, "containerd", version, |out| {
+        let pkgs: Vec<String> = ["containerd", "ctr", "containerd-shim-runc-v2"]
+            .iter()
+            .map(|cmd| format!("github.com/containerd/containerd/v2/cmd/{cmd}@{version}"))
+            .collect();
+        let ldflags =
+            format!("-s -w -X github.com/containerd/containerd/v2/version.Version={version}");
+        let _gobin = sh.push_env("GOBIN", out);
+        cmd!(sh, "nice -n 10 go install -trimpath -tags 'no_btrfs no_zfs no_devmapper' -ldflags {ldflags} {pkgs...}")
+            .run()
+            .context("go install containerd")
+    })?;
+
+    let version = pins.cni_plugins.as_str();
+    let cni = cached(&go, "cni-plugins", version, |out| {
+        let pkgs: Vec<String> = [
+            "main/ptp",
+            "ipam/host-local",
+            "main/loopback",
+            "meta/portmap",
+        ]
+        .iter()
+        .map(|p| format!("github.com/containernetworking/plugins/plugins/{p}@{version}"))
+        .collect();
+        let _gobin = sh.push_env("GOBIN", out);
+        cmd!(
+            sh,
+            "nice -n 10 go install -trimpath -ldflags '-s -w' {pkgs...}"
+        )
+        .run()
+        .context("go install CNI plugins")
+    })?;
+
+    let version = pins.crictl.as_str();
+    let crictl = cached(&go, "crictl", version, |out| {
+        let _gobin = sh.push_env("GOBIN", out);
+        let pkg = format!("sigs.k8s.io/cri-tools/cmd/crictl@{version}");
+        cmd!(sh, "nice -n 10 go install -trimpath -ldflags '-s -w' {pkg}")
+            .run()
+            .context("go install crictl")
+    })?;
+
+    let version = pins.coredns.as_str();
+    let coredns = cached(&go, "coredns", version, |out| {
+        let _gobin = sh.push_env("GOBIN", out);
+        let pkg = format!("github.com/coredns/coredns@{version}");
+        cmd!(sh, "nice -n 10 go install -trimpath -ldflags '-s -w' {pkg}")
+            .run()
+            .context("go install coredns")
+    })?;
+
+    let version = pins.etcd.as_str();
+    let etcd = cached(&go, "etcd", version, |out| {
+        let wrapper = src.join(format!("etcd-{version}"));
+        write_if_changed(
+            &wrapper.join("go.mod"),
+            &gomod::plain_wrapper("etcd", "1.24"),
+        )?;
+        let _dir = sh.push_dir(&wrapper);
+        let module = format!("go.etcd.io/etcd/server/v3@{version}");
+        cmd!(sh, "go get {module}")
+            .run()
+            .context("go get etcd (wrapper module)")?;
+        let bin = out.join("etcd");
+        cmd!(
+            sh,
+            "nice -n 10 go build -trimpath -ldflags '-s -w' -o {bin} go.etcd.io/etcd/server/v3"
+        )
+        .run()
+        .context("go build etcd")
+    })?;
+
+    let version = pins.runc.as_str();
+    let runc = cached(&go, "runc", version, |out| {
+        if cmd!(sh, "pkg-config --exists libseccomp")
+            .quiet()
+            .run()
+            .is_err()
+        {
+            bail!(
+                "runc needs libseccomp headers to build: apt-get install libseccomp-dev pkg-config"
+            );
+        }
+        let wrapper = src.join(format!("runc-{version}"));
+        write_if_changed(
+            &wrapper.join("go.mod"),
+            &gomod::plain_wrapper("runc", "1.24"),
+        )?;
+        let _dir = sh.push_dir(&wrapper);
+        let _cgo_on = sh.push_env("CGO_ENABLED", "1");
+        let module = format!("github.com/opencontainers/runc@{version}");
+        cmd!(sh, "go get {module}")
+            .run()
+            .context("go get runc (wrapper module)")?;
+        let bin = out.join("runc");
+        let ldflags = format!("-s -w -X main.version={}", version.trim_start_matches('v'));
+        cmd!(sh, "nice -n 10 go build -trimpath -tags seccomp -ldflags {ldflags} -o {bin} github.com/opencontainers/runc")
+            .run()
+            .context("go build runc")
+    })?;
+
+    let version = pins.kubernetes.as_str();
+    let kube = pins.kube()?;
+    let module = format!("k8s.io/kubernetes@{version}");
+    let kubernetes = cached(&go, "kubernetes", version, |out| {
+        let json = cmd!(sh, "go mod download -json {module}")
+            .read()
+            .context("go mod download k8s.io/kubernetes")?;
+        let info: serde_json::Value =
+            serde_json::from_str(&json).context("parsing go mod download -json")?;
+        let go_mod = info["GoMod"]
+            .as_str()
+            .ok_or_else(|| format_err!("go mod download printed no GoMod"))?;
+        let upstream = fs::read_to_string(go_mod).with_context(|| format!("reading {go_mod}"))?;
+        let wrapper = src.join(format!("kubernetes-{version}"));
+        write_if_changed(
+            &wrapper.join("go.mod"),
+            &gomod::kubernetes_wrapper(&upstream, kube)?,
+        )?;
+        let _dir = sh.push_dir(&wrapper);
+        let cmds = [
+            "kubeadm",
+            "kubelet",
+            "kubectl",
+            "kube-apiserver",
+            "kube-controller-manager",
+            "kube-scheduler",
+            "kube-proxy",
+        ];
+        let at_version: Vec<String> = cmds
+            .iter()
+            .map(|c| format!("k8s.io/kubernetes/cmd/{c}@{version}"))
+            .collect();
+        cmd!(sh, "go get {at_version...}")
+            .run()
+            .context("go get the Kubernetes commands (wrapper module)")?;
+        let pkgs: Vec<String> = cmds
+            .iter()
+            .map(|c| format!("k8s.io/kubernetes/cmd/{c}"))
+            .collect();
+        let ldflags = pins::kube_version_ldflags(kube);
+        let out_dir = format!("{}/", out.display());
+        eprintln!("    go build {} (links take minutes each)", cmds.join(" "));
+        cmd!(
+            sh,
+            "nice -n 10 go build -trimpath -ldflags {ldflags} -o {out_dir} {pkgs...}"
+        )
+        .run()
+        .context("go build the Kubernetes commands")
+    })?;
+
+    let kindnet_src = inputs.join("kindnet");
+    let kindnet_version = tree_digest(&kindnet_src)?;
+    let kindnet = cached(&go, "kindnet", &kindnet_version, |out| {
+        let _dir = sh.push_dir(&kindnet_src);
+        let bin = out.join("kindnet");
+        cmd!(
+            sh,
+            "nice -n 10 go build -trimpath -ldflags '-s -w' -o {bin} ."
+        )
+        .run()
+        .context("go build cdsim-kindnet")
+    })?;
+
+    let pause = cached(
+        &go,
+        "pause",
+        &format!("{}-{}", pins.kubernetes, pins.pause),
+        |out| {
+            let json = cmd!(sh, "go mod download -json {module}")
+                .read()
+                .context("go mod download k8s.io/kubernetes")?;
+            let info: serde_json::Value =
+                serde_json::from_str(&json).context("parsing go mod download -json")?;
+            let dir = info["Dir"]
+                .as_str()
+                .ok_or_else(|| format_err!("go mod download printed no Dir"))?;
+            let source = Path::new(dir).join("build/pause/linux/pause.c");
+            let define = format!("-DVERSION={}", pins.pause);
+            let bin = out.join("pause");
+            cmd!(
+                sh,
+                "gcc -Os -Wall -Werror -static {define} -o {bin} {source}"
+            )
+            .run()
+            .context("gcc -static pause.c (needs build-essential)")?;
+            cmd!(sh, "strip {bin}").run().context("strip pause")
+        },
+    )?;
+
+    Ok(Binaries {
+        kubernetes,
+        containerd,
+        runc: runc.join("runc"),
+        cni,
+        crictl: crictl.join("crictl"),
+        etcd: etcd.join("etcd"),
+        coredns: coredns.join("coredns"),
+        kindnet,
+        pause: pause.join("pause"),
+    })
+}
+
+/// `<go>/<name>-<version>`, made by `build` into a partial directory on first use.
+fn cached(
+    go: &Path,
+    name: &str,
+    version: &str,
+    build: impl FnOnce(&Path) -> Result<()>,
+) -> Result<PathBuf> {
+    let dir = go.join(format!("{name}-{version}"));
+    if dir.is_dir() {
+        eprintln!("    {name} {version}: cached");
+        return Ok(dir);
+    }
+    let partial = go.join(format!(".{name}-{version}.partial"));
+    if partial.exists() {
+        fs::remove_dir_all(&partial).with_context(|| format!("removing {}", partial.display()))?;
+    }
+    fs::create_dir_all(&partial).with_context(|| format!("creating {}", partial.display()))?;
+    let started = Instant::now();
+    eprintln!("    {name} {version}: building");
+    build(&partial).with_context(|| format!("building {name} {version}"))?;
+    fs::rename(&partial, &dir)
+        .with_context(|| format!("moving {} into place", partial.display()))?;
+    eprintln!(
+        "    {name} {version}: built in {:.0}s",
+        started.elapsed().as_secs_f64()
+    );
+    Ok(dir)
+}
+
+fn write_if_changed(path: &Path, contents: &str) -> Result<()> {
+    if fs::read_to_string(path).ok().as_deref() == Some(contents) {
+        return Ok(());
+    }
+    if let Some(parent) = path.parent() {
+        fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
+    }
+    fs::write(path, contents).with_context(|| format!("writing {}", path.display()))
+}
+
+/// 12 hex of sha256 over a directory's files (names, modes, contents).
+fn tree_digest(dir: &Path) -> Result<String> {
+    let mut hasher = Sha256::new();
+    for (relative, executable) in rootfs::walk_files(dir)? {
+        let contents =
+            fs::read(dir.join(&relative)).with_context(|| format!("reading {relative}"))?;
+        hasher.update(format!("{relative}\0{executable}\0{}\0", contents.len()));
+        hasher.update(&contents);
+    }
+    Ok(hasher
+        .finalize()
+        .iter()
+        .take(6)
+        .map(|b| format!("{b:02x}"))
+        .collect())
+}
+
+/// The images made from one static binary each; returns their names.
+fn component_images(
+    sh: &Shell,
+    pins: &NodePins,
+    bins: &Binaries,
+    work: &Path,
+) -> Result<Vec<String>> {
+    let tag = pins.kubernetes.replace('+', "_");
+    let mut specs: Vec<(String, PathBuf, String, Vec<String>)> = KUBE_STATIC
+        .iter()
+        .map(|name| {
+            (
+                format!("registry.k8s.io/{name}:{tag}"),
+                bins.kubernetes.join(name),
+                format!("usr/local/bin/{name}"),
+                Vec::new(),
+            )
+        })
+        .collect();
+    specs.push((
+        format!(
+            "registry.k8s.io/etcd:{}-{}",
+            pins.etcd.trim_start_matches('v'),
+            pins.etcd_image_revision
+        ),
+        bins.etcd.clone(),
+        "usr/local/bin/etcd".to_owned(),
+        Vec::new(),
+    ));
+    // CoreDNS runs as root: kubeadm's Deployment grants NET_BIND_SERVICE and sets no user.
+    specs.push((
+        format!("registry.k8s.io/coredns/coredns:{}", pins.coredns),
+        bins.coredns.clone(),
+        "coredns".to_owned(),
+        vec![r#"ENTRYPOINT ["/coredns"]"#.to_owned()],
+    ));
+    specs.push((
+        pins.pause_image(),
+        bins.pause.clone(),
+        "pause".to_owned(),
+        vec![
+            r#"ENTRYPOINT ["/pause"]"#.to_owned(),
+            "USER 65535:65535".to_owned(),
+        ],
+    ));
+    let mut names = Vec::new();
+    for (name, binary, dest, changes) in specs {
+        let tree = work.join("trees").join(name.replace(['/', ':'], "_"));
+        minimal_root(&tree)?;
+        rootfs::install(&binary, &tree, &dest, 0o755)?;
+        let tar = tree.with_extension("tar");
+        let changes: Vec<&str> = changes.iter().map(String::as_str).collect();
+        import_tree(sh, &tree, &tar, &name, &changes)?;
+        names.push(name);
+    }
+    Ok(names)
+}
+
+/// An empty root with `/tmp` and the users static binaries may run as.
+fn minimal_root(tree: &Path) -> Result<()> {
+    rootfs::write(
+        tree,
+        "etc/passwd",
+        b"root:x:0:0:root:/root:/sbin/nologin\nnobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n",
+        0o644,
+    )?;
+    rootfs::write(
+        tree,
+        "etc/group",
+        b"root:x:0:\nnobody:x:65534:\nnonroot:x:65532:\n",
+        0o644,
+    )?;
+    let tmp = tree.join("tmp");
+    fs::create_dir_all(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(&tmp, fs::Permissions::from_mode(0o1777)).context("chmod /tmp")?;
+    Ok(())
+}
+
+/// `tar` a tree (numeric owners, xattrs) and `docker import` it as `name`.
+fn import_tree(sh: &Shell, tree: &Path, tar: &Path, name: &str, changes: &[&str]) -> Result<()> {
+    cmd!(
+        sh,
+        "tar --numeric-owner --xattrs --xattrs-include=* -C {tree} -cf {tar} ."
+    )
+    .run()
+    .with_context(|| format!("archiving {}", tree.display()))?;
+    let mut args: Vec<String> = Vec::new();
+    args.push("ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".to_owned());
+    args.extend(changes.iter().map(|c| (*c).to_owned()));
+    let change_flags: Vec<String> = args
+        .iter()
+        .flat_map(|c| ["--change".to_owned(), c.clone()])
+        .collect();
+    cmd!(sh, "docker import {change_flags...} {tar} {name}")
+        .quiet()
+        .ignore_stdout()
+        .run()
+        .with_context(|| format!("docker import {name}"))?;
+    fs::remove_file(tar).with_context(|| format!("removing {}", tar.display()))?;
+    Ok(())
+}
+
+/// `name` = `base` plus one binary at `dest` (a layer of its own).
+fn layer_binary(
+    sh: &Shell,
+    base: &str,
+    binary: &Path,
+    dest: &str,
+    name: &str,
+    cmd_path: Option<&str>,
+) -> Result<()> {
+    let container = format!("cdsim-layer-{}", std::process::id());
+    let _ = cmd!(sh, "docker rm -f {container}")
+        .quiet()
+        .ignore_stdout()
+        .ignore_stderr()
+        .run();
+    cmd!(sh, "docker create --name {container} {base} /bin/true")
+        .quiet()
+        .ignore_stdout()
+        .run()
+        .with_context(|| format!("docker create from {base}"))?;
+    let target = format!("{container}:{dest}");
+    let result = (|| {
+        cmd!(sh, "docker cp {binary} {target}")
+            .run()
+            .with_context(|| format!("docker cp into {name}"))?;
+        let cmd_change = match cmd_path {
+            Some(path) => format!(r#"CMD ["{path}"]"#),
+            None => "CMD []".to_owned(),
+        };
+        cmd!(sh, "docker commit --change {cmd_change} {container} {name}")
+            .quiet()
+            .ignore_stdout()
+            .run()
+            .with_context(|| format!("docker commit {name}"))
+    })();
+    let _ = cmd!(sh, "docker rm -f {container}")
+        .quiet()
+        .ignore_stdout()
+        .ignore_stderr()
+        .run();
+    result
+}
+
+/// Turns the debootstrapped copy at `root` into a kind node tree.
+fn node_tree(
+    sh: &Shell,
+    pins: &NodePins,
+    bins: &Binaries,
+    inputs: &Path,
+    root: &Path,
+    kindnet_image: &str,
+) -> Result<()> {
+    rootfs::prune_systemd(root)?;
+    let pause = pins.pause_image();
+    rootfs::overlay(&inputs.join("rootfs"), root, &[("@PAUSE_IMAGE@", &pause)])?;
+    rootfs::enable_units(
+        root,
+        &[
+            "containerd.service",
+            "kubelet.service",
+            "undo-mount-hacks.service",
+        ],
+        &["systemd-binfmt.service"],
+    )?;
+    for name in ["containerd", "ctr", "containerd-shim-runc-v2"] {
+        rootfs::install(
+            &bins.containerd.join(name),
+            root,
+            &format!("usr/local/bin/{name}"),
+            0o755,
+        )?;
+    }
+    rootfs::install(&bins.crictl, root, "usr/local/bin/crictl", 0o755)?;
+    rootfs::install(&bins.runc, root, "usr/local/sbin/runc", 0o755)?;
+    for name in ["ptp", "host-local", "loopback", "portmap"] {
+        rootfs::install(
+            &bins.cni.join(name),
+            root,
+            &format!("opt/cni/bin/{name}"),
+            0o755,
+        )?;
+    }
+    for name in ["kubeadm", "kubelet", "kubectl"] {
+        rootfs::install(
+            &bins.kubernetes.join(name),
+            root,
+            &format!("usr/bin/{name}"),
+            0o755,
+        )?;
+    }
+    rootfs::write(root, "kind/version", pins.kubernetes.as_bytes(), 0o644)?;
+    let manifest = fs::read_to_string(inputs.join("kindnet/default-cni.yaml"))
+        .context("reading default-cni.yaml")?;
+    let manifest = manifest.replace("@KINDNET_IMAGE@", kindnet_image);
+    rootfs::write(
+        root,
+        "kind/manifests/default-cni.yaml",
+        manifest.as_bytes(),
+        0o644,
+    )?;
+    let ctr = bins.containerd.join("ctr");
+    let spec = cmd!(sh, "{ctr} oci spec").read().context("ctr oci spec")?;
+    rootfs::write(
+        root,
+        "etc/containerd/cri-base.json",
+        cri_base_spec(&spec)?.as_bytes(),
+        0o644,
+    )?;
+    fs::create_dir_all(root.join("etc/kubernetes/manifests"))
+        .context("creating /etc/kubernetes/manifests")?;
+    rootfs::slim(root)
+}
+
+/// containerd's default OCI spec without `process.rlimits`, so pods inherit
+/// containerd's limits (kind's `cri-base.json`).
+pub fn cri_base_spec(spec: &str) -> Result<String> {
+    let mut value: serde_json::Value =
+        serde_json::from_str(spec).context("ctr oci spec printed invalid JSON")?;
+    let Some(process) = value
+        .get_mut("process")
+        .and_then(serde_json::Value::as_object_mut)
+    else {
+        bail!("ctr oci spec has no process object");
+    };
+    process.remove("rlimits");
+    serde_json::to_string_pretty(&value).context("serializing cri-base.json")
+}
+
+/// Starts containerd inside a build container of `base`, imports `archive`
+/// into its k8s.io namespace (pinned, not unpacked), checks every image is
+/// there, stops containerd cleanly and commits the container as `image`.
+fn preload_and_commit(
+    sh: &Shell,
+    base: &str,
+    archive: &Path,
+    images: &[String],
+    image: &str,
+    short: &str,
+) -> Result<()> {
+    let container = format!("cdsim-node-build-{short}");
+    let _ = cmd!(sh, "docker rm -f {container}")
+        .quiet()
+        .ignore_stdout()
+        .ignore_stderr()
+        .run();
+    cmd!(sh, "docker run -d --name {container} --entrypoint sleep --security-opt seccomp=unconfined {base} infinity")
+        .quiet()
+        .ignore_stdout()
+        .run()
+        .context("starting the build container")?;
+    let result = (|| {
+        let target = format!("{container}:/kind/images.tar");
+        cmd!(sh, "docker cp {archive} {target}")
+            .run()
+            .context("copying the image archive in")?;
+        cmd!(sh, "docker exec -d {container} containerd")
+            .run()
+            .context("starting containerd in the build container")?;
+        wait_for(
+            Duration::from_secs(30),
+            "containerd in the build container",
+            || {
+                cmd!(sh, "docker exec {container} ctr version")
+                    .quiet()
+                    .ignore_stdout()
+                    .ignore_stderr()
+                    .run()
+                    .is_ok()
+            },
+        )?;
+        cmd!(
+            sh,
+            "docker exec {container} ctr -n k8s.io images import --label=io.cri-containerd.pinned=pinned --all-platforms --no-unpack --digests /kind/images.tar"
+        )
+        .run()
+        .context("ctr images import")?;
+        let listed = cmd!(sh, "docker exec {container} ctr -n k8s.io images ls -q")
+            .read()
+            .context("ctr images ls")?;
+        missing_images(images, &listed).map_or(Ok(()), |missing| {
+            Err(format_err!(
+                "the preload lacks {}: ctr import did not take them",
+                missing.join(", ")
+            ))
+        })?;
+        cmd!(sh, "docker exec {container} rm /kind/images.tar")
+            .run()
+            .context("removing the archive")?;
+        cmd!(sh, "docker exec {container} pkill -x containerd")
+            .run()
+            .context("stopping containerd")?;
+        wait_for(Duration::from_secs(30), "containerd to exit", || {
+            cmd!(sh, "docker exec {container} pgrep -x containerd")
+                .quiet()
+                .ignore_stdout()
+                .run()
+                .is_err()
+        })?;
+        cmd!(
+            sh,
+            "docker commit --change 'ENTRYPOINT [\"/usr/local/bin/entrypoint\",\"/sbin/init\"]' --change 'CMD []' {container} {image}"
+        )
+        .quiet()
+        .ignore_stdout()
+        .run()
+        .context("docker commit of the node image")
+    })();
+    let _ = cmd!(sh, "docker rm -f {container}")
+        .quiet()
+        .ignore_stdout()
+        .ignore_stderr()
+        .run();
+    result
+}
+
+/// The `wanted` images absent from `ctr images ls -q` output (short Docker Hub
+/// names normalised as containerd does), or `None` when all are there.
+pub fn missing_images(wanted: &[String], listed: &str) -> Option<Vec<String>> {
+    let have: Vec<&str> = listed.lines().map(str::trim).collect();
+    let missing: Vec<String> = wanted
+        .iter()
+        .filter(|name| {
+            let full = normalise_ref(name);
+            !have.iter().any(|listed| *listed == full)
+        })
+        .cloned()
+        .collect();
+    (!missing.is_empty()).then_some(missing)
+}
+
+fn normalise_ref(name: &str) -> String {
+    let first = name.split('/').next().unwrap_or("");
+    let has_registry =
+        name.contains('/') && (first.contains('.') || first.contains(':') || first == "localhost");
+    match (has_registry, name.contains('/')) {
+        (true, _) => name.to_owned(),
+        (false, true) => format!("docker.io/{name}"),
+        (false, false) => format!("docker.io/library/{name}"),
+    }
+}
+
+fn wait_for(limit: Duration, what: &str, mut ready: impl FnMut() -> bool) -> Result<()> {
+    let started = Instant::now();
+    while started.elapsed() < limit {
+        if ready() {
+            return Ok(());
+        }
+        thread::sleep(Duration::from_millis(300));
+    }
+    bail!("timed out after {}s waiting for {what}", limit.as_secs())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rlimits_are_dropped_and_the_rest_kept() {
+        let spec = r#"{"ociVersion":"1.1.0","process":{"cwd":"/","rlimits":[{"type":"RLIMIT_NOFILE","hard":1024,"soft":1024}]},"root":{"path":"rootfs"}}"#;
+        let out: serde_json::Value =
+            serde_json::from_str(&cri_base_spec(spec).expect("valid")).expect("json");
+        assert!(out["process"].get("rlimits").is_none());
+        assert_eq!(out["process"]["cwd"], "/");
+        assert_eq!(out["root"]["path"], "rootfs");
+        assert!(cri_base_spec(r#"{"root":{}}"#).is_err());
+    }
+
+    #[test]
+    fn preload_check_normalises_docker_hub_names() {
+        let listed = "registry.k8s.io/pause:3.10.1\ndocker.io/cdsim/kindnet:v1-abc\ndocker.io/library/busybox:1\n";
+        let wanted = |names: &[&str]| names.iter().map(|n| (*n).to_owned()).collect::<Vec<_>>();
+        assert_eq!(
+            missing_images(
+                &wanted(&[
+                    "registry.k8s.io/pause:3.10.1",
+                    "cdsim/kindnet:v1-abc",
+                    "busybox:1"
+                ]),
+                listed
+            ),
+            None
+        );
+        assert_eq!(
+            missing_images(
+                &wanted(&[
+                    "registry.k8s.io/etcd:3.6.5-0",
+                    "docker.io/cdsim/kindnet:v1-abc"
+                ]),
+                listed
+            ),
+            Some(wanted(&["registry.k8s.io/etcd:3.6.5-0"]))
+        );
+    }
+}
