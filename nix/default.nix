@@ -21,6 +21,7 @@ let
   images = import ./images.nix {
     inherit pkgs cdsimLib;
     inherit (packages) cdsim nvidia-imex;
+    src = self;
   };
 in
 {

@@ -24,9 +24,12 @@ let
           "--exclude"
           "integration-tests"
         ];
+        # The mock library under cargo's name (the image spec's artifact) and
+        # under its SONAME.
         postInstall = ''
           install -Dm755 "$(find target -path '*release/libnvidia_ml.so' | head -n 1)" \
-            $out/lib/libnvidia-ml.so.1
+            $out/lib/libnvidia_ml.so
+          ln -s libnvidia_ml.so $out/lib/libnvidia-ml.so.1
         '';
         meta = {
           description = "ComputeDomain simulation: mock NVML, NRI plugin, stager, xtask";
@@ -66,9 +69,11 @@ in
     buildInputs = [ pkgs.stdenv.cc.cc.lib ];
     installPhase = ''
       runHook preInstall
-      install -Dm755 usr/bin/nvidia-imex $out/bin/nvidia-imex
-      install -Dm755 usr/bin/nvidia-imex-ctl $out/bin/nvidia-imex-ctl
+      # The payload's own layout, which the image spec names; bin/ for users.
+      install -Dm755 usr/bin/nvidia-imex $out/usr/bin/nvidia-imex
+      install -Dm755 usr/bin/nvidia-imex-ctl $out/usr/bin/nvidia-imex-ctl
       install -Dm644 etc/nvidia-imex/config.cfg $out/etc/nvidia-imex/config.cfg
+      ln -s usr/bin $out/bin
       runHook postInstall
     '';
     meta = {

@@ -17,14 +17,20 @@ const NIX_FEATURES: &str = "nix-command flakes";
 const SYSTEMS: [&str; 2] = ["x86_64-linux", "aarch64-linux"];
 
 fn nix() -> Command {
-    require_program("nix", "install Debian's nix-bin (`apt-get install nix-bin`)");
+    require_program(
+        "nix",
+        "install Debian's nix-bin (`apt-get install nix-bin`)",
+    );
     let mut cmd = Command::new("nix");
     cmd.args(["--extra-experimental-features", NIX_FEATURES]);
     cmd
 }
 
 fn stub() -> String {
-    format!("path:{}", repo_root().join("tests/nix/stub-nixpkgs").display())
+    format!(
+        "path:{}",
+        repo_root().join("tests/nix/stub-nixpkgs").display()
+    )
 }
 
 /// Runs nix in `flake_dir` with nixpkgs overridden by the stub; returns stdout
@@ -45,8 +51,11 @@ fn nix_with_stub(flake_dir: &Path, args: &[&str]) -> Result<String, String> {
 }
 
 fn eval_json(flake_dir: &Path, installable: &str, apply: &str) -> serde_json::Value {
-    let out = nix_with_stub(flake_dir, &["eval", "--json", installable, "--apply", apply])
-        .unwrap_or_else(|err| panic!("nix eval {installable} failed against the stub:\n{err}"));
+    let out = nix_with_stub(
+        flake_dir,
+        &["eval", "--json", installable, "--apply", apply],
+    )
+    .unwrap_or_else(|err| panic!("nix eval {installable} failed against the stub:\n{err}"));
     serde_json::from_str(&out).expect("nix eval --json prints JSON")
 }
 
@@ -56,11 +65,21 @@ fn flake_copy() -> tempfile::TempDir {
     let root = repo_root();
     let listed = Command::new("git")
         .current_dir(&root)
-        .args(["ls-files", "-z", "--cached", "--others", "--exclude-standard"])
+        .args([
+            "ls-files",
+            "-z",
+            "--cached",
+            "--others",
+            "--exclude-standard",
+        ])
         .output()
         .expect("git ls-files runs");
     let dir = tempfile::tempdir().expect("temp dir");
-    for name in listed.stdout.split(|it| *it == 0).filter(|it| !it.is_empty()) {
+    for name in listed
+        .stdout
+        .split(|it| *it == 0)
+        .filter(|it| !it.is_empty())
+    {
         let relative = PathBuf::from(String::from_utf8_lossy(name).into_owned());
         let from = root.join(&relative);
         if !from.is_file() {
@@ -76,48 +95,78 @@ fn flake_copy() -> tempfile::TempDir {
 fn edit(dir: &Path, relative: &str, from: &str, to: &str) {
     let path = dir.join(relative);
     let text = std::fs::read_to_string(&path).expect("readable");
-    assert!(text.contains(from), "{relative} no longer contains `{from}`: update this test");
+    assert!(
+        text.contains(from),
+        "{relative} no longer contains `{from}`: update this test"
+    );
     std::fs::write(&path, text.replacen(from, to, 1)).expect("writable");
 }
 
 #[test]
 fn every_nix_file_parses() {
-    require_program("nix-instantiate", "install Debian's nix-bin (`apt-get install nix-bin`)");
+    require_program(
+        "nix-instantiate",
+        "install Debian's nix-bin (`apt-get install nix-bin`)",
+    );
     let root = repo_root();
     let listed = Command::new("git")
         .current_dir(&root)
-        .args(["ls-files", "--cached", "--others", "--exclude-standard", "*.nix"])
+        .args([
+            "ls-files",
+            "--cached",
+            "--others",
+            "--exclude-standard",
+            "*.nix",
+        ])
         .output()
         .expect("git ls-files runs");
-    let files: Vec<String> = String::from_utf8_lossy(&listed.stdout).lines().map(str::to_owned).collect();
-    assert!(files.len() >= 8, "expected the flake, nix/ and the stub, found {files:?}");
+    let files: Vec<String> = String::from_utf8_lossy(&listed.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    assert!(
+        files.len() >= 8,
+        "expected the flake, nix/ and the stub, found {files:?}"
+    );
     for file in &files {
         let out = Command::new("nix-instantiate")
             .current_dir(&root)
             .args(["--parse", file])
             .output()
             .expect("nix-instantiate runs");
-        assert!(out.status.success(), "{file} does not parse:\n{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{file} does not parse:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
 }
 
 #[test]
 #[ignore = "nixfmt cannot be installed on these machines (not in Debian bookworm, PyPI, npm or crates.io); run `nix fmt -- --check .` where nixpkgs can be fetched"]
 fn every_nix_file_is_formatted() {
-    require_program("nixfmt", "use `nix fmt` (the flake's formatter is nixfmt, RFC style)");
+    require_program(
+        "nixfmt",
+        "use `nix fmt` (the flake's formatter is nixfmt, RFC style)",
+    );
     let out = Command::new("nixfmt")
         .current_dir(repo_root())
         .args(["--check", "flake.nix", "nix", "tests/nix"])
         .output()
         .expect("nixfmt runs");
-    assert!(out.status.success(), "not formatted:\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "not formatted:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[test]
 fn flake_shows_every_output_for_both_systems() {
     let out = nix_with_stub(&repo_root(), &["flake", "show", "--json"])
         .unwrap_or_else(|err| panic!("nix flake show failed against the stub:\n{err}"));
-    let shown: serde_json::Value = serde_json::from_str(&out).expect("flake show --json prints JSON");
+    let shown: serde_json::Value =
+        serde_json::from_str(&out).expect("flake show --json prints JSON");
     for system in SYSTEMS {
         let names = |output: &str| -> Vec<String> {
             let mut names: Vec<String> = shown[output][system]
@@ -129,14 +178,45 @@ fn flake_shows_every_output_for_both_systems() {
             names.sort();
             names
         };
-        assert_eq!(names("packages"), ["cdsim", "default", "mock-image", "nvidia-imex", "workload-image"]);
+        assert_eq!(
+            names("packages"),
+            [
+                "cdsim",
+                "default",
+                "mock-image",
+                "nvidia-imex",
+                "workload-image"
+            ]
+        );
         assert_eq!(
             names("apps"),
-            ["default", "demo", "doctor", "down", "scenario1", "scenario2", "scenario3", "up"]
+            [
+                "default",
+                "demo",
+                "doctor",
+                "down",
+                "scenario1",
+                "scenario2",
+                "scenario3",
+                "up"
+            ]
         );
-        assert_eq!(names("checks"), ["cargo-tests", "chart", "clippy", "image-contents", "manifests", "rustfmt"]);
+        assert_eq!(
+            names("checks"),
+            [
+                "cargo-tests",
+                "chart",
+                "clippy",
+                "image-contents",
+                "manifests",
+                "rustfmt"
+            ]
+        );
         assert_eq!(names("devShells"), ["default"]);
-        assert!(shown["formatter"][system].is_object(), "no formatter for {system}");
+        assert!(
+            shown["formatter"][system].is_object(),
+            "no formatter for {system}"
+        );
     }
 }
 
@@ -152,14 +232,23 @@ fn every_derivation_instantiates_against_the_stub() {
             );
             for (name, drv) in drvs.as_object().expect("an attribute set") {
                 let drv = drv.as_str().unwrap_or_default();
-                assert!(drv.starts_with("/nix/store/") && drv.ends_with(".drv"), "{output}.{system}.{name}: {drv}");
+                assert!(
+                    drv.starts_with("/nix/store/") && drv.ends_with(".drv"),
+                    "{output}.{system}.{name}: {drv}"
+                );
             }
         }
-        let programs =
-            eval_json(&root, &format!(".#apps.{system}"), "set: builtins.mapAttrs (name: app: app.program) set");
+        let programs = eval_json(
+            &root,
+            &format!(".#apps.{system}"),
+            "set: builtins.mapAttrs (name: app: app.program) set",
+        );
         for (name, program) in programs.as_object().expect("an attribute set") {
             let program = program.as_str().unwrap_or_default();
-            assert!(program.ends_with(&format!("/bin/cdsim-{}", if name == "default" { "demo" } else { name })));
+            assert!(program.ends_with(&format!(
+                "/bin/cdsim-{}",
+                if name == "default" { "demo" } else { name }
+            )));
         }
     }
 }
@@ -176,48 +265,113 @@ fn apps_hand_nix_built_images_to_xtask() {
         "apps: builtins.mapAttrs (name: app: builtins.attrNames (builtins.getContext app.program)) apps",
     );
     let wrapper = |app: &str| -> (String, String) {
-        let drv = wrapper_drvs[app][0].as_str().unwrap_or_else(|| panic!("app {app} has no wrapper derivation"));
-        let out = nix().args(["show-derivation", drv]).output().expect("nix show-derivation runs");
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let drv = wrapper_drvs[app][0]
+            .as_str()
+            .unwrap_or_else(|| panic!("app {app} has no wrapper derivation"));
+        let out = nix()
+            .args(["show-derivation", drv])
+            .output()
+            .expect("nix show-derivation runs");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         let shown: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
         let env = &shown[drv]["env"];
-        (env["text"].as_str().unwrap_or_default().to_owned(), env["runtimeInputs"].as_str().unwrap_or_default().to_owned())
+        (
+            env["text"].as_str().unwrap_or_default().to_owned(),
+            env["runtimeInputs"].as_str().unwrap_or_default().to_owned(),
+        )
     };
-    for app in ["demo", "up", "down", "scenario1", "scenario2", "scenario3", "doctor"] {
+    for app in [
+        "demo",
+        "up",
+        "down",
+        "scenario1",
+        "scenario2",
+        "scenario3",
+        "doctor",
+    ] {
         let (text, inputs) = wrapper(app);
-        assert!(text.contains(&format!("/bin/xtask {app} \"$@\"")), "{app} does not exec xtask {app}:\n{text}");
-        assert!(text.contains("export CDSIM_ROOT=/nix/store/"), "{app} does not point xtask at the flake source");
+        assert!(
+            text.contains(&format!("/bin/xtask {app} \"$@\"")),
+            "{app} does not exec xtask {app}:\n{text}"
+        );
+        assert!(
+            text.contains("export CDSIM_ROOT=/nix/store/"),
+            "{app} does not point xtask at the flake source"
+        );
         for tool in ["kind", "kubernetes-helm", "kubectl", "jq", "docker-client"] {
-            assert!(inputs.split(' ').any(|it| it.ends_with(&format!("-{tool}"))), "{app} lacks {tool} on PATH: {inputs}");
+            assert!(
+                inputs
+                    .split(' ')
+                    .any(|it| it.ends_with(&format!("-{tool}"))),
+                "{app} lacks {tool} on PATH: {inputs}"
+            );
         }
         let installs = matches!(app, "demo" | "up");
-        assert_eq!(text.contains("--mock-image") && text.contains("--workload-image"), installs, "{app}:\n{text}");
+        assert_eq!(
+            text.contains("--mock-image") && text.contains("--workload-image"),
+            installs,
+            "{app}:\n{text}"
+        );
     }
-    assert_eq!(wrapper_drvs["default"], wrapper_drvs["demo"], "the default app is the demo");
+    assert_eq!(
+        wrapper_drvs["default"], wrapper_drvs["demo"],
+        "the default app is the demo"
+    );
 }
 
 #[test]
 fn the_stub_rejects_a_misspelt_argument_or_attribute() {
     let copy = flake_copy();
-    edit(copy.path(), "nix/packages.nix", "cargoTestFlags = [", "cargoTestFlag = [");
-    let err = nix_with_stub(copy.path(), &["eval", ".#packages.x86_64-linux.cdsim.drvPath"])
-        .expect_err("a misspelt builder argument must fail evaluation");
+    edit(
+        copy.path(),
+        "nix/packages.nix",
+        "cargoTestFlags = [",
+        "cargoTestFlag = [",
+    );
+    let err = nix_with_stub(
+        copy.path(),
+        &["eval", ".#packages.x86_64-linux.cdsim.drvPath"],
+    )
+    .expect_err("a misspelt builder argument must fail evaluation");
     assert!(err.contains("cargoTestFlag"), "unexpected error:\n{err}");
 
     let copy = flake_copy();
-    edit(copy.path(), "nix/default.nix", "pkgs.kubernetes-helm", "pkgs.kubernetes-helmm");
-    let err = nix_with_stub(copy.path(), &["eval", ".#devShells.x86_64-linux.default.drvPath"])
-        .expect_err("a misspelt package must fail evaluation");
+    edit(
+        copy.path(),
+        "nix/default.nix",
+        "pkgs.kubernetes-helm",
+        "pkgs.kubernetes-helmm",
+    );
+    let err = nix_with_stub(
+        copy.path(),
+        &["eval", ".#devShells.x86_64-linux.default.drvPath"],
+    )
+    .expect_err("a misspelt package must fail evaluation");
     assert!(err.contains("kubernetes-helmm"), "unexpected error:\n{err}");
 }
 
 #[test]
 fn unfree_is_allowed_for_nvidia_imex_only() {
     let copy = flake_copy();
-    edit(copy.path(), "nix/default.nix", "== \"nvidia-imex\"", "== \"something-else\"");
-    let err = nix_with_stub(copy.path(), &["eval", ".#packages.x86_64-linux.nvidia-imex.drvPath"])
-        .expect_err("without the predicate the unfree payload must be refused");
-    assert!(err.contains("refusing unfree package nvidia-imex"), "unexpected error:\n{err}");
+    edit(
+        copy.path(),
+        "nix/default.nix",
+        "== \"nvidia-imex\"",
+        "== \"something-else\"",
+    );
+    let err = nix_with_stub(
+        copy.path(),
+        &["eval", ".#packages.x86_64-linux.nvidia-imex.drvPath"],
+    )
+    .expect_err("without the predicate the unfree payload must be refused");
+    assert!(
+        err.contains("refusing unfree package nvidia-imex"),
+        "unexpected error:\n{err}"
+    );
 }
 
 #[test]
@@ -227,43 +381,80 @@ fn pins_evaluate_for_real_and_match_versions_toml() {
         .args(["eval", "--json", "--file", "nix/lib.nix", "pins"])
         .output()
         .expect("nix eval runs");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let from_nix: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
-    let text = std::fs::read_to_string(repo_root().join("manifests/versions.toml")).expect("versions.toml");
+    let text = std::fs::read_to_string(repo_root().join("manifests/versions.toml"))
+        .expect("versions.toml");
     let from_rust: toml::Value = toml::from_str(&text).expect("versions.toml parses");
     let from_rust = serde_json::to_value(from_rust).expect("toml converts to JSON");
-    assert_eq!(from_nix, from_rust, "Nix and Rust read manifests/versions.toml differently");
+    assert_eq!(
+        from_nix, from_rust,
+        "Nix and Rust read manifests/versions.toml differently"
+    );
 }
 
 #[test]
 fn flake_lock_pins_nixpkgs_exactly() {
-    let lock: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(repo_root().join("flake.lock")).expect("flake.lock"))
-            .expect("flake.lock is JSON");
+    let lock: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(repo_root().join("flake.lock")).expect("flake.lock"),
+    )
+    .expect("flake.lock is JSON");
     assert_eq!(lock["version"], 7, "flake.lock format version");
     assert_eq!(lock["root"], "root");
-    assert_eq!(lock["nodes"]["root"]["inputs"], serde_json::json!({ "nixpkgs": "nixpkgs" }));
+    assert_eq!(
+        lock["nodes"]["root"]["inputs"],
+        serde_json::json!({ "nixpkgs": "nixpkgs" })
+    );
 
-    let text = std::fs::read_to_string(repo_root().join("manifests/versions.toml")).expect("versions.toml");
+    let text = std::fs::read_to_string(repo_root().join("manifests/versions.toml"))
+        .expect("versions.toml");
     let pins: toml::Value = toml::from_str(&text).expect("versions.toml parses");
     let nix = &pins["nix"];
     let locked = &lock["nodes"]["nixpkgs"]["locked"];
     assert_eq!(locked["type"], "github");
-    assert_eq!(locked["owner"], nix["nixpkgs_owner"].as_str().expect("owner"));
+    assert_eq!(
+        locked["owner"],
+        nix["nixpkgs_owner"].as_str().expect("owner")
+    );
     assert_eq!(locked["repo"], nix["nixpkgs_repo"].as_str().expect("repo"));
     assert_eq!(locked["rev"], nix["nixpkgs_rev"].as_str().expect("rev"));
-    assert_eq!(locked["narHash"], nix["nixpkgs_nar_hash"].as_str().expect("narHash"));
-    assert_eq!(locked["lastModified"], nix["nixpkgs_last_modified"].as_integer().expect("lastModified"));
-    assert_eq!(lock["nodes"]["nixpkgs"]["original"]["ref"], nix["nixpkgs_ref"].as_str().expect("ref"));
+    assert_eq!(
+        locked["narHash"],
+        nix["nixpkgs_nar_hash"].as_str().expect("narHash")
+    );
+    assert_eq!(
+        locked["lastModified"],
+        nix["nixpkgs_last_modified"]
+            .as_integer()
+            .expect("lastModified")
+    );
+    assert_eq!(
+        lock["nodes"]["nixpkgs"]["original"]["ref"],
+        nix["nixpkgs_ref"].as_str().expect("ref")
+    );
 
     // Where the reference notes sit beside the clone (developer machines and
     // CI), the pin must be the preferred one they record.
     let pins_md = repo_root().join("../shared/reference/pins.md");
     if let Ok(notes) = std::fs::read_to_string(&pins_md) {
-        let preferred = notes.lines().find(|line| line.contains("preferred")).expect("a preferred pin row");
+        let preferred = notes
+            .lines()
+            .find(|line| line.contains("preferred"))
+            .expect("a preferred pin row");
         for value in [&locked["rev"], &locked["narHash"], &locked["lastModified"]] {
-            let value = value.as_str().map(str::to_owned).unwrap_or_else(|| value.to_string());
-            assert!(preferred.contains(&value), "{value} is not the preferred pin in {}", pins_md.display());
+            let value = value
+                .as_str()
+                .map(str::to_owned)
+                .unwrap_or_else(|| value.to_string());
+            assert!(
+                preferred.contains(&value),
+                "{value} is not the preferred pin in {}",
+                pins_md.display()
+            );
         }
     }
 }
@@ -271,7 +462,116 @@ fn flake_lock_pins_nixpkgs_exactly() {
 #[test]
 fn readme_documents_the_nix_entry_points() {
     let readme = std::fs::read_to_string(repo_root().join("README.md")).expect("README.md");
-    for needle in ["nix run .#demo", "nix flake check", "nix develop", "Docker", "KVM"] {
-        assert!(readme.contains(needle), "README.md does not mention `{needle}`");
+    for needle in [
+        "nix run .#demo",
+        "nix flake check",
+        "nix develop",
+        "Docker",
+        "KVM",
+    ] {
+        assert!(
+            readme.contains(needle),
+            "README.md does not mention `{needle}`"
+        );
+    }
+}
+
+/// The plan `nix/lib.nix` derives from `manifests/images.toml`, evaluated for
+/// real by nix.
+fn nix_image_plan(imex: bool) -> serde_json::Value {
+    let out = nix()
+        .current_dir(repo_root())
+        .args([
+            "eval",
+            "--json",
+            "--file",
+            "nix/lib.nix",
+            "imagePlan",
+            "--apply",
+        ])
+        .arg(format!("plan: plan {{ imex = {imex}; }}"))
+        .output()
+        .expect("nix eval runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("JSON")
+}
+
+/// The same plan from the Rust builder's parse of the same spec.
+fn rust_image_plan(imex: bool) -> serde_json::Value {
+    use image_builder::spec::{FileKind, Source, Spec};
+    use serde_json::json;
+
+    let text =
+        std::fs::read_to_string(repo_root().join("manifests/images.toml")).expect("images.toml");
+    let spec = Spec::parse(&text).expect("the shipped spec parses");
+    let mut images = serde_json::Map::new();
+    for (name, image) in &spec.images {
+        let mut records = Vec::new();
+        for file in &image.files {
+            match &file.kind {
+                FileKind::Dir { mode } => records.push(
+                    json!({ "path": file.path, "mode": format!("{mode:04o}"), "kind": "dir" }),
+                ),
+                FileKind::RepoDir { dir, suffix, mode } => {
+                    let listed =
+                        std::fs::read_dir(repo_root().join(dir)).expect("repo_dir is listable");
+                    for entry in listed {
+                        let entry = entry.expect("entry");
+                        let file_name = entry.file_name().to_string_lossy().into_owned();
+                        if entry.file_type().expect("type").is_file()
+                            && file_name.ends_with(suffix.as_str())
+                        {
+                            records.push(json!({
+                                "path": format!("{}/{file_name}", file.path),
+                                "mode": format!("{mode:04o}"),
+                                "kind": "file",
+                                "source": format!("repo:{dir}/{file_name}"),
+                            }));
+                        }
+                    }
+                }
+                FileKind::File {
+                    source,
+                    mode,
+                    links,
+                } => {
+                    let source = match source {
+                        Source::Artifact { name, package } => format!("artifact:{package}/{name}"),
+                        Source::Repo(path) => format!("repo:{path}"),
+                        Source::Host { nix, nix_path, .. } => format!("host:{nix}/{nix_path}"),
+                        Source::Imex(path) if imex => format!("imex:{path}"),
+                        Source::Imex(_) => continue,
+                    };
+                    records.push(json!({
+                        "path": file.path, "mode": format!("{mode:04o}"), "kind": "file", "source": source,
+                    }));
+                    let (parent, base) = file.path.rsplit_once('/').expect("absolute path");
+                    for link in links {
+                        let parent = if parent.is_empty() { "" } else { parent };
+                        records.push(json!({ "path": format!("{parent}/{link}"), "kind": "link", "target": base }));
+                    }
+                }
+            }
+        }
+        records.sort_by(|a, b| a["path"].as_str().cmp(&b["path"].as_str()));
+        images.insert(name.clone(), serde_json::Value::Array(records));
+    }
+    serde_json::Value::Object(images)
+}
+
+#[test]
+fn nix_and_rust_derive_the_same_image_contents_from_the_spec() {
+    for imex in [true, false] {
+        let from_nix = nix_image_plan(imex);
+        let from_rust = rust_image_plan(imex);
+        assert_eq!(
+            from_nix,
+            from_rust,
+            "nix/lib.nix and crates/image-builder read manifests/images.toml differently (imex = {imex})"
+        );
     }
 }
