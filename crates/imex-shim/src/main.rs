@@ -1,3 +1,37 @@
-//! nvidia-imex front that execs the real daemon with --nogpu.
+//! `nvidia-imex-shim`, installed as `/usr/bin/nvidia-imex`: it replaces itself
+//! with the real daemon (`IMEX_SHIM_REAL_BIN`, default
+//! `/usr/bin/nvidia-imex.real`) in NO GPU mode, adding `--nogpu` unless the
+//! caller passed `--nogpu` or `-nogpu`.
+//!
+//! The exec keeps the environment, stdio and PID, so signals reach the daemon
+//! and its exit code is the caller's. When the exec fails the shim prints
+//! `nvidia-imex-shim: exec <path>: <error>` and exits 127.
 
-fn main() {}
+mod plan;
+
+use std::ffi::OsString;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+
+fn main() -> ExitCode {
+    let real = plan::real_binary(std::env::var_os("IMEX_SHIM_REAL_BIN"));
+    let caller_args: Vec<OsString> = std::env::args_os().skip(1).collect();
+    let argv = plan::argv(real.as_os_str(), &caller_args);
+    // `exec` only returns on failure.
+    let err = Command::new(program(&real))
+        .arg0(&argv[0])
+        .args(&argv[1..])
+        .exec();
+    eprintln!("nvidia-imex-shim: exec {}: {err}", real.display());
+    ExitCode::from(127)
+}
+
+/// The path to exec. Like `execve`, a name without a slash is relative to the
+/// working directory; `Command` would search `PATH` for it instead.
+fn program(real: &Path) -> PathBuf {
+    if real.as_os_str().as_encoded_bytes().contains(&b'/') {
+        return real.to_path_buf();
+    }
+    Path::new(".").join(real)
+}
