@@ -1,3 +1,311 @@
-//! Stages the mock driver tree on a node and keeps the topology live.
+//! `nvml-mock-stager`: stages the mock driver tree on a node and keeps the topology live.
+//!
+//! The staging DaemonSet's long-running process. It writes the staged tree
+//! (library, check-fabric, profile, device nodes, the IMEX surface) into the
+//! host overlay dir, stages the topology, labels its node, then restages the
+//! topology whenever its source changes (the ConfigMap through the API, or a
+//! file). On SIGTERM it removes the tree and the label.
+//!
+//! - [`plan`]: what the tree consists of (pure).
+//! - [`stage`]: applying a plan, atomic writes, cleanup.
+//! - [`kube_api`]: the node label and the ConfigMap watch.
+//! - [`topology_file`]: following a topology file.
 
-fn main() {}
+mod kube_api;
+mod plan;
+mod stage;
+mod topology_file;
+
+use std::{path::PathBuf, time::Duration};
+
+use anyhow::{Context, Result};
+use clap::Parser;
+use node_layout::{paths::Layout, proc_devices};
+use tokio::{
+    signal::unix::{signal, SignalKind},
+    sync::mpsc,
+};
+
+use crate::kube_api::Label;
+
+/// Stages the mock NVML driver tree on this node and keeps its topology live.
+#[derive(Debug, Parser)]
+#[command(name = "nvml-mock-stager", version, about, long_about = None)]
+struct Args {
+    /// This node's name (labelled, and the topology's lookup key downstream).
+    #[arg(long, env = "NODE_NAME")]
+    node_name: String,
+    /// The namespace of the topology ConfigMap.
+    #[arg(long, env = "POD_NAMESPACE")]
+    namespace: Option<String>,
+    /// Where the host overlay dir is mounted in this pod.
+    #[arg(long, default_value = "/host/var/lib/nvml-mock")]
+    overlay_dir: PathBuf,
+    /// The GPU profile (YAML).
+    #[arg(long, default_value = "/etc/nvml-mock/config.yaml")]
+    profile: PathBuf,
+    /// GPUs on this node; default: the profile's count.
+    #[arg(long)]
+    gpu_count: Option<u32>,
+    /// The mock NVML library to stage.
+    #[arg(long, default_value = "/usr/local/lib/libnvidia-ml.so.1")]
+    library: PathBuf,
+    /// The check-fabric binary to stage.
+    #[arg(long, default_value = "/usr/local/bin/check-fabric")]
+    check_fabric: PathBuf,
+    /// A topology file to stage and follow (instead of, or besides, the ConfigMap).
+    #[arg(long)]
+    topology_file: Option<PathBuf>,
+    /// The topology ConfigMap (key `topology.yaml`) to stage and watch.
+    #[arg(long)]
+    topology_configmap: Option<String>,
+    /// Stage the IMEX surface: substitute proc-devices, caps file, channel nodes.
+    #[arg(long)]
+    imex_channels: bool,
+    /// How many IMEX channel nodes.
+    #[arg(long, default_value_t = 2048)]
+    channel_count: u32,
+    /// The IMEX channels' device major (1..4095, free on the host).
+    #[arg(long, default_value = "235")]
+    channel_major: proc_devices::DeviceMajor,
+    /// The nvidia-caps device major (1..4095, free on the host).
+    #[arg(long, default_value = "236")]
+    caps_major: proc_devices::DeviceMajor,
+    /// The host kernel's /proc/devices.
+    #[arg(long, default_value = "/proc/devices")]
+    proc_devices_source: PathBuf,
+    /// Do not label the node (no API access; for tests).
+    #[arg(long)]
+    no_label: bool,
+    /// Stage once and exit.
+    #[arg(long)]
+    once: bool,
+    /// How often a --topology-file is checked for changes, in milliseconds.
+    #[arg(long, default_value_t = 100)]
+    topology_poll_ms: u64,
+}
+
+fn main() -> std::process::ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let args = Args::parse();
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            eprintln!("nvml-mock-stager: cannot start the async runtime: {err}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(args)) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("nvml-mock-stager: {err:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(args: Args) -> Result<()> {
+    if args.topology_configmap.is_some() && args.namespace.is_none() {
+        anyhow::bail!("--topology-configmap needs --namespace (or POD_NAMESPACE)");
+    }
+    let layout = Layout::new(args.overlay_dir.clone());
+    let inputs = read_inputs(&args)?;
+    let plan = plan::plan(&layout, &inputs);
+    let applied = stage::apply(&plan)
+        .with_context(|| format!("cannot stage into {}", layout.root().display()))?;
+    tracing::info!(
+        root = %layout.root().display(),
+        changed = applied.changed,
+        unchanged = applied.unchanged,
+        removed = applied.removed,
+        "staged the driver tree"
+    );
+
+    let client = match args.no_label && args.topology_configmap.is_none() {
+        true => None,
+        false => Some(
+            kube::Client::try_default()
+                .await
+                .context("cannot reach the Kubernetes API (use --no-label without --topology-configmap to run without it)")?,
+        ),
+    };
+
+    if let Some(path) = &args.topology_file {
+        match std::fs::read_to_string(path) {
+            Ok(text) => stage_topology(&layout, &text),
+            Err(err) => {
+                tracing::warn!(path = %path.display(), error = %err, "cannot read the topology file; nothing staged yet")
+            }
+        }
+    }
+    if let (Some(client), Some(name), Some(namespace)) =
+        (&client, &args.topology_configmap, &args.namespace)
+    {
+        let config_maps: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
+            kube::Api::namespaced(client.clone(), namespace);
+        match config_maps.get_opt(name).await {
+            Ok(Some(config_map)) => match kube_api::topology_of(&config_map) {
+                Some(text) => stage_topology(&layout, text),
+                None => {
+                    tracing::warn!(%namespace, %name, "the topology ConfigMap has no topology.yaml key")
+                }
+            },
+            Ok(None) => {
+                tracing::warn!(%namespace, %name, "the topology ConfigMap does not exist yet")
+            }
+            Err(err) => {
+                tracing::warn!(%namespace, %name, error = %err, "cannot read the topology ConfigMap")
+            }
+        }
+    }
+
+    if let (Some(client), false) = (&client, args.no_label) {
+        kube_api::set_label(client.clone(), &args.node_name, Label::Present).await?;
+        tracing::info!(node = %args.node_name, label = kube_api::GPU_PRESENT_LABEL, "labelled the node");
+    }
+    if args.once {
+        return Ok(());
+    }
+
+    let (sender, mut receiver) = mpsc::channel::<String>(16);
+    if let Some(path) = args.topology_file.clone() {
+        let sender = sender.clone();
+        let period = Duration::from_millis(args.topology_poll_ms.max(1));
+        tokio::spawn(async move { topology_file::follow(&path, period, sender).await });
+    }
+    if let (Some(client), Some(name), Some(namespace)) = (
+        client.clone(),
+        args.topology_configmap.clone(),
+        args.namespace.clone(),
+    ) {
+        let sender = sender.clone();
+        tokio::spawn(
+            async move { kube_api::watch_topology(client, &namespace, &name, sender).await },
+        );
+    }
+    drop(sender);
+
+    let mut sigterm = signal(SignalKind::terminate()).context("cannot watch SIGTERM")?;
+    let mut sigint = signal(SignalKind::interrupt()).context("cannot watch SIGINT")?;
+    tracing::info!("ready: following the topology");
+    let mut sources_open = true;
+    loop {
+        tokio::select! {
+            _ = sigterm.recv() => break,
+            _ = sigint.recv() => break,
+            text = receiver.recv(), if sources_open => match text {
+                Some(text) => stage_topology(&layout, &text),
+                None => sources_open = false,
+            },
+        }
+    }
+
+    tracing::info!("terminating: removing the staged tree and the label");
+    let removed = stage::remove_tree(&layout).with_context(|| {
+        format!(
+            "cannot remove the staged tree under {}",
+            layout.root().display()
+        )
+    })?;
+    tracing::info!(removed, "removed the staged tree");
+    if let (Some(client), false) = (client, args.no_label) {
+        kube_api::set_label(client, &args.node_name, Label::Absent).await?;
+        tracing::info!(node = %args.node_name, "removed the node label");
+    }
+    Ok(())
+}
+
+/// Reads and validates the profile, the proc-devices source and the gpu count.
+fn read_inputs(args: &Args) -> Result<plan::Inputs> {
+    let text = std::fs::read_to_string(&args.profile)
+        .with_context(|| format!("cannot read the profile {}", args.profile.display()))?;
+    let profile = nvml_profile::Profile::parse(&text)
+        .with_context(|| format!("the profile {} is invalid", args.profile.display()))?;
+    let listed = profile.device_count();
+    let gpu_count = match args.gpu_count {
+        Some(0) => anyhow::bail!("--gpu-count must be at least 1"),
+        Some(count) if count as usize > listed => {
+            tracing::warn!(
+                requested = count,
+                listed,
+                "--gpu-count exceeds the profile's GPUs; using the profile's count"
+            );
+            listed as u32
+        }
+        Some(count) => count,
+        None => listed as u32,
+    };
+    let staged = profile.with_num_devices(gpu_count).with_context(|| {
+        format!(
+            "cannot size the profile {} to {gpu_count} GPUs",
+            args.profile.display()
+        )
+    })?;
+    let profile_yaml = staged
+        .to_yaml()
+        .context("cannot write the staged profile")?;
+
+    let imex = match args.imex_channels {
+        false => None,
+        true => {
+            let source = std::fs::read_to_string(&args.proc_devices_source)
+                .with_context(|| format!("cannot read {}", args.proc_devices_source.display()))?;
+            let rendered = proc_devices::render(&source, args.channel_major, args.caps_major).with_context(|| {
+                format!(
+                    "cannot render the substitute proc-devices from {} (choose free majors with --channel-major/--caps-major)",
+                    args.proc_devices_source.display()
+                )
+            })?;
+            Some(plan::Imex {
+                proc_devices: rendered,
+                channel_count: args.channel_count,
+                channel_major: args.channel_major,
+            })
+        }
+    };
+    for (what, path) in [
+        ("library", &args.library),
+        ("check-fabric", &args.check_fabric),
+    ] {
+        if !path.is_file() {
+            anyhow::bail!(
+                "the {what} {} does not exist: pass --{what} <path>",
+                path.display()
+            );
+        }
+    }
+    Ok(plan::Inputs {
+        driver_version: profile.driver_version().to_owned(),
+        gpu_count,
+        library: args.library.clone(),
+        check_fabric: args.check_fabric.clone(),
+        profile_yaml,
+        imex,
+    })
+}
+
+/// Validates a topology document and stages it atomically; an invalid one is
+/// logged and the previous staged file kept.
+fn stage_topology(layout: &Layout, text: &str) {
+    if let Err(err) = topology::parse(text) {
+        tracing::warn!(error = %err, "the topology is invalid; keeping the previously staged one");
+        return;
+    }
+    let path = layout.topology();
+    match stage::write_atomic(&path, text.as_bytes(), 0o644) {
+        Ok(true) => tracing::info!(path = %path.display(), "staged the topology"),
+        Ok(false) => tracing::debug!(path = %path.display(), "the topology is unchanged"),
+        Err(err) => {
+            tracing::warn!(path = %path.display(), error = format!("{err:#}"), "cannot stage the topology")
+        }
+    }
+}

@@ -1,0 +1,237 @@
+//! The stager's two uses of the Kubernetes API: its node's label, and the
+//! topology ConfigMap it watches.
+//!
+//! RBAC: `nodes` get/patch (cluster), and `configmaps` get/list/watch on the one
+//! topology ConfigMap (the watch carries a `metadata.name` field selector so a
+//! `resourceNames` rule admits it).
+
+use anyhow::{Context, Result};
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{ConfigMap, Node};
+use kube::{
+    api::{Patch, PatchParams},
+    runtime::watcher,
+    Api, Client,
+};
+use tokio::sync::mpsc;
+
+/// The label the stager puts on its node.
+pub const GPU_PRESENT_LABEL: &str = "nvidia.com/gpu.present";
+
+/// The ConfigMap key holding the topology document.
+pub const TOPOLOGY_KEY: &str = "topology.yaml";
+
+/// Whether the node should carry [`GPU_PRESENT_LABEL`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Label {
+    /// `nvidia.com/gpu.present=true`.
+    Present,
+    /// The label removed.
+    Absent,
+}
+
+/// The merge patch that sets or removes the label.
+pub fn label_patch(label: Label) -> serde_json::Value {
+    let value = match label {
+        Label::Present => serde_json::Value::String("true".to_owned()),
+        Label::Absent => serde_json::Value::Null,
+    };
+    serde_json::json!({ "metadata": { "labels": { GPU_PRESENT_LABEL: value } } })
+}
+
+/// Sets or removes the label on `node` (a merge patch on the Node).
+pub async fn set_label(client: Client, node: &str, label: Label) -> Result<()> {
+    let nodes: Api<Node> = Api::all(client);
+    nodes
+        .patch(
+            node,
+            &PatchParams::default(),
+            &Patch::Merge(label_patch(label)),
+        )
+        .await
+        .with_context(|| format!("cannot patch the labels of node {node}"))?;
+    Ok(())
+}
+
+/// The topology document of a ConfigMap, if it has one.
+pub fn topology_of(config_map: &ConfigMap) -> Option<&str> {
+    config_map
+        .data
+        .as_ref()
+        .and_then(|data| data.get(TOPOLOGY_KEY))
+        .map(String::as_str)
+}
+
+/// Watches one ConfigMap and sends its topology document on every change.
+///
+/// Runs until the receiver is dropped; watch errors are logged and retried
+/// with the watcher's default backoff.
+pub async fn watch_topology(
+    client: Client,
+    namespace: &str,
+    name: &str,
+    sender: mpsc::Sender<String>,
+) {
+    let config_maps: Api<ConfigMap> = Api::namespaced(client, namespace);
+    let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
+    let stream = watcher::watcher(config_maps, config);
+    let mut stream = std::pin::pin!(kube::runtime::WatchStreamExt::default_backoff(stream));
+    while let Some(event) = stream.next().await {
+        let config_map = match event {
+            Ok(watcher::Event::Apply(config_map) | watcher::Event::InitApply(config_map)) => {
+                config_map
+            }
+            Ok(watcher::Event::Delete(_)) => {
+                tracing::warn!(%namespace, %name, "the topology ConfigMap was deleted; keeping the staged topology");
+                continue;
+            }
+            Ok(watcher::Event::Init | watcher::Event::InitDone) => continue,
+            Err(err) => {
+                tracing::warn!(%namespace, %name, error = %err, "watching the topology ConfigMap failed; retrying");
+                continue;
+            }
+        };
+        match topology_of(&config_map) {
+            Some(text) => {
+                if sender.send(text.to_owned()).await.is_err() {
+                    return;
+                }
+            }
+            None => {
+                tracing::warn!(%namespace, %name, "the topology ConfigMap has no {TOPOLOGY_KEY} key; keeping the staged topology")
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The API calls against a mocked API server (tower-test): method, path, body.
+
+    use http::{Method, Request, Response};
+    use kube::client::Body;
+
+    use super::*;
+
+    type Handle = tower_test::mock::Handle<Request<Body>, Response<Body>>;
+
+    fn mock_client() -> (Client, Handle) {
+        let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+        (Client::new(service, "default"), handle)
+    }
+
+    async fn expect_label_patch(mut handle: Handle, expected_label: serde_json::Value) {
+        let (request, send) = handle
+            .next_request()
+            .await
+            .unwrap_or_else(|| panic!("no request was made"));
+        assert_eq!(request.method(), Method::PATCH);
+        assert_eq!(request.uri().path(), "/api/v1/nodes/worker3");
+        assert_eq!(
+            request
+                .headers()
+                .get("content-type")
+                .map(|value| value.as_bytes()),
+            Some(&b"application/merge-patch+json"[..])
+        );
+        let body = request
+            .into_body()
+            .collect_bytes()
+            .await
+            .unwrap_or_else(|err| panic!("cannot read the request body: {err}"));
+        let body: serde_json::Value =
+            serde_json::from_slice(&body).unwrap_or_else(|err| panic!("{err}"));
+        assert_eq!(
+            body["metadata"]["labels"][GPU_PRESENT_LABEL],
+            expected_label
+        );
+        let node = serde_json::json!({
+            "apiVersion": "v1", "kind": "Node",
+            "metadata": { "name": "worker3", "labels": {} }
+        });
+        send.send_response(
+            Response::builder()
+                .body(Body::from(serde_json::to_vec(&node).unwrap_or_default()))
+                .unwrap_or_else(|err| panic!("{err}")),
+        );
+    }
+
+    #[tokio::test]
+    async fn labelling_patches_the_node() {
+        let (client, handle) = mock_client();
+        let server = tokio::spawn(expect_label_patch(handle, serde_json::json!("true")));
+        let result = tokio::time::timeout(
+            std::time::Duration::from_secs(1),
+            set_label(client, "worker3", Label::Present),
+        )
+        .await;
+        assert!(matches!(result, Ok(Ok(()))), "{result:?}");
+        server.await.unwrap_or_else(|err| panic!("{err}"));
+    }
+
+    #[tokio::test]
+    async fn unlabelling_sends_null() {
+        let (client, handle) = mock_client();
+        let server = tokio::spawn(expect_label_patch(handle, serde_json::Value::Null));
+        let result = tokio::time::timeout(
+            std::time::Duration::from_secs(1),
+            set_label(client, "worker3", Label::Absent),
+        )
+        .await;
+        assert!(matches!(result, Ok(Ok(()))), "{result:?}");
+        server.await.unwrap_or_else(|err| panic!("{err}"));
+    }
+
+    #[tokio::test]
+    async fn the_watch_selects_the_config_map_by_name_and_forwards_its_topology() {
+        let (client, mut handle) = mock_client();
+        let (sender, mut receiver) = mpsc::channel(4);
+        let watch = tokio::spawn(async move {
+            watch_topology(client, "mokka", "nvml-mock-topology", sender).await
+        });
+
+        let (request, send) =
+            tokio::time::timeout(std::time::Duration::from_secs(1), handle.next_request())
+                .await
+                .ok()
+                .flatten()
+                .unwrap_or_else(|| panic!("the watcher made no list request"));
+        assert_eq!(request.method(), Method::GET);
+        assert_eq!(request.uri().path(), "/api/v1/namespaces/mokka/configmaps");
+        let query = request.uri().query().unwrap_or_default().to_owned();
+        assert!(
+            query.contains("fieldSelector=metadata.name%3Dnvml-mock-topology"),
+            "the list has no name field selector: {query}"
+        );
+        let list = serde_json::json!({
+            "apiVersion": "v1", "kind": "ConfigMapList",
+            "metadata": { "resourceVersion": "7" },
+            "items": [{
+                "apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": { "name": "nvml-mock-topology", "namespace": "mokka", "resourceVersion": "7" },
+                "data": { "topology.yaml": "version: 1\ndomains: []\n" }
+            }]
+        });
+        send.send_response(
+            Response::builder()
+                .body(Body::from(serde_json::to_vec(&list).unwrap_or_default()))
+                .unwrap_or_else(|err| panic!("{err}")),
+        );
+
+        let received =
+            tokio::time::timeout(std::time::Duration::from_secs(1), receiver.recv()).await;
+        assert_eq!(
+            received.ok().flatten().as_deref(),
+            Some("version: 1\ndomains: []\n")
+        );
+        watch.abort();
+    }
+
+    #[test]
+    fn topology_of_reads_the_topology_key() {
+        let mut config_map = ConfigMap::default();
+        assert_eq!(topology_of(&config_map), None);
+        config_map.data = Some([("topology.yaml".to_owned(), "version: 1\n".to_owned())].into());
+        assert_eq!(topology_of(&config_map), Some("version: 1\n"));
+    }
+}

@@ -1,0 +1,399 @@
+//! What the staged tree consists of: directories, files, links and device nodes.
+//!
+//! Pure: [`plan`] turns the inputs (already read and validated) into a list of
+//! [`Entry`] values; `stage` applies them. Paths come from
+//! [`node_layout::paths::Layout`] only.
+
+use std::path::PathBuf;
+
+use node_layout::{paths::Layout, proc_devices::DeviceMajor};
+
+/// The major of `/dev/nvidia<i>` and `/dev/nvidiactl`.
+pub const NVIDIA_MAJOR: u32 = 195;
+
+/// The minor of `/dev/nvidiactl`.
+pub const NVIDIACTL_MINOR: u32 = 255;
+
+/// The major of `/dev/nvidia-uvm` (minor 0) and `/dev/nvidia-uvm-tools` (minor 1).
+pub const NVIDIA_UVM_MAJOR: u32 = 510;
+
+/// The mode of every staged device node, whatever the umask.
+pub const DEVICE_MODE: u32 = 0o666;
+
+/// The IMEX `fabric-imex-mgmt` capability file.
+pub const IMEX_CAPS_CONTENTS: &str =
+    "DeviceFileMinor: 512\nDeviceFileMode: 438\nDeviceFileModify: 0\n";
+
+/// Everything the stager needs, read and validated.
+#[derive(Debug, Clone)]
+pub struct Inputs {
+    /// The driver version, for the library's file name.
+    pub driver_version: String,
+    /// How many `nvidia<i>` nodes to create.
+    pub gpu_count: u32,
+    /// The mock library to copy.
+    pub library: PathBuf,
+    /// The check-fabric binary to copy.
+    pub check_fabric: PathBuf,
+    /// The profile as staged (`system.num_devices` set).
+    pub profile_yaml: String,
+    /// The IMEX surface, when enabled.
+    pub imex: Option<Imex>,
+}
+
+/// The IMEX surface's inputs.
+#[derive(Debug, Clone)]
+pub struct Imex {
+    /// The rendered substitute `/proc/devices`.
+    pub proc_devices: String,
+    /// How many channel nodes (`channel0..count-1`).
+    pub channel_count: u32,
+    /// The channel nodes' major.
+    pub channel_major: DeviceMajor,
+}
+
+/// Where a file's bytes come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Contents {
+    /// These bytes.
+    Text(String),
+    /// A copy of this file.
+    CopyOf(PathBuf),
+}
+
+/// One thing in the staged tree.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Entry {
+    /// A directory (mode 0755).
+    Dir {
+        /// Where.
+        path: PathBuf,
+    },
+    /// A regular file, replaced atomically.
+    File {
+        /// Where.
+        path: PathBuf,
+        /// What.
+        contents: Contents,
+        /// Permission bits.
+        mode: u32,
+    },
+    /// A symbolic link.
+    Symlink {
+        /// Where.
+        path: PathBuf,
+        /// What it points to (relative to its directory).
+        target: PathBuf,
+    },
+    /// A character device node (mode [`DEVICE_MODE`]).
+    CharDevice {
+        /// Where.
+        path: PathBuf,
+        /// Device major.
+        major: u32,
+        /// Device minor.
+        minor: u32,
+    },
+}
+
+impl Entry {
+    /// Where the entry lives.
+    pub fn path(&self) -> &std::path::Path {
+        match self {
+            Entry::Dir { path }
+            | Entry::File { path, .. }
+            | Entry::Symlink { path, .. }
+            | Entry::CharDevice { path, .. } => path,
+        }
+    }
+}
+
+/// The staged tree for some inputs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plan {
+    /// What to create, parents before children.
+    pub entries: Vec<Entry>,
+    /// Directories whose children the plan owns: anything in them not planned is removed.
+    pub exclusive_dirs: Vec<PathBuf>,
+    /// Paths removed if present (a disabled IMEX surface).
+    pub absent: Vec<PathBuf>,
+}
+
+/// Plans the staged tree (everything but the topology, which is staged on its own).
+pub fn plan(layout: &Layout, inputs: &Inputs) -> Plan {
+    let mut entries = Vec::new();
+    let dir = |path: PathBuf| Entry::Dir { path };
+    let text = |path: PathBuf, contents: &str| Entry::File {
+        path,
+        contents: Contents::Text(contents.to_owned()),
+        mode: 0o644,
+    };
+
+    entries.extend([
+        dir(layout.root().to_path_buf()),
+        dir(layout.driver_dir()),
+        dir(layout.lib_dir()),
+        dir(layout.bin_dir()),
+        dir(layout.config_dir()),
+        dir(layout.dev_dir()),
+        dir(layout.topology_dir()),
+    ]);
+
+    // The library under its versioned name, `.so.1` → versioned, `.so` → `.so.1`.
+    let library_file = layout.library_file(&inputs.driver_version);
+    entries.push(Entry::File {
+        path: library_file.clone(),
+        contents: Contents::CopyOf(inputs.library.clone()),
+        mode: 0o755,
+    });
+    entries.push(Entry::Symlink {
+        path: layout.library_soname_link(),
+        target: file_name(&library_file),
+    });
+    entries.push(Entry::Symlink {
+        path: layout.library_dev_link(),
+        target: file_name(&layout.library_soname_link()),
+    });
+    entries.push(Entry::File {
+        path: layout.check_fabric(),
+        contents: Contents::CopyOf(inputs.check_fabric.clone()),
+        mode: 0o755,
+    });
+    entries.push(text(layout.config(), &inputs.profile_yaml));
+
+    for index in 0..inputs.gpu_count {
+        entries.push(Entry::CharDevice {
+            path: layout.gpu_node(index),
+            major: NVIDIA_MAJOR,
+            minor: index,
+        });
+    }
+    let [ctl, uvm, uvm_tools] = layout.gpu_control_nodes();
+    entries.extend([
+        Entry::CharDevice {
+            path: ctl,
+            major: NVIDIA_MAJOR,
+            minor: NVIDIACTL_MINOR,
+        },
+        Entry::CharDevice {
+            path: uvm,
+            major: NVIDIA_UVM_MAJOR,
+            minor: 0,
+        },
+        Entry::CharDevice {
+            path: uvm_tools,
+            major: NVIDIA_UVM_MAJOR,
+            minor: 1,
+        },
+    ]);
+
+    let mut exclusive_dirs = vec![layout.lib_dir(), layout.bin_dir(), layout.dev_dir()];
+    let mut absent = Vec::new();
+    let caps_file = layout.imex_caps_file();
+    match &inputs.imex {
+        Some(imex) => {
+            entries.push(dir(layout.imex_dir()));
+            entries.push(text(layout.proc_devices(), &imex.proc_devices));
+            if let Some(caps_dir) = caps_file.parent() {
+                entries.push(dir(caps_dir.to_path_buf()));
+            }
+            entries.push(text(caps_file, IMEX_CAPS_CONTENTS));
+            entries.push(dir(layout.channel_dir()));
+            for index in 0..imex.channel_count {
+                entries.push(Entry::CharDevice {
+                    path: layout.channel_node(index),
+                    major: imex.channel_major.get(),
+                    minor: index,
+                });
+            }
+            exclusive_dirs.push(layout.channel_dir());
+        }
+        None => {
+            absent.extend([layout.imex_dir(), caps_file, layout.channel_dir()]);
+        }
+    }
+    Plan {
+        entries,
+        exclusive_dirs,
+        absent,
+    }
+}
+
+/// The top-level directories the stager owns under the root; SIGTERM removes them.
+pub fn owned_roots(layout: &Layout) -> [PathBuf; 3] {
+    [
+        layout.driver_dir(),
+        layout.imex_dir(),
+        layout.topology_dir(),
+    ]
+}
+
+fn file_name(path: &std::path::Path) -> PathBuf {
+    path.file_name().map(PathBuf::from).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    //! The plan's shape: paths from the layout, device numbers, links, IMEX on and off.
+
+    use std::path::Path;
+
+    use super::*;
+
+    fn inputs(imex: Option<Imex>) -> Inputs {
+        Inputs {
+            driver_version: "580.65.06".to_owned(),
+            gpu_count: 4,
+            library: PathBuf::from("/usr/local/lib/libnvidia-ml.so.1"),
+            check_fabric: PathBuf::from("/usr/local/bin/check-fabric"),
+            profile_yaml: "version: 1\n".to_owned(),
+            imex,
+        }
+    }
+
+    fn imex(count: u32) -> Imex {
+        Imex {
+            proc_devices: "Character devices:\n240 nvidia-caps-imex-channels\n\nBlock devices:\n"
+                .to_owned(),
+            channel_count: count,
+            channel_major: DeviceMajor::new(240).unwrap_or_else(|err| panic!("{err}")),
+        }
+    }
+
+    fn devices(plan: &Plan) -> Vec<(String, u32, u32)> {
+        plan.entries
+            .iter()
+            .filter_map(|entry| match entry {
+                Entry::CharDevice { path, major, minor } => {
+                    let name = path
+                        .strip_prefix("/r/driver/dev")
+                        .ok()?
+                        .display()
+                        .to_string();
+                    Some((name, *major, *minor))
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn gpu_nodes_follow_the_nvidia_numbering() {
+        let plan = plan(&Layout::new(PathBuf::from("/r")), &inputs(None));
+        let expected: Vec<(String, u32, u32)> = [
+            ("nvidia0", 195, 0),
+            ("nvidia1", 195, 1),
+            ("nvidia2", 195, 2),
+            ("nvidia3", 195, 3),
+            ("nvidiactl", 195, 255),
+            ("nvidia-uvm", 510, 0),
+            ("nvidia-uvm-tools", 510, 1),
+        ]
+        .iter()
+        .map(|(name, major, minor)| ((*name).to_owned(), *major, *minor))
+        .collect();
+        assert_eq!(devices(&plan), expected);
+    }
+
+    #[test]
+    fn library_links_chain_to_the_versioned_file() {
+        let plan = plan(&Layout::new(PathBuf::from("/r")), &inputs(None));
+        let links: Vec<(&Path, &Path)> = plan
+            .entries
+            .iter()
+            .filter_map(|entry| match entry {
+                Entry::Symlink { path, target } => Some((path.as_path(), target.as_path())),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            links,
+            [
+                (
+                    Path::new("/r/driver/usr/lib64/libnvidia-ml.so.1"),
+                    Path::new("libnvidia-ml.so.580.65.06")
+                ),
+                (
+                    Path::new("/r/driver/usr/lib64/libnvidia-ml.so"),
+                    Path::new("libnvidia-ml.so.1")
+                ),
+            ]
+        );
+        assert!(plan.entries.contains(&Entry::File {
+            path: PathBuf::from("/r/driver/usr/lib64/libnvidia-ml.so.580.65.06"),
+            contents: Contents::CopyOf(PathBuf::from("/usr/local/lib/libnvidia-ml.so.1")),
+            mode: 0o755,
+        }));
+    }
+
+    #[test]
+    fn imex_adds_channels_caps_and_proc_devices() {
+        let plan = plan(&Layout::new(PathBuf::from("/r")), &inputs(Some(imex(3))));
+        let channels: Vec<(String, u32, u32)> = devices(&plan)
+            .into_iter()
+            .filter(|(name, ..)| name.starts_with("nvidia-caps-imex-channels/"))
+            .collect();
+        assert_eq!(
+            channels,
+            [
+                ("nvidia-caps-imex-channels/channel0".to_owned(), 240, 0),
+                ("nvidia-caps-imex-channels/channel1".to_owned(), 240, 1),
+                ("nvidia-caps-imex-channels/channel2".to_owned(), 240, 2),
+            ]
+        );
+        assert!(plan.entries.contains(&Entry::File {
+            path: PathBuf::from("/r/driver/proc/driver/nvidia/capabilities/fabric-imex-mgmt"),
+            contents: Contents::Text(IMEX_CAPS_CONTENTS.to_owned()),
+            mode: 0o644,
+        }));
+        assert!(plan
+            .entries
+            .iter()
+            .any(|entry| entry.path() == Path::new("/r/imex/proc-devices")));
+        assert!(plan.absent.is_empty());
+        assert!(plan
+            .exclusive_dirs
+            .contains(&PathBuf::from("/r/driver/dev/nvidia-caps-imex-channels")));
+    }
+
+    #[test]
+    fn without_imex_the_surface_is_absent() {
+        let plan = plan(&Layout::new(PathBuf::from("/r")), &inputs(None));
+        assert!(!plan
+            .entries
+            .iter()
+            .any(|entry| entry.path().starts_with("/r/imex")
+                || entry.path().starts_with("/r/driver/proc")));
+        assert_eq!(
+            plan.absent,
+            [
+                PathBuf::from("/r/imex"),
+                PathBuf::from("/r/driver/proc/driver/nvidia/capabilities/fabric-imex-mgmt"),
+                PathBuf::from("/r/driver/dev/nvidia-caps-imex-channels"),
+            ]
+        );
+    }
+
+    #[test]
+    fn parents_come_before_children() {
+        let plan = plan(&Layout::new(PathBuf::from("/r")), &inputs(Some(imex(2))));
+        // Directories are created with their parents; everything else needs a planned directory.
+        for (position, entry) in plan.entries.iter().enumerate() {
+            if matches!(entry, Entry::Dir { .. }) {
+                continue;
+            }
+            let Some(parent) = entry.path().parent() else {
+                continue;
+            };
+            let parent_at = plan
+                .entries
+                .iter()
+                .position(|it| matches!(it, Entry::Dir { path } if path == parent));
+            assert!(
+                matches!(parent_at, Some(at) if at < position),
+                "{} is planned before its directory",
+                entry.path().display()
+            );
+        }
+    }
+}
