@@ -1,1 +1,34 @@
-//! Mock libnvidia-ml.so.1: the NVML C ABI over a YAML GPU profile and the cluster topology.
+//! Mock `libnvidia-ml.so.1`: the NVML C ABI over a YAML GPU profile, with this node's NVLink
+//! fabric identity taken from the cluster topology.
+//!
+//! At the first `nvmlInit*` (reference count 0 → 1) the library reads the profile named by
+//! `MOCK_NVML_CONFIG` and, when `MOCK_TOPOLOGY_CONFIG` and `NODE_NAME` are set, overlays the
+//! node's cluster uuid and clique id ([`config`]). Queries then answer from that snapshot until the
+//! last `nvmlShutdown`; the next first init reads the files again.
+//!
+//! Layers, top to bottom:
+//! - [`ffi`]: the exported C functions; the only module with `unsafe`, every export behind
+//!   `catch_unwind`.
+//! - [`state`]: the reference count, the loaded snapshot and the device handles.
+//! - [`query`]: pure functions from a profile device to NVML values and structs.
+//! - [`abi`]: return codes and `#[repr(C)]` layouts, pinned by tests.
+//! - [`config`]: reading and overlaying the profile and topology.
+//!
+//! Init failures: no profile to read (unset or unreadable `MOCK_NVML_CONFIG`) returns
+//! `NVML_ERROR_DRIVER_NOT_LOADED`; an invalid profile, or an invalid topology under
+//! `MOCK_NVML_STRICT`, returns `NVML_ERROR_UNKNOWN`. Either prints one `[MOCK_NVML ERROR]` line.
+//!
+//! ```
+//! use nvidia_ml::{abi, query};
+//! let device = &nvml_profile::Profile::parse(nvml_profile::GB200).unwrap().devices()[0];
+//! let fabric = query::fabric_v3(device).unwrap();
+//! assert_eq!(fabric.version, abi::GPU_FABRIC_INFO_V3);
+//! assert_eq!(fabric.state, 3); // NVML_GPU_FABRIC_STATE_COMPLETED
+//! ```
+
+pub mod abi;
+pub mod config;
+#[allow(unsafe_code)]
+pub mod ffi;
+pub mod query;
+pub mod state;

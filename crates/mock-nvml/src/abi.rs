@@ -1,0 +1,287 @@
+//! The NVML C ABI as plain data: return codes, enum values and `#[repr(C)]` structs
+//! laid out exactly as nvml.h 13.x on x86_64 (sizes and offsets pinned by the tests below).
+//!
+//! Padding NVML leaves implicit is spelled out as zeroed `_pad` fields, so that writing a struct
+//! never copies uninitialised bytes to the caller (pynvml reads the fabric `state` as 4 bytes).
+
+#![allow(non_camel_case_types)]
+
+use std::ffi::CStr;
+
+/// `nvmlReturn_t`.
+pub type NvmlReturn = u32;
+
+/// `NVML_SUCCESS`.
+pub const SUCCESS: NvmlReturn = 0;
+/// `NVML_ERROR_UNINITIALIZED`.
+pub const ERROR_UNINITIALIZED: NvmlReturn = 1;
+/// `NVML_ERROR_INVALID_ARGUMENT`.
+pub const ERROR_INVALID_ARGUMENT: NvmlReturn = 2;
+/// `NVML_ERROR_NOT_SUPPORTED`.
+pub const ERROR_NOT_SUPPORTED: NvmlReturn = 3;
+/// `NVML_ERROR_NOT_FOUND`.
+pub const ERROR_NOT_FOUND: NvmlReturn = 6;
+/// `NVML_ERROR_INSUFFICIENT_SIZE`.
+pub const ERROR_INSUFFICIENT_SIZE: NvmlReturn = 7;
+/// `NVML_ERROR_DRIVER_NOT_LOADED`.
+pub const ERROR_DRIVER_NOT_LOADED: NvmlReturn = 9;
+/// `NVML_ERROR_ARGUMENT_VERSION_MISMATCH`.
+pub const ERROR_ARGUMENT_VERSION_MISMATCH: NvmlReturn = 25;
+/// `NVML_ERROR_UNKNOWN`.
+pub const ERROR_UNKNOWN: NvmlReturn = 999;
+
+/// `NVML_STRUCT_VERSION(name, ver)`: the struct size with the version in the top byte.
+pub const fn struct_version(size: usize, version: u32) -> u32 {
+    size as u32 | (version << 24)
+}
+
+/// `nvmlGpuFabricInfo_v2`.
+pub const GPU_FABRIC_INFO_V2: u32 = struct_version(size_of::<GpuFabricInfoV2>(), 2);
+/// `nvmlGpuFabricInfo_v3`.
+pub const GPU_FABRIC_INFO_V3: u32 = struct_version(size_of::<GpuFabricInfoV3>(), 3);
+/// `nvmlMemory_v2`.
+pub const MEMORY_V2: u32 = struct_version(size_of::<MemoryV2>(), 2);
+
+/// `NVML_NVLINK_MAX_LINKS`.
+pub const NVLINK_MAX_LINKS: u32 = 36;
+
+/// `nvmlPciInfo_t` (GetPciInfo v1/v2/v3 all fill this type).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PciInfo {
+    /// `"%04X:%02X:%02X.%X"`, NUL-terminated.
+    pub bus_id_legacy: [u8; 16],
+    /// PCI domain.
+    pub domain: u32,
+    /// Bus.
+    pub bus: u32,
+    /// Device.
+    pub device: u32,
+    /// `(device id << 16) | vendor id`.
+    pub pci_device_id: u32,
+    /// `(subsystem id << 16) | subsystem vendor id`.
+    pub pci_sub_system_id: u32,
+    /// `"%08X:%02X:%02X.%X"`, NUL-terminated.
+    pub bus_id: [u8; 32],
+}
+
+/// `nvmlMemory_t` (v1): `used` includes reserved memory.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[allow(missing_docs)]
+pub struct Memory {
+    pub total: u64,
+    pub free: u64,
+    pub used: u64,
+}
+
+/// `nvmlMemory_v2_t`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[allow(missing_docs)]
+pub struct MemoryV2 {
+    pub version: u32,
+    pub _pad: u32,
+    pub total: u64,
+    pub reserved: u64,
+    pub free: u64,
+    pub used: u64,
+}
+
+/// `nvmlUtilization_t`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[allow(missing_docs)]
+pub struct Utilization {
+    pub gpu: u32,
+    pub memory: u32,
+}
+
+/// `nvmlGpuFabricInfo_t` (v1, no version field).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[allow(missing_docs)]
+pub struct GpuFabricInfo {
+    pub cluster_uuid: [u8; 16],
+    pub status: NvmlReturn,
+    pub clique_id: u32,
+    pub state: u8,
+    pub _pad: [u8; 3],
+}
+
+/// `nvmlGpuFabricInfo_v2_t`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[allow(missing_docs)]
+pub struct GpuFabricInfoV2 {
+    pub version: u32,
+    pub cluster_uuid: [u8; 16],
+    pub status: NvmlReturn,
+    pub clique_id: u32,
+    pub state: u8,
+    pub _pad: [u8; 3],
+    pub health_mask: u32,
+}
+
+/// `nvmlGpuFabricInfo_v3_t` (= `nvmlGpuFabricInfoV_t` since NVML 13.0).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[allow(missing_docs)]
+pub struct GpuFabricInfoV3 {
+    pub version: u32,
+    pub cluster_uuid: [u8; 16],
+    pub status: NvmlReturn,
+    pub clique_id: u32,
+    pub state: u8,
+    pub _pad: [u8; 3],
+    pub health_mask: u32,
+    pub health_summary: u8,
+    pub _pad2: [u8; 3],
+}
+
+/// `nvmlErrorString` texts (DCGM's table, which mirrors the library's); unknown codes give "Unknown Error".
+pub fn error_string(code: NvmlReturn) -> &'static CStr {
+    match code {
+        0 => c"Success",
+        1 => c"Uninitialized",
+        2 => c"Invalid Argument",
+        3 => c"Not Supported",
+        4 => c"Insufficient Permissions",
+        5 => c"Already Initialized",
+        6 => c"Not Found",
+        7 => c"Insufficient Size",
+        8 => c"Insufficient External Power",
+        9 => c"Driver Not Loaded",
+        10 => c"Timeout",
+        11 => c"Interrupt Request Issue",
+        12 => c"NVML Shared Library Not Found",
+        13 => c"Function Not Found",
+        14 => c"Corrupted infoROM",
+        15 => c"GPU is lost",
+        16 => c"GPU requires reset",
+        17 => c"GPU access blocked by the operating system",
+        18 => c"Driver/library version mismatch",
+        19 => c"In use by another client",
+        20 => c"Insufficient Memory",
+        21 => c"No data",
+        22 => c"The requested vgpu operation is not available on target device, because ECC is enabled",
+        23 => c"Insufficient Resources",
+        24 => c"Frequency not supported",
+        25 => c"Argument version mismatch",
+        26 => c"Deprecated",
+        27 => c"Not Ready",
+        28 => c"GPU not found",
+        29 => c"Invalid state",
+        30 => c"Reset type not supported",
+        _ => c"Unknown Error",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::mem::{align_of, offset_of, size_of};
+
+    use super::*;
+
+    #[test]
+    fn pci_info_layout() {
+        assert_eq!(size_of::<PciInfo>(), 68);
+        assert_eq!(align_of::<PciInfo>(), 4);
+        assert_eq!(offset_of!(PciInfo, bus_id_legacy), 0);
+        assert_eq!(offset_of!(PciInfo, domain), 16);
+        assert_eq!(offset_of!(PciInfo, bus), 20);
+        assert_eq!(offset_of!(PciInfo, device), 24);
+        assert_eq!(offset_of!(PciInfo, pci_device_id), 28);
+        assert_eq!(offset_of!(PciInfo, pci_sub_system_id), 32);
+        assert_eq!(offset_of!(PciInfo, bus_id), 36);
+    }
+
+    #[test]
+    fn memory_layouts() {
+        assert_eq!(size_of::<Memory>(), 24);
+        assert_eq!(align_of::<Memory>(), 8);
+        assert_eq!(
+            (
+                offset_of!(Memory, total),
+                offset_of!(Memory, free),
+                offset_of!(Memory, used)
+            ),
+            (0, 8, 16)
+        );
+        assert_eq!(size_of::<MemoryV2>(), 40);
+        assert_eq!(offset_of!(MemoryV2, version), 0);
+        assert_eq!(offset_of!(MemoryV2, total), 8);
+        assert_eq!(offset_of!(MemoryV2, reserved), 16);
+        assert_eq!(offset_of!(MemoryV2, free), 24);
+        assert_eq!(offset_of!(MemoryV2, used), 32);
+        assert_eq!(MEMORY_V2, 0x0200_0028);
+        assert_eq!(size_of::<Utilization>(), 8);
+    }
+
+    #[test]
+    fn fabric_layouts() {
+        assert_eq!(size_of::<GpuFabricInfo>(), 28);
+        assert_eq!(align_of::<GpuFabricInfo>(), 4);
+        assert_eq!(offset_of!(GpuFabricInfo, cluster_uuid), 0);
+        assert_eq!(offset_of!(GpuFabricInfo, status), 16);
+        assert_eq!(offset_of!(GpuFabricInfo, clique_id), 20);
+        assert_eq!(offset_of!(GpuFabricInfo, state), 24);
+
+        assert_eq!(size_of::<GpuFabricInfoV2>(), 36);
+        assert_eq!(offset_of!(GpuFabricInfoV2, version), 0);
+        assert_eq!(offset_of!(GpuFabricInfoV2, cluster_uuid), 4);
+        assert_eq!(offset_of!(GpuFabricInfoV2, status), 20);
+        assert_eq!(offset_of!(GpuFabricInfoV2, clique_id), 24);
+        assert_eq!(offset_of!(GpuFabricInfoV2, state), 28);
+        assert_eq!(offset_of!(GpuFabricInfoV2, health_mask), 32);
+
+        assert_eq!(size_of::<GpuFabricInfoV3>(), 40);
+        // v3 is v2 plus one trailing field: a v2 write never touches healthSummary.
+        assert_eq!(
+            offset_of!(GpuFabricInfoV3, version),
+            offset_of!(GpuFabricInfoV2, version)
+        );
+        assert_eq!(
+            offset_of!(GpuFabricInfoV3, cluster_uuid),
+            offset_of!(GpuFabricInfoV2, cluster_uuid)
+        );
+        assert_eq!(
+            offset_of!(GpuFabricInfoV3, status),
+            offset_of!(GpuFabricInfoV2, status)
+        );
+        assert_eq!(
+            offset_of!(GpuFabricInfoV3, clique_id),
+            offset_of!(GpuFabricInfoV2, clique_id)
+        );
+        assert_eq!(
+            offset_of!(GpuFabricInfoV3, state),
+            offset_of!(GpuFabricInfoV2, state)
+        );
+        assert_eq!(
+            offset_of!(GpuFabricInfoV3, health_mask),
+            offset_of!(GpuFabricInfoV2, health_mask)
+        );
+        assert_eq!(
+            offset_of!(GpuFabricInfoV3, health_summary),
+            size_of::<GpuFabricInfoV2>()
+        );
+
+        assert_eq!(GPU_FABRIC_INFO_V2, 0x0200_0024);
+        assert_eq!(GPU_FABRIC_INFO_V3, 0x0300_0028);
+        assert_ne!(GPU_FABRIC_INFO_V2, GPU_FABRIC_INFO_V3);
+    }
+
+    #[test]
+    fn error_strings() {
+        assert_eq!(error_string(SUCCESS), c"Success");
+        assert_eq!(error_string(ERROR_NOT_SUPPORTED), c"Not Supported");
+        assert_eq!(error_string(18), c"Driver/library version mismatch");
+        assert_eq!(
+            error_string(ERROR_ARGUMENT_VERSION_MISMATCH),
+            c"Argument version mismatch"
+        );
+        assert_eq!(error_string(ERROR_UNKNOWN), c"Unknown Error");
+        assert_eq!(error_string(31), c"Unknown Error");
+        assert_eq!(error_string(u32::MAX), c"Unknown Error");
+    }
+}

@@ -1,0 +1,651 @@
+//! Table-driven ABI tests: every export is called uninitialised, with NULL outputs, with foreign
+//! handles, with short buffers and correctly, through the same `extern "C"` functions C sees.
+//!
+//! The library state is process-wide, so the tests take [`LOCK`] and set the environment while
+//! holding it.
+
+use std::{
+    ffi::{c_char, c_int, c_uint, CStr},
+    ptr::{null, null_mut},
+    sync::{Mutex, MutexGuard},
+};
+
+use nvml_profile::{Profile, GB200, H100};
+
+use super::*;
+
+static LOCK: Mutex<()> = Mutex::new(());
+
+/// Holds the lock, a profile on disk and the environment pointing at it; shuts down on drop.
+struct Session {
+    _lock: MutexGuard<'static, ()>,
+    _dir: tempfile::TempDir,
+}
+
+impl Session {
+    fn new(profile: &str, topology: Option<(&str, &str)>) -> Session {
+        let lock = LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        while nvmlShutdown() == abi::SUCCESS {}
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("config.yaml");
+        std::fs::write(&config, profile).unwrap();
+        std::env::set_var("MOCK_NVML_CONFIG", &config);
+        std::env::remove_var("MOCK_NVML_STRICT");
+        match topology {
+            Some((text, node)) => {
+                let path = dir.path().join("topology.yaml");
+                std::fs::write(&path, text).unwrap();
+                std::env::set_var("MOCK_TOPOLOGY_CONFIG", &path);
+                std::env::set_var("NODE_NAME", node);
+            }
+            None => {
+                std::env::remove_var("MOCK_TOPOLOGY_CONFIG");
+                std::env::remove_var("NODE_NAME");
+            }
+        }
+        Session {
+            _lock: lock,
+            _dir: dir,
+        }
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        while nvmlShutdown() == abi::SUCCESS {}
+    }
+}
+
+fn handle(index: c_uint) -> nvmlDevice_t {
+    let mut device = null_mut();
+    // SAFETY: `device` is a valid out slot.
+    assert_eq!(
+        unsafe { nvmlDeviceGetHandleByIndex_v2(index, &mut device) },
+        abi::SUCCESS
+    );
+    device
+}
+
+/// The slot address of device 0, valid whether or not the library is initialised.
+fn slot0() -> nvmlDevice_t {
+    state::handle(0).unwrap().cast_mut().cast()
+}
+
+/// How a table entry is called.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Mode {
+    /// Valid outputs and buffers.
+    Valid,
+    /// Every output pointer NULL.
+    Null,
+    /// String buffers one byte too short.
+    Short,
+}
+
+struct Entry {
+    name: &'static str,
+    /// Whether the first argument is a device handle.
+    takes_handle: bool,
+    /// Whether the function writes a string (so has a short-buffer case).
+    writes_string: bool,
+    call: fn(nvmlDevice_t, Mode) -> NvmlReturn,
+}
+
+fn out<T>(slot: &mut T, mode: Mode) -> *mut T {
+    match mode {
+        Mode::Null => null_mut(),
+        _ => slot,
+    }
+}
+
+/// Calls a string export with a buffer exactly as long as NVML's documented maximum, or with
+/// `length = strlen` (one byte short) in [`Mode::Short`].
+fn string_call(mode: Mode, call: impl Fn(*mut c_char, c_uint) -> NvmlReturn) -> NvmlReturn {
+    let mut buffer = [0x55 as c_char; 96];
+    match mode {
+        Mode::Null => call(null_mut(), 96),
+        Mode::Valid => call(buffer.as_mut_ptr(), 96),
+        Mode::Short => {
+            let code = call(buffer.as_mut_ptr(), 96);
+            assert_eq!(code, abi::SUCCESS, "the full-size call must succeed first");
+            // SAFETY: the successful call NUL-terminated the buffer.
+            let len = unsafe { CStr::from_ptr(buffer.as_ptr()) }.to_bytes().len() as c_uint;
+            let mut fresh = [0x55 as c_char; 96];
+            let code = call(fresh.as_mut_ptr(), len);
+            assert!(
+                fresh.iter().all(|byte| *byte == 0x55),
+                "a short buffer must be left untouched"
+            );
+            code
+        }
+    }
+}
+
+macro_rules! entry {
+    ($name:ident, handle, string, |$device:ident, $mode:ident| $body:expr) => {
+        Entry {
+            name: stringify!($name),
+            takes_handle: true,
+            writes_string: true,
+            call: |$device, $mode| $body,
+        }
+    };
+    ($name:ident, handle, |$device:ident, $mode:ident| $body:expr) => {
+        Entry {
+            name: stringify!($name),
+            takes_handle: true,
+            writes_string: false,
+            call: |$device, $mode| $body,
+        }
+    };
+    ($name:ident, string, |$device:ident, $mode:ident| $body:expr) => {
+        Entry {
+            name: stringify!($name),
+            takes_handle: false,
+            writes_string: true,
+            call: |$device, $mode| $body,
+        }
+    };
+    ($name:ident, |$device:ident, $mode:ident| $body:expr) => {
+        Entry {
+            name: stringify!($name),
+            takes_handle: false,
+            writes_string: false,
+            call: |$device, $mode| $body,
+        }
+    };
+}
+
+/// A one-output export `f(device, *mut T)`.
+macro_rules! scalar {
+    ($name:ident, $ty:ty) => {
+        entry!($name, handle, |device, mode| {
+            // SAFETY: zeroed plain-old-data C struct or integer.
+            let mut value: $ty = unsafe { std::mem::zeroed() };
+            // SAFETY: `out` is NULL or points at `value`.
+            unsafe { $name(device, out(&mut value, mode)) }
+        })
+    };
+}
+
+/// A string export `f(device, char *, unsigned)`.
+macro_rules! device_string {
+    ($name:ident) => {
+        // SAFETY: the buffer is valid for the length passed (see `string_call`).
+        entry!($name, handle, string, |device, mode| string_call(
+            mode,
+            |buffer, length| unsafe { $name(device, buffer, length) }
+        ))
+    };
+}
+
+fn table() -> Vec<Entry> {
+    vec![
+        entry!(nvmlInit, |_device, _mode| nvmlInit()),
+        entry!(nvmlInit_v2, |_device, _mode| nvmlInit_v2()),
+        entry!(nvmlInitWithFlags, |_device, _mode| nvmlInitWithFlags(1)),
+        entry!(nvmlShutdown, |_device, _mode| nvmlShutdown()),
+        entry!(nvmlErrorString, |_device, _mode| {
+            assert!(!nvmlErrorString(abi::ERROR_NOT_SUPPORTED).is_null());
+            abi::SUCCESS
+        }),
+        // SAFETY: the buffer is valid for the length passed (see `string_call`).
+        entry!(nvmlSystemGetDriverVersion, string, |_device, mode| {
+            string_call(mode, |buffer, length| unsafe {
+                nvmlSystemGetDriverVersion(buffer, length)
+            })
+        }),
+        // SAFETY: as above.
+        entry!(nvmlSystemGetNVMLVersion, string, |_device, mode| {
+            string_call(mode, |buffer, length| unsafe {
+                nvmlSystemGetNVMLVersion(buffer, length)
+            })
+        }),
+        entry!(nvmlSystemGetCudaDriverVersion, |_device, mode| {
+            let mut value: c_int = 0;
+            // SAFETY: NULL or a valid int.
+            unsafe { nvmlSystemGetCudaDriverVersion(out(&mut value, mode)) }
+        }),
+        entry!(nvmlSystemGetCudaDriverVersion_v2, |_device, mode| {
+            let mut value: c_int = 0;
+            // SAFETY: NULL or a valid int.
+            unsafe { nvmlSystemGetCudaDriverVersion_v2(out(&mut value, mode)) }
+        }),
+        entry!(nvmlDeviceGetCount, |_device, mode| {
+            let mut value: c_uint = 0;
+            // SAFETY: NULL or a valid unsigned.
+            unsafe { nvmlDeviceGetCount(out(&mut value, mode)) }
+        }),
+        entry!(nvmlDeviceGetCount_v2, |_device, mode| {
+            let mut value: c_uint = 0;
+            // SAFETY: NULL or a valid unsigned.
+            unsafe { nvmlDeviceGetCount_v2(out(&mut value, mode)) }
+        }),
+        entry!(nvmlDeviceGetHandleByIndex, |_device, mode| {
+            let mut value = null_mut();
+            // SAFETY: NULL or a valid handle slot.
+            unsafe { nvmlDeviceGetHandleByIndex(0, out(&mut value, mode)) }
+        }),
+        entry!(nvmlDeviceGetHandleByIndex_v2, |_device, mode| {
+            let mut value = null_mut();
+            // SAFETY: NULL or a valid handle slot.
+            unsafe { nvmlDeviceGetHandleByIndex_v2(0, out(&mut value, mode)) }
+        }),
+        entry!(nvmlDeviceGetHandleByUUID, |_device, mode| {
+            let mut value = null_mut();
+            let uuid =
+                std::ffi::CString::new(Profile::parse(GB200).unwrap().devices()[1].uuid.clone())
+                    .unwrap();
+            let uuid = if mode == Mode::Null {
+                null()
+            } else {
+                uuid.as_ptr()
+            };
+            // SAFETY: NULL or a NUL-terminated string; NULL or a valid handle slot.
+            unsafe { nvmlDeviceGetHandleByUUID(uuid, out(&mut value, mode)) }
+        }),
+        entry!(nvmlDeviceGetHandleByPciBusId, |_device, mode| {
+            let mut value = null_mut();
+            let bus_id = if mode == Mode::Null {
+                null()
+            } else {
+                c"0000:41:00.0".as_ptr()
+            };
+            // SAFETY: NULL or a NUL-terminated string; NULL or a valid handle slot.
+            unsafe { nvmlDeviceGetHandleByPciBusId(bus_id, out(&mut value, mode)) }
+        }),
+        entry!(nvmlDeviceGetHandleByPciBusId_v2, |_device, mode| {
+            let mut value = null_mut();
+            let bus_id = if mode == Mode::Null {
+                null()
+            } else {
+                c"00000000:41:00.0".as_ptr()
+            };
+            // SAFETY: NULL or a NUL-terminated string; NULL or a valid handle slot.
+            unsafe { nvmlDeviceGetHandleByPciBusId_v2(bus_id, out(&mut value, mode)) }
+        }),
+        scalar!(nvmlDeviceGetIndex, c_uint),
+        scalar!(nvmlDeviceGetMinorNumber, c_uint),
+        scalar!(nvmlDeviceGetBoardId, c_uint),
+        scalar!(nvmlDeviceGetModuleId, c_uint),
+        scalar!(nvmlDeviceGetBrand, c_uint),
+        scalar!(nvmlDeviceGetArchitecture, c_uint),
+        scalar!(nvmlDeviceGetPersistenceMode, c_uint),
+        scalar!(nvmlDeviceGetComputeMode, c_uint),
+        scalar!(nvmlDeviceGetPowerUsage, c_uint),
+        scalar!(nvmlDeviceGetCurrPcieLinkGeneration, c_uint),
+        scalar!(nvmlDeviceGetCurrPcieLinkWidth, c_uint),
+        scalar!(nvmlDeviceGetMaxPcieLinkGeneration, c_uint),
+        scalar!(nvmlDeviceGetMaxPcieLinkWidth, c_uint),
+        device_string!(nvmlDeviceGetUUID),
+        device_string!(nvmlDeviceGetName),
+        device_string!(nvmlDeviceGetSerial),
+        scalar!(nvmlDeviceGetPciInfo, abi::PciInfo),
+        scalar!(nvmlDeviceGetPciInfo_v2, abi::PciInfo),
+        scalar!(nvmlDeviceGetPciInfo_v3, abi::PciInfo),
+        scalar!(nvmlDeviceGetMemoryInfo, abi::Memory),
+        entry!(nvmlDeviceGetMemoryInfo_v2, handle, |device, mode| {
+            // SAFETY: zeroed plain-old-data C struct.
+            let mut value: abi::MemoryV2 = unsafe { std::mem::zeroed() };
+            value.version = abi::MEMORY_V2;
+            // SAFETY: NULL or a valid struct.
+            unsafe { nvmlDeviceGetMemoryInfo_v2(device, out(&mut value, mode)) }
+        }),
+        entry!(
+            nvmlDeviceGetCudaComputeCapability,
+            handle,
+            |device, mode| {
+                let (mut major, mut minor): (c_int, c_int) = (0, 0);
+                // SAFETY: NULL or valid ints.
+                unsafe {
+                    nvmlDeviceGetCudaComputeCapability(
+                        device,
+                        out(&mut major, mode),
+                        out(&mut minor, mode),
+                    )
+                }
+            }
+        ),
+        entry!(nvmlDeviceGetMigMode, handle, |device, mode| {
+            let (mut current, mut pending): (c_uint, c_uint) = (9, 9);
+            // SAFETY: NULL or valid unsigneds.
+            unsafe {
+                nvmlDeviceGetMigMode(device, out(&mut current, mode), out(&mut pending, mode))
+            }
+        }),
+        entry!(nvmlDeviceGetEccMode, handle, |device, mode| {
+            let (mut current, mut pending): (c_uint, c_uint) = (9, 9);
+            // SAFETY: NULL or valid unsigneds.
+            unsafe {
+                nvmlDeviceGetEccMode(device, out(&mut current, mode), out(&mut pending, mode))
+            }
+        }),
+        entry!(nvmlDeviceGetTemperature, handle, |device, mode| {
+            let mut value: c_uint = 0;
+            // SAFETY: NULL or a valid unsigned.
+            unsafe { nvmlDeviceGetTemperature(device, 0, out(&mut value, mode)) }
+        }),
+        entry!(nvmlDeviceGetClockInfo, handle, |device, mode| {
+            let mut value: c_uint = 0;
+            // SAFETY: NULL or a valid unsigned.
+            unsafe { nvmlDeviceGetClockInfo(device, 1, out(&mut value, mode)) }
+        }),
+        entry!(nvmlDeviceGetMaxClockInfo, handle, |device, mode| {
+            let mut value: c_uint = 0;
+            // SAFETY: NULL or a valid unsigned.
+            unsafe { nvmlDeviceGetMaxClockInfo(device, 2, out(&mut value, mode)) }
+        }),
+        scalar!(nvmlDeviceGetUtilizationRates, abi::Utilization),
+        entry!(nvmlDeviceGetNvLinkState, handle, |device, mode| {
+            let mut value: c_uint = 9;
+            // SAFETY: NULL or a valid unsigned.
+            unsafe { nvmlDeviceGetNvLinkState(device, 3, out(&mut value, mode)) }
+        }),
+        scalar!(nvmlDeviceGetGpuFabricInfo, abi::GpuFabricInfo),
+        entry!(nvmlDeviceGetGpuFabricInfoV, handle, |device, mode| {
+            // SAFETY: zeroed plain-old-data C struct.
+            let mut value: abi::GpuFabricInfoV3 = unsafe { std::mem::zeroed() };
+            value.version = abi::GPU_FABRIC_INFO_V3;
+            // SAFETY: NULL or a valid v3 struct.
+            unsafe { nvmlDeviceGetGpuFabricInfoV(device, out(&mut value, mode)) }
+        }),
+    ]
+}
+
+/// Functions that work (or fail in their own way) without init.
+const LIFECYCLE: &[&str] = &[
+    "nvmlInit",
+    "nvmlInit_v2",
+    "nvmlInitWithFlags",
+    "nvmlShutdown",
+    "nvmlErrorString",
+];
+
+#[test]
+fn the_table_covers_every_export_once() {
+    let names: Vec<&str> = table().iter().map(|entry| entry.name).collect();
+    assert_eq!(names, EXPORTS);
+}
+
+#[test]
+fn every_export_succeeds_on_gb200() {
+    let _session = Session::new(GB200, None);
+    assert_eq!(nvmlInit_v2(), abi::SUCCESS);
+    let device = handle(0);
+    for entry in table() {
+        let code = (entry.call)(device, Mode::Valid);
+        assert_eq!(code, abi::SUCCESS, "{}", entry.name);
+        if entry.name == "nvmlShutdown" {
+            assert_eq!(nvmlInit_v2(), abi::SUCCESS);
+        }
+    }
+}
+
+#[test]
+fn every_export_is_uninitialized_before_init_and_after_shutdown() {
+    let _session = Session::new(GB200, None);
+    for round in ["before init", "after shutdown"] {
+        for entry in table()
+            .iter()
+            .filter(|entry| !LIFECYCLE.contains(&entry.name))
+        {
+            let code = (entry.call)(slot0(), Mode::Valid);
+            assert_eq!(code, abi::ERROR_UNINITIALIZED, "{} {round}", entry.name);
+        }
+        assert_eq!(nvmlInit_v2(), abi::SUCCESS);
+        assert_eq!(nvmlShutdown(), abi::SUCCESS);
+    }
+    assert_eq!(
+        nvmlShutdown(),
+        abi::ERROR_UNINITIALIZED,
+        "shutdown without init"
+    );
+}
+
+#[test]
+fn every_output_pointer_is_checked_for_null() {
+    let _session = Session::new(GB200, None);
+    assert_eq!(nvmlInit_v2(), abi::SUCCESS);
+    let device = handle(0);
+    for entry in table()
+        .iter()
+        .filter(|entry| !LIFECYCLE.contains(&entry.name))
+    {
+        let code = (entry.call)(device, Mode::Null);
+        assert_eq!(code, abi::ERROR_INVALID_ARGUMENT, "{}", entry.name);
+    }
+}
+
+#[test]
+fn every_handle_is_validated_before_use() {
+    let _session = Session::new(
+        &Profile::parse(GB200)
+            .unwrap()
+            .with_num_devices(2)
+            .unwrap()
+            .to_yaml()
+            .unwrap(),
+        None,
+    );
+    assert_eq!(nvmlInit_v2(), abi::SUCCESS);
+    let local = [0u64; 8];
+    let misaligned = (slot0() as usize + 1) as nvmlDevice_t;
+    // Slot 2 exists in the array but only two GPUs are visible: it was never issued.
+    let unissued = state::handle(2).unwrap().cast_mut().cast();
+    let foreign: [nvmlDevice_t; 5] = [
+        null_mut(),
+        8 as nvmlDevice_t,
+        local.as_ptr().cast_mut().cast(),
+        misaligned,
+        unissued,
+    ];
+    for entry in table().iter().filter(|entry| entry.takes_handle) {
+        for handle in foreign {
+            let code = (entry.call)(handle, Mode::Valid);
+            assert_eq!(
+                code,
+                abi::ERROR_INVALID_ARGUMENT,
+                "{} with {handle:?}",
+                entry.name
+            );
+        }
+    }
+}
+
+#[test]
+fn every_string_export_reports_a_short_buffer() {
+    let _session = Session::new(GB200, None);
+    assert_eq!(nvmlInit_v2(), abi::SUCCESS);
+    let device = handle(0);
+    let strings: Vec<Entry> = table()
+        .into_iter()
+        .filter(|entry| entry.writes_string)
+        .collect();
+    assert_eq!(strings.len(), 5);
+    for entry in strings {
+        assert_eq!(
+            (entry.call)(device, Mode::Short),
+            abi::ERROR_INSUFFICIENT_SIZE,
+            "{}",
+            entry.name
+        );
+    }
+}
+
+#[test]
+fn init_is_reference_counted() {
+    let _session = Session::new(GB200, None);
+    assert_eq!(nvmlInit_v2(), abi::SUCCESS);
+    assert_eq!(nvmlInitWithFlags(0), abi::SUCCESS);
+    let device = handle(3);
+    assert_eq!(nvmlShutdown(), abi::SUCCESS);
+    let mut index = 0;
+    // SAFETY: valid out slot.
+    assert_eq!(
+        unsafe { nvmlDeviceGetIndex(device, &mut index) },
+        abi::SUCCESS,
+        "still initialised once"
+    );
+    assert_eq!(index, 3);
+    assert_eq!(nvmlShutdown(), abi::SUCCESS);
+    // SAFETY: valid out slot.
+    assert_eq!(
+        unsafe { nvmlDeviceGetIndex(device, &mut index) },
+        abi::ERROR_UNINITIALIZED
+    );
+    assert_eq!(nvmlShutdown(), abi::ERROR_UNINITIALIZED);
+    // The same handle is valid again after a new init.
+    assert_eq!(nvmlInit(), abi::SUCCESS);
+    assert_eq!(handle(3), device);
+}
+
+#[test]
+fn missing_or_invalid_config_fails_init() {
+    let session = Session::new(GB200, None);
+    std::env::remove_var("MOCK_NVML_CONFIG");
+    assert_eq!(nvmlInit_v2(), abi::ERROR_DRIVER_NOT_LOADED);
+    std::env::set_var("MOCK_NVML_CONFIG", "/nonexistent/config.yaml");
+    assert_eq!(nvmlInit_v2(), abi::ERROR_DRIVER_NOT_LOADED);
+    let path = session._dir.path().join("bad.yaml");
+    std::fs::write(&path, "version: 1\nname: x\n").unwrap();
+    std::env::set_var("MOCK_NVML_CONFIG", &path);
+    assert_eq!(nvmlInit_v2(), abi::ERROR_UNKNOWN);
+    assert_eq!(
+        nvmlShutdown(),
+        abi::ERROR_UNINITIALIZED,
+        "a failed init leaves nothing to shut down"
+    );
+}
+
+#[test]
+fn fabric_versions() {
+    let topology = "version: 1\ndomains:\n  - uuid: \"00000000-0000-0000-0000-0000000000ab\"\n    cliques:\n      - {id: 7, nodes: [me]}\n";
+    let _session = Session::new(GB200, Some((topology, "me")));
+    assert_eq!(nvmlInit_v2(), abi::SUCCESS);
+    let device = handle(1);
+
+    // SAFETY (all calls below): the pointers point at live locals of the right type.
+    let mut v1: abi::GpuFabricInfo = unsafe { std::mem::zeroed() };
+    assert_eq!(
+        unsafe { nvmlDeviceGetGpuFabricInfo(device, &mut v1) },
+        abi::SUCCESS
+    );
+    assert_eq!(
+        (v1.cluster_uuid[15], v1.clique_id, v1.state, v1.status),
+        (0xab, 7, 3, 0)
+    );
+
+    // A v2 call writes exactly 36 bytes: the v3 tail stays as the caller left it.
+    let mut buffer = [0xeeu8; 40];
+    buffer[..4].copy_from_slice(&abi::GPU_FABRIC_INFO_V2.to_ne_bytes());
+    let info = buffer.as_mut_ptr().cast::<abi::GpuFabricInfoV3>();
+    assert_eq!(
+        unsafe { nvmlDeviceGetGpuFabricInfoV(device, info) },
+        abi::SUCCESS
+    );
+    assert_eq!(buffer[36..], [0xee; 4]);
+    assert_eq!(buffer[29..32], [0, 0, 0], "state padding is zeroed");
+    assert_eq!(buffer[24], 7);
+
+    let mut v3: abi::GpuFabricInfoV3 = unsafe { std::mem::zeroed() };
+    v3.version = abi::GPU_FABRIC_INFO_V3;
+    assert_eq!(
+        unsafe { nvmlDeviceGetGpuFabricInfoV(device, &mut v3) },
+        abi::SUCCESS
+    );
+    assert_eq!(
+        (v3.clique_id, v3.state, v3.health_mask, v3.health_summary),
+        (7, 3, 0x1AA, 1)
+    );
+
+    for bad in [0, 1, 0x0100_001c, 0x0300_0024, 0x0200_0028, u32::MAX] {
+        let mut buffer = [0x11u8; 40];
+        buffer[..4].copy_from_slice(&u32::to_ne_bytes(bad));
+        let before = buffer;
+        let info = buffer.as_mut_ptr().cast::<abi::GpuFabricInfoV3>();
+        assert_eq!(
+            unsafe { nvmlDeviceGetGpuFabricInfoV(device, info) },
+            abi::ERROR_ARGUMENT_VERSION_MISMATCH,
+            "{bad:#x}"
+        );
+        assert_eq!(buffer, before, "nothing written for {bad:#x}");
+    }
+}
+
+#[test]
+fn no_fabric_profile_is_not_supported() {
+    let _session = Session::new(H100, None);
+    assert_eq!(nvmlInit_v2(), abi::SUCCESS);
+    let device = handle(7);
+    // SAFETY (all calls below): the pointers point at live locals of the right type.
+    let mut v1: abi::GpuFabricInfo = unsafe { std::mem::zeroed() };
+    assert_eq!(
+        unsafe { nvmlDeviceGetGpuFabricInfo(device, &mut v1) },
+        abi::ERROR_NOT_SUPPORTED
+    );
+    let mut v3: abi::GpuFabricInfoV3 = unsafe { std::mem::zeroed() };
+    v3.version = abi::GPU_FABRIC_INFO_V3;
+    assert_eq!(
+        unsafe { nvmlDeviceGetGpuFabricInfoV(device, &mut v3) },
+        abi::ERROR_NOT_SUPPORTED
+    );
+    let mut count = 0;
+    assert_eq!(unsafe { nvmlDeviceGetCount_v2(&mut count) }, abi::SUCCESS);
+    assert_eq!(count, 8);
+}
+
+#[test]
+fn lookups_and_parameters() {
+    let _session = Session::new(GB200, None);
+    assert_eq!(nvmlInit_v2(), abi::SUCCESS);
+    let mut device = null_mut();
+    // SAFETY (all calls below): the pointers point at live locals or NUL-terminated literals.
+    assert_eq!(
+        unsafe { nvmlDeviceGetHandleByPciBusId_v2(c"42:00.0".as_ptr(), &mut device) },
+        abi::SUCCESS
+    );
+    assert_eq!(device, handle(3));
+    assert_eq!(
+        unsafe { nvmlDeviceGetHandleByPciBusId_v2(c"0000:99:00.0".as_ptr(), &mut device) },
+        abi::ERROR_NOT_FOUND
+    );
+    assert_eq!(
+        unsafe { nvmlDeviceGetHandleByPciBusId_v2(c"banana".as_ptr(), &mut device) },
+        abi::ERROR_INVALID_ARGUMENT
+    );
+    assert_eq!(
+        unsafe {
+            nvmlDeviceGetHandleByUUID(
+                c"GPU-00000000-0000-0000-0000-000000000000".as_ptr(),
+                &mut device,
+            )
+        },
+        abi::ERROR_NOT_FOUND
+    );
+    assert_eq!(
+        unsafe { nvmlDeviceGetHandleByIndex_v2(4, &mut device) },
+        abi::ERROR_INVALID_ARGUMENT
+    );
+    let mut value = 0;
+    let gpu = handle(0);
+    assert_eq!(
+        unsafe { nvmlDeviceGetTemperature(gpu, 1, &mut value) },
+        abi::ERROR_INVALID_ARGUMENT
+    );
+    assert_eq!(
+        unsafe { nvmlDeviceGetClockInfo(gpu, 4, &mut value) },
+        abi::ERROR_INVALID_ARGUMENT
+    );
+    assert_eq!(
+        unsafe { nvmlDeviceGetNvLinkState(gpu, 36, &mut value) },
+        abi::ERROR_INVALID_ARGUMENT
+    );
+    let mut memory: abi::MemoryV2 = unsafe { std::mem::zeroed() };
+    assert_eq!(
+        unsafe { nvmlDeviceGetMemoryInfo_v2(gpu, &mut memory) },
+        abi::ERROR_ARGUMENT_VERSION_MISMATCH
+    );
+    // SAFETY: nvmlErrorString returns a static NUL-terminated string.
+    let text = unsafe { CStr::from_ptr(nvmlErrorString(abi::ERROR_ARGUMENT_VERSION_MISMATCH)) };
+    assert_eq!(text, c"Argument version mismatch");
+}

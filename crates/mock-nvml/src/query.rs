@@ -1,0 +1,356 @@
+//! The answers to NVML queries, computed from a resolved profile device: safe, pure functions
+//! from [`Device`] to the values and `#[repr(C)]` structs the C ABI hands out.
+
+use nvml_profile::{
+    Architecture, Brand, ComputeMode, Device, FabricState, HealthSummary, PciBusId,
+};
+
+use crate::abi::{
+    self, GpuFabricInfo, GpuFabricInfoV2, GpuFabricInfoV3, Memory, MemoryV2, NvmlReturn, PciInfo,
+};
+
+/// `nvmlClockType_t`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClockType {
+    /// `NVML_CLOCK_GRAPHICS` (0).
+    Graphics,
+    /// `NVML_CLOCK_SM` (1).
+    Sm,
+    /// `NVML_CLOCK_MEM` (2).
+    Mem,
+    /// `NVML_CLOCK_VIDEO` (3).
+    Video,
+}
+
+impl ClockType {
+    /// Decodes the C enum; INVALID_ARGUMENT for anything else.
+    pub fn from_raw(raw: u32) -> Result<ClockType, NvmlReturn> {
+        match raw {
+            0 => Ok(ClockType::Graphics),
+            1 => Ok(ClockType::Sm),
+            2 => Ok(ClockType::Mem),
+            3 => Ok(ClockType::Video),
+            _ => Err(abi::ERROR_INVALID_ARGUMENT),
+        }
+    }
+}
+
+/// Current clock in MHz.
+pub fn clock(device: &Device, kind: ClockType) -> u32 {
+    let clocks = &device.clocks;
+    match kind {
+        ClockType::Graphics => clocks.graphics,
+        ClockType::Sm => clocks.sm,
+        ClockType::Mem => clocks.mem,
+        ClockType::Video => clocks.video,
+    }
+}
+
+/// Maximum clock in MHz.
+pub fn max_clock(device: &Device, kind: ClockType) -> u32 {
+    let clocks = &device.clocks;
+    match kind {
+        ClockType::Graphics => clocks.max_graphics,
+        ClockType::Sm => clocks.max_sm,
+        ClockType::Mem => clocks.max_mem,
+        ClockType::Video => clocks.max_video,
+    }
+}
+
+/// `nvmlBrandType_t` value.
+pub fn brand(brand: Brand) -> u32 {
+    match brand {
+        Brand::Unknown => 0,
+        Brand::Quadro => 1,
+        Brand::Tesla => 2,
+        Brand::Nvs => 3,
+        Brand::Grid => 4,
+        Brand::Geforce => 5,
+        Brand::Titan => 6,
+        Brand::NvidiaVapps => 7,
+        Brand::NvidiaVpc => 8,
+        Brand::NvidiaVcs => 9,
+        Brand::NvidiaVws => 10,
+        Brand::NvidiaCloudGaming => 11,
+        Brand::QuadroRtx => 12,
+        Brand::NvidiaRtx => 13,
+        Brand::Nvidia => 14,
+        Brand::GeforceRtx => 15,
+        Brand::TitanRtx => 16,
+    }
+}
+
+/// `nvmlDeviceArchitecture_t` value.
+pub fn architecture(architecture: Architecture) -> u32 {
+    match architecture {
+        Architecture::Kepler => 2,
+        Architecture::Maxwell => 3,
+        Architecture::Pascal => 4,
+        Architecture::Volta => 5,
+        Architecture::Turing => 6,
+        Architecture::Ampere => 7,
+        Architecture::Ada => 8,
+        Architecture::Hopper => 9,
+        Architecture::Blackwell => 10,
+        Architecture::Rubin => 13,
+        Architecture::Unknown => 0xffff_ffff,
+    }
+}
+
+/// `nvmlComputeMode_t` value.
+pub fn compute_mode(mode: ComputeMode) -> u32 {
+    match mode {
+        ComputeMode::Default => 0,
+        ComputeMode::Prohibited => 2,
+        ComputeMode::ExclusiveProcess => 3,
+    }
+}
+
+/// `nvmlGpuFabricState_t` value.
+pub fn fabric_state(state: FabricState) -> u8 {
+    match state {
+        FabricState::NotSupported => 0,
+        FabricState::NotStarted => 1,
+        FabricState::InProgress => 2,
+        FabricState::Completed => 3,
+    }
+}
+
+/// `NVML_GPU_FABRIC_HEALTH_SUMMARY_*` value.
+pub fn health_summary(summary: HealthSummary) -> u8 {
+    match summary {
+        HealthSummary::NotSupported => 0,
+        HealthSummary::Healthy => 1,
+        HealthSummary::Unhealthy => 2,
+        HealthSummary::LimitedCapacity => 3,
+    }
+}
+
+/// The legacy bus id, `"%04X:%02X:%02X.%X"`.
+pub fn bus_id_legacy(bus_id: &PciBusId) -> String {
+    format!(
+        "{:04X}:{:02X}:{:02X}.{:X}",
+        bus_id.domain, bus_id.bus, bus_id.device, bus_id.function
+    )
+}
+
+/// The bus id, `"%08X:%02X:%02X.%X"`.
+pub fn bus_id(bus_id: &PciBusId) -> String {
+    format!(
+        "{:08X}:{:02X}:{:02X}.{:X}",
+        bus_id.domain, bus_id.bus, bus_id.device, bus_id.function
+    )
+}
+
+/// `nvmlPciInfo_t`.
+pub fn pci_info(device: &Device) -> PciInfo {
+    let mut info = PciInfo {
+        bus_id_legacy: [0; 16],
+        domain: device.pci_bus_id.domain,
+        bus: u32::from(device.pci_bus_id.bus),
+        device: u32::from(device.pci_bus_id.device),
+        pci_device_id: device.pci.device_id,
+        pci_sub_system_id: device.pci.subsystem_id,
+        bus_id: [0; 32],
+    };
+    copy_nul_terminated(&mut info.bus_id_legacy, &bus_id_legacy(&device.pci_bus_id));
+    copy_nul_terminated(&mut info.bus_id, &bus_id(&device.pci_bus_id));
+    info
+}
+
+/// `nvmlMemory_t`: v1 counts reserved memory as used.
+pub fn memory_v1(device: &Device) -> Memory {
+    let memory = device.memory;
+    Memory {
+        total: memory.total,
+        free: memory.free(),
+        used: memory.used + memory.reserved,
+    }
+}
+
+/// `nvmlMemory_v2_t`.
+pub fn memory_v2(device: &Device) -> MemoryV2 {
+    let memory = device.memory;
+    MemoryV2 {
+        version: abi::MEMORY_V2,
+        _pad: 0,
+        total: memory.total,
+        reserved: memory.reserved,
+        free: memory.free(),
+        used: memory.used,
+    }
+}
+
+/// `nvmlGpuFabricInfo_t`; NOT_SUPPORTED without a fabric block.
+pub fn fabric_v1(device: &Device) -> Result<GpuFabricInfo, NvmlReturn> {
+    let fabric = device.fabric.ok_or(abi::ERROR_NOT_SUPPORTED)?;
+    Ok(GpuFabricInfo {
+        cluster_uuid: *fabric.cluster_uuid.as_bytes(),
+        status: abi::SUCCESS,
+        clique_id: fabric.clique_id,
+        state: fabric_state(fabric.effective_state()),
+        _pad: [0; 3],
+    })
+}
+
+/// `nvmlGpuFabricInfo_v3_t`; NOT_SUPPORTED without a fabric block.
+pub fn fabric_v3(device: &Device) -> Result<GpuFabricInfoV3, NvmlReturn> {
+    let fabric = device.fabric.ok_or(abi::ERROR_NOT_SUPPORTED)?;
+    Ok(GpuFabricInfoV3 {
+        version: abi::GPU_FABRIC_INFO_V3,
+        cluster_uuid: *fabric.cluster_uuid.as_bytes(),
+        status: abi::SUCCESS,
+        clique_id: fabric.clique_id,
+        state: fabric_state(fabric.effective_state()),
+        _pad: [0; 3],
+        health_mask: fabric.effective_health_mask(),
+        health_summary: health_summary(fabric.effective_health_summary()),
+        _pad2: [0; 3],
+    })
+}
+
+/// `nvmlGpuFabricInfo_v2_t`: the v3 answer without the trailing summary.
+pub fn fabric_v2(device: &Device) -> Result<GpuFabricInfoV2, NvmlReturn> {
+    let v3 = fabric_v3(device)?;
+    Ok(GpuFabricInfoV2 {
+        version: abi::GPU_FABRIC_INFO_V2,
+        cluster_uuid: v3.cluster_uuid,
+        status: v3.status,
+        clique_id: v3.clique_id,
+        state: v3.state,
+        _pad: [0; 3],
+        health_mask: v3.health_mask,
+    })
+}
+
+/// `nvmlDeviceGetNvLinkState`: INVALID_ARGUMENT for a link the GPU does not have.
+pub fn nvlink_active(device: &Device, link: u32) -> Result<bool, NvmlReturn> {
+    if link >= abi::NVLINK_MAX_LINKS || link >= device.nvlink.links {
+        return Err(abi::ERROR_INVALID_ARGUMENT);
+    }
+    Ok(link < device.nvlink.active)
+}
+
+/// The index of the device whose bus id matches `text` (any form NVML accepts).
+pub fn find_by_bus_id(devices: &[Device], text: &str) -> Result<usize, NvmlReturn> {
+    let wanted = PciBusId::parse(text.trim()).map_err(|_| abi::ERROR_INVALID_ARGUMENT)?;
+    devices
+        .iter()
+        .position(|device| device.pci_bus_id == wanted)
+        .ok_or(abi::ERROR_NOT_FOUND)
+}
+
+/// The index of the device with this uuid (case-insensitive).
+pub fn find_by_uuid(devices: &[Device], text: &str) -> Result<usize, NvmlReturn> {
+    devices
+        .iter()
+        .position(|device| device.uuid.eq_ignore_ascii_case(text.trim()))
+        .ok_or(abi::ERROR_NOT_FOUND)
+}
+
+/// Copies `text` and a NUL into `buffer`, truncating (only used for fixed struct fields whose
+/// contents are known to fit).
+fn copy_nul_terminated(buffer: &mut [u8], text: &str) {
+    let room = buffer.len().saturating_sub(1);
+    let bytes = &text.as_bytes()[..text.len().min(room)];
+    buffer[..bytes.len()].copy_from_slice(bytes);
+    buffer[bytes.len()] = 0;
+}
+
+/// Whether `text` and its NUL fit a caller's buffer of `length` bytes: INSUFFICIENT_SIZE if not.
+pub fn check_room(length: u32, text: &str) -> Result<(), NvmlReturn> {
+    if (length as usize) < text.len() + 1 {
+        return Err(abi::ERROR_INSUFFICIENT_SIZE);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use nvml_profile::{Profile, GB200, H100};
+
+    use super::*;
+
+    fn gb200() -> Vec<Device> {
+        Profile::parse(GB200).unwrap().devices()
+    }
+
+    #[test]
+    fn pci_info_follows_the_profile() {
+        let devices = gb200();
+        let info = pci_info(&devices[2]);
+        assert_eq!(&info.bus_id_legacy[..13], b"0000:41:00.0\0");
+        assert_eq!(&info.bus_id[..17], b"00000000:41:00.0\0");
+        assert_eq!((info.domain, info.bus, info.device), (0, 0x41, 0));
+        assert_eq!(info.pci_device_id, devices[2].pci.device_id);
+    }
+
+    #[test]
+    fn memory_v1_counts_reserved_as_used() {
+        let device = &gb200()[0];
+        let v1 = memory_v1(device);
+        assert_eq!(v1.total, v1.free + v1.used);
+        let v2 = memory_v2(device);
+        assert_eq!(v2.total, v2.free + v2.used + v2.reserved);
+        assert_eq!(v2.reserved, device.memory.reserved);
+    }
+
+    #[test]
+    fn fabric_answers() {
+        let device = &gb200()[0];
+        let v1 = fabric_v1(device).unwrap();
+        assert_eq!(v1.state, 3);
+        assert_eq!(v1.cluster_uuid[15], 1);
+        let v2 = fabric_v2(device).unwrap();
+        let v3 = fabric_v3(device).unwrap();
+        assert_eq!((v2.version, v3.version), (0x0200_0024, 0x0300_0028));
+        assert_eq!(
+            (v2.health_mask, v3.health_mask, v3.health_summary),
+            (0x1AA, 0x1AA, 1)
+        );
+        let h100 = &Profile::parse(H100).unwrap().devices()[0];
+        assert_eq!(fabric_v1(h100), Err(abi::ERROR_NOT_SUPPORTED));
+        assert_eq!(fabric_v3(h100).map(|_| ()), Err(abi::ERROR_NOT_SUPPORTED));
+    }
+
+    #[test]
+    fn lookups() {
+        let devices = gb200();
+        assert_eq!(find_by_bus_id(&devices, "00000000:42:00.0"), Ok(3));
+        assert_eq!(find_by_bus_id(&devices, "42:00.0"), Ok(3));
+        assert_eq!(
+            find_by_bus_id(&devices, "0000:43:00.0"),
+            Err(abi::ERROR_NOT_FOUND)
+        );
+        assert_eq!(
+            find_by_bus_id(&devices, "banana"),
+            Err(abi::ERROR_INVALID_ARGUMENT)
+        );
+        let uuid = devices[1].uuid.to_uppercase();
+        assert_eq!(find_by_uuid(&devices, &uuid), Ok(1));
+        assert_eq!(
+            find_by_uuid(&devices, "GPU-nope"),
+            Err(abi::ERROR_NOT_FOUND)
+        );
+    }
+
+    #[test]
+    fn strings_need_room_for_the_nul() {
+        assert_eq!(check_room(4, "abcd"), Err(abi::ERROR_INSUFFICIENT_SIZE));
+        assert_eq!(check_room(0, ""), Err(abi::ERROR_INSUFFICIENT_SIZE));
+        assert_eq!(check_room(4, "abc"), Ok(()));
+        assert_eq!(check_room(1, ""), Ok(()));
+    }
+
+    #[test]
+    fn nvlink_links() {
+        let device = &gb200()[0];
+        assert_eq!(nvlink_active(device, 0), Ok(true));
+        assert_eq!(nvlink_active(device, 17), Ok(true));
+        assert_eq!(nvlink_active(device, 18), Err(abi::ERROR_INVALID_ARGUMENT));
+        assert_eq!(nvlink_active(device, 36), Err(abi::ERROR_INVALID_ARGUMENT));
+        assert_eq!(clock(device, ClockType::Mem), device.clocks.mem);
+        assert_eq!(ClockType::from_raw(4), Err(abi::ERROR_INVALID_ARGUMENT));
+    }
+}
