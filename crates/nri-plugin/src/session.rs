@@ -1,0 +1,209 @@
+//! One session with the runtime over the multiplexed trunk socket.
+//!
+//! The reader task demultiplexes frames: requests on the plugin-service
+//! connection are each answered by their own task (so Configure is served
+//! while RegisterPlugin is still waiting for its reply), and the reply to
+//! RegisterPlugin arrives on the runtime-service connection.
+//! A single writer task owns the write half, so frames never interleave, and
+//! splits every message into frames of at most 4096 bytes.
+//! A session only ends with an error: the runtime closing the trunk is
+//! [`SessionError::Closed`].
+
+use std::sync::Arc;
+
+use prost::Message as _;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::sync::mpsc;
+
+use crate::proto::{code, RegisterPluginRequest, Request, Response, RUNTIME_SERVICE};
+use crate::service::PluginService;
+use crate::wire::{
+    self, MessageDecoder, FRAME_HEADER_LEN, MESSAGE_REQUEST, MESSAGE_RESPONSE, PLUGIN_SERVICE_CONN,
+    RUNTIME_SERVICE_CONN,
+};
+
+/// The NRI version the plugin announces at registration (informational).
+pub const NRI_VERSION: &str = "v0.12.2";
+
+/// The stream id of the plugin's only call, RegisterPlugin.
+const REGISTER_STREAM_ID: u32 = 1;
+
+/// How the plugin registers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Identity {
+    /// Plugin name (`nvml-mock`).
+    pub name: String,
+    /// Two-digit index (`10`).
+    pub index: String,
+}
+
+/// Why a session ended.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    /// The runtime closed the connection.
+    #[error("the runtime closed the NRI connection")]
+    Closed,
+    /// Reading or writing the trunk failed.
+    #[error("NRI connection failed")]
+    Io(#[source] std::io::Error),
+    /// The runtime broke the wire protocol.
+    #[error("NRI protocol violation")]
+    Protocol(#[source] wire::Error),
+    /// The runtime refused the registration.
+    #[error("the runtime rejected the registration as {name}: {message} (code {code})")]
+    Rejected {
+        /// `NN-name`.
+        name: String,
+        /// The status code.
+        code: i32,
+        /// The runtime's message.
+        message: String,
+    },
+}
+
+/// Registers and serves until the connection ends.
+pub async fn run<T>(trunk: T, identity: &Identity, service: Arc<PluginService>) -> SessionError
+where
+    T: AsyncRead + AsyncWrite + Send + 'static,
+{
+    let (mut reader, writer) = tokio::io::split(trunk);
+    let (outgoing, queue) = mpsc::channel::<Vec<u8>>(256);
+    let writer_task = tokio::spawn(write_frames(writer, queue));
+    let end = serve(&mut reader, identity, service, outgoing).await;
+    writer_task.abort();
+    end
+}
+
+async fn serve<R>(
+    reader: &mut R,
+    identity: &Identity,
+    service: Arc<PluginService>,
+    outgoing: mpsc::Sender<Vec<u8>>,
+) -> SessionError
+where
+    R: AsyncRead + Unpin,
+{
+    let register = Request {
+        service: RUNTIME_SERVICE.to_owned(),
+        method: "RegisterPlugin".to_owned(),
+        payload: RegisterPluginRequest {
+            plugin_name: identity.name.clone(),
+            plugin_idx: identity.index.clone(),
+            nri_version: NRI_VERSION.to_owned(),
+        }
+        .encode_to_vec(),
+        timeout_nano: 0,
+    };
+    let message = wire::encode_message(
+        REGISTER_STREAM_ID,
+        MESSAGE_REQUEST,
+        &register.encode_to_vec(),
+    );
+    if outgoing
+        .send(wire::encode_frames(RUNTIME_SERVICE_CONN, &message))
+        .await
+        .is_err()
+    {
+        return SessionError::Closed;
+    }
+    tracing::info!(plugin = %format!("{}-{}", identity.index, identity.name), "registering with the runtime");
+
+    let mut plugin_conn = MessageDecoder::default();
+    let mut runtime_conn = MessageDecoder::default();
+    loop {
+        let mut header = [0u8; FRAME_HEADER_LEN];
+        if let Err(err) = reader.read_exact(&mut header).await {
+            return io_end(err);
+        }
+        let header = match wire::decode_frame_header(header) {
+            Ok(header) => header,
+            Err(err) => return SessionError::Protocol(err),
+        };
+        let mut payload = vec![0u8; header.length];
+        if let Err(err) = reader.read_exact(&mut payload).await {
+            return io_end(err);
+        }
+        let decoder = match header.conn {
+            PLUGIN_SERVICE_CONN => &mut plugin_conn,
+            RUNTIME_SERVICE_CONN => &mut runtime_conn,
+            other => {
+                tracing::debug!(
+                    conn = other,
+                    "discarding a frame for an unknown mux connection"
+                );
+                continue;
+            }
+        };
+        let messages = match decoder.push(&payload) {
+            Ok(messages) => messages,
+            Err(err) => return SessionError::Protocol(err),
+        };
+        for message in messages {
+            match (header.conn, message.kind) {
+                (PLUGIN_SERVICE_CONN, MESSAGE_REQUEST) => {
+                    let service = service.clone();
+                    let outgoing = outgoing.clone();
+                    tokio::spawn(async move {
+                        let response = service.handle(&message.data).await;
+                        let reply = wire::encode_message(
+                            message.stream_id,
+                            MESSAGE_RESPONSE,
+                            &response.encode_to_vec(),
+                        );
+                        // A closed queue means the session is over; the reader reports why.
+                        let _ = outgoing
+                            .send(wire::encode_frames(PLUGIN_SERVICE_CONN, &reply))
+                            .await;
+                    });
+                }
+                (RUNTIME_SERVICE_CONN, MESSAGE_RESPONSE)
+                    if message.stream_id == REGISTER_STREAM_ID =>
+                {
+                    let status =
+                        Response::decode(message.data.as_slice()).map(|response| response.status);
+                    match status {
+                        Ok(None) => tracing::info!("registration accepted"),
+                        Ok(Some(status)) if status.code == code::OK => {
+                            tracing::info!("registration accepted")
+                        }
+                        Ok(Some(status)) => {
+                            return SessionError::Rejected {
+                                name: format!("{}-{}", identity.index, identity.name),
+                                code: status.code,
+                                message: status.message,
+                            }
+                        }
+                        Err(err) => tracing::warn!("cannot decode the RegisterPlugin reply: {err}"),
+                    }
+                }
+                (conn, kind) => tracing::debug!(
+                    conn,
+                    kind,
+                    stream = message.stream_id,
+                    "ignoring an unexpected ttrpc message"
+                ),
+            }
+        }
+    }
+}
+
+fn io_end(err: std::io::Error) -> SessionError {
+    match err.kind() {
+        std::io::ErrorKind::UnexpectedEof
+        | std::io::ErrorKind::ConnectionReset
+        | std::io::ErrorKind::BrokenPipe => SessionError::Closed,
+        _ => SessionError::Io(err),
+    }
+}
+
+async fn write_frames<W>(mut writer: W, mut queue: mpsc::Receiver<Vec<u8>>)
+where
+    W: AsyncWrite + Unpin,
+{
+    while let Some(frames) = queue.recv().await {
+        if let Err(err) = writer.write_all(&frames).await {
+            tracing::debug!("writing to the runtime failed: {err}");
+            return;
+        }
+    }
+}

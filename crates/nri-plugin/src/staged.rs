@@ -1,0 +1,200 @@
+//! Looks at the node's staged tree: the only filesystem access of the injection path.
+//!
+//! The plugin's pod mounts the host overlay dir read-only at the same path, so
+//! a `stat` here sees the device numbers, modes and owners the container will get.
+//! Every problem becomes a warning in the [`Staged`] snapshot; nothing fails.
+
+use std::fs;
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::path::Path;
+
+use node_layout::channels::ChannelSelector;
+use node_layout::paths::{self, Layout};
+
+use crate::plan::{DeviceNode, Policy, Staged, Wants};
+
+/// Takes the snapshot one container's injection needs.
+pub fn snapshot(policy: &Policy, wants: &Wants) -> Staged {
+    let layout = Layout::new(policy.overlay_host.clone());
+    let mut staged = Staged {
+        overlay_present: layout.root().is_dir(),
+        ..Staged::default()
+    };
+    if !staged.overlay_present {
+        return staged;
+    }
+    staged.topology_present = !policy.node_name.is_empty() && layout.topology().is_file();
+    if wants.gpus {
+        staged.gpu_nodes = gpu_nodes(&layout.dev_dir(), &mut staged.warnings);
+    }
+    staged.channel_nodes = channel_nodes(&layout, &wants.channels, &mut staged.warnings);
+    staged
+}
+
+/// The glibc encoding of `st_rdev`: (major, minor).
+pub fn decode_rdev(rdev: u64) -> (i64, i64) {
+    let major = ((rdev >> 8) & 0xfff) | ((rdev >> 32) & 0xffff_f000);
+    let minor = (rdev & 0xff) | ((rdev >> 12) & 0xffff_ff00);
+    // Both fit in 32 bits after the shifts, so the casts are lossless.
+    (major as i64, minor as i64)
+}
+
+/// Every `nvidia*` character device in the staged dev dir, sorted by container path.
+fn gpu_nodes(dev_dir: &Path, warnings: &mut Vec<String>) -> Vec<DeviceNode> {
+    let entries = match fs::read_dir(dev_dir) {
+        Ok(entries) => entries,
+        Err(err) => {
+            warnings.push(format!(
+                "cannot list GPU device nodes in {}: {err}; no GPU nodes injected",
+                dev_dir.display()
+            ));
+            return Vec::new();
+        }
+    };
+    let mut nodes: Vec<DeviceNode> = entries
+        .filter_map(Result::ok)
+        .filter_map(|entry| {
+            let name = entry.file_name().to_str()?.to_owned();
+            name.starts_with(paths::GPU_NODE_PREFIX).then_some(name)
+        })
+        .filter_map(|name| {
+            let host = dev_dir.join(&name);
+            match fs::metadata(&host) {
+                Ok(meta) if meta.is_dir() => None,
+                _ => device_node(
+                    &host,
+                    paths::container_gpu_device(&name)
+                        .to_string_lossy()
+                        .into_owned(),
+                    warnings,
+                ),
+            }
+        })
+        .collect();
+    nodes.sort_by(|a, b| a.container_path.cmp(&b.container_path));
+    if nodes.is_empty() {
+        warnings.push(format!(
+            "no GPU device nodes staged in {}",
+            dev_dir.display()
+        ));
+    }
+    nodes
+}
+
+/// The selected channel nodes, sorted by index.
+fn channel_nodes(
+    layout: &Layout,
+    selector: &ChannelSelector,
+    warnings: &mut Vec<String>,
+) -> Vec<DeviceNode> {
+    let indices: Vec<u32> = match selector {
+        ChannelSelector::None => return Vec::new(),
+        ChannelSelector::Some(indices) => indices.iter().copied().collect(),
+        ChannelSelector::All => match fs::read_dir(layout.channel_dir()) {
+            Ok(entries) => {
+                let mut indices: Vec<u32> = entries
+                    .filter_map(Result::ok)
+                    .filter_map(|entry| paths::parse_channel_file_name(entry.file_name().to_str()?))
+                    .collect();
+                indices.sort_unstable();
+                indices
+            }
+            Err(err) => {
+                warnings.push(format!(
+                    "cannot list IMEX channels in {}: {err}; no channels injected",
+                    layout.channel_dir().display()
+                ));
+                return Vec::new();
+            }
+        },
+    };
+    let mut missing = Vec::new();
+    let nodes: Vec<DeviceNode> = indices
+        .into_iter()
+        .filter_map(|index| {
+            let host = layout.channel_node(index);
+            if !host.exists() {
+                missing.push(index);
+                return None;
+            }
+            device_node(
+                &host,
+                paths::container_channel_device(index)
+                    .to_string_lossy()
+                    .into_owned(),
+                warnings,
+            )
+        })
+        .collect();
+    if !missing.is_empty() {
+        warnings.push(format!(
+            "{} selected IMEX channel(s) not staged in {} (first: channel{}); injected the {} that are",
+            missing.len(),
+            layout.channel_dir().display(),
+            missing[0],
+            nodes.len()
+        ));
+    }
+    nodes
+}
+
+/// Stats a staged node; anything but a character device is skipped with a warning.
+fn device_node(
+    host: &Path,
+    container_path: String,
+    warnings: &mut Vec<String>,
+) -> Option<DeviceNode> {
+    match fs::metadata(host) {
+        Ok(meta) if meta.file_type().is_char_device() => {
+            let (major, minor) = decode_rdev(meta.rdev());
+            Some(DeviceNode {
+                container_path,
+                major,
+                minor,
+                mode: meta.mode() & 0o777,
+                uid: meta.uid(),
+                gid: meta.gid(),
+            })
+        }
+        Ok(_) => {
+            warnings.push(format!(
+                "{} is not a character device; skipped",
+                host.display()
+            ));
+            None
+        }
+        Err(err) => {
+            warnings.push(format!("cannot stat {}: {err}; skipped", host.display()));
+            None
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rdev_decoding_matches_glibc() {
+        // makedev(major, minor) in glibc's encoding.
+        let makedev = |major: u64, minor: u64| {
+            ((major & 0xffff_f000) << 32)
+                | ((major & 0xfff) << 8)
+                | ((minor & 0xffff_ff00) << 12)
+                | (minor & 0xff)
+        };
+        for (major, minor) in [
+            (0, 0),
+            (1, 3),
+            (195, 255),
+            (511, 2047),
+            (4095, 1 << 20),
+            (4096, 256),
+        ] {
+            assert_eq!(
+                decode_rdev(makedev(major, minor)),
+                (major as i64, minor as i64)
+            );
+        }
+    }
+}
