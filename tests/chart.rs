@@ -6,9 +6,13 @@
 //! k8s-openapi type, strictly (no field the API type does not know).
 //! Golden files: `UPDATE_GOLDEN=1 cargo test -p integration-tests --test chart`.
 
+#[path = "chart/demo_manifests.rs"]
 mod demo_manifests;
+#[path = "chart/golden.rs"]
 mod golden;
+#[path = "chart/helm.rs"]
 mod helm;
+#[path = "chart/kind_config.rs"]
 mod kind_config;
 
 use std::collections::BTreeMap;
@@ -132,7 +136,12 @@ fn every_namespaced_object_is_in_the_release_namespace() {
         if kind == "ClusterRole" || kind == "ClusterRoleBinding" {
             assert_eq!(namespace, None, "{kind} is cluster-scoped");
         } else {
-            assert_eq!(namespace, Some(NAMESPACE), "{kind} {:?}", object["metadata"]["name"]);
+            assert_eq!(
+                namespace,
+                Some(NAMESPACE),
+                "{kind} {:?}",
+                object["metadata"]["name"]
+            );
         }
     }
 }
@@ -148,7 +157,9 @@ fn names_follow_the_release_like_upstream() {
         ("demo", Some("nameOverride=gpu"), "demo-gpu"),
     ];
     for (release, extra, fullname) in cases {
-        let mut template = Template::defaults().release(release).set("nri.enabled=true");
+        let mut template = Template::defaults()
+            .release(release)
+            .set("nri.enabled=true");
         if let Some(extra) = extra {
             template = template.set(extra);
         }
@@ -237,11 +248,7 @@ fn image_is_repository_tag_or_repository_digest() {
 
 #[test]
 fn a_new_image_tag_changes_both_pod_templates() {
-    let template = |tag: &str| {
-        Template::demo()
-            .set(&format!("image.tag={tag}"))
-            .render()
-    };
+    let template = |tag: &str| Template::demo().set(&format!("image.tag={tag}")).render();
     let (one, two) = (template("sha256-aaaa"), template("sha256-bbbb"));
     for name in [STAGER, NRI] {
         let before = one.daemon_set(name).spec.map(|spec| spec.template);
@@ -266,7 +273,10 @@ fn profile_configmap_holds_the_named_profile_verbatim() {
         let rendered = Template::defaults()
             .set(&format!("gpu.profile={profile}"))
             .render();
-        let data = rendered.config_map("nvml-mock-config").data.unwrap_or_default();
+        let data = rendered
+            .config_map("nvml-mock-config")
+            .data
+            .unwrap_or_default();
         assert_eq!(
             data.get("config.yaml").map(String::as_str),
             Some(format!("{}\n", want.trim_end()).as_str()),
@@ -292,7 +302,10 @@ fn custom_config_replaces_the_named_profile() {
     ]));
     assert!(ok, "helm template failed:\n{stderr}");
     let rendered = helm::Rendered::parse(&stdout);
-    let data = rendered.config_map("nvml-mock-config").data.unwrap_or_default();
+    let data = rendered
+        .config_map("nvml-mock-config")
+        .data
+        .unwrap_or_default();
     assert_eq!(
         data.get("config.yaml").map(String::as_str),
         Some(format!("{}\n", want.trim_end()).as_str())
@@ -320,7 +333,12 @@ fn topology_configmap_is_version_1_and_the_domains_of_the_values() {
 
     let keys: Vec<&str> = document
         .as_mapping()
-        .map(|mapping| mapping.keys().filter_map(serde_yaml::Value::as_str).collect())
+        .map(|mapping| {
+            mapping
+                .keys()
+                .filter_map(serde_yaml::Value::as_str)
+                .collect()
+        })
         .unwrap_or_default();
     assert_eq!(keys, ["version", "domains"]);
     assert_eq!(document["version"], serde_yaml::Value::from(1));
@@ -439,7 +457,10 @@ fn stager_args_in_the_demo() {
         .collect();
     assert_eq!(
         env,
-        BTreeMap::from([("NODE_NAME", "spec.nodeName"), ("POD_NAMESPACE", "metadata.namespace")])
+        BTreeMap::from([
+            ("NODE_NAME", "spec.nodeName"),
+            ("POD_NAMESPACE", "metadata.namespace")
+        ])
     );
     let mounts: Vec<(&str, &str, bool)> = container
         .volume_mounts
@@ -518,9 +539,14 @@ fn channel_settings_reach_the_stager_only_when_enabled() {
         args(stager_container(&rendered.daemon_set(STAGER)))
             .into_iter()
             .filter(|arg| {
-                ["--imex-channels", "--channel-count", "--channel-major", "--caps-major"]
-                    .iter()
-                    .any(|flag| arg.starts_with(flag))
+                [
+                    "--imex-channels",
+                    "--channel-count",
+                    "--channel-major",
+                    "--caps-major",
+                ]
+                .iter()
+                .any(|flag| arg.starts_with(flag))
             })
             .map(str::to_owned)
             .collect()
@@ -569,10 +595,14 @@ fn update_strategy_grace_and_placement_reach_both_daemon_sets() {
         let strategy = spec.update_strategy.unwrap_or_default();
         assert_eq!(strategy.type_.as_deref(), Some("RollingUpdate"), "{name}");
         assert_eq!(
-            strategy.rolling_update.and_then(|rolling| rolling.max_unavailable),
-            Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::String(
-                "100%".to_owned()
-            )),
+            strategy
+                .rolling_update
+                .and_then(|rolling| rolling.max_unavailable),
+            Some(
+                k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::String(
+                    "100%".to_owned()
+                )
+            ),
             "{name}"
         );
         let pod = pod_spec(&daemon_set);
@@ -605,7 +635,10 @@ fn default_tolerations_reach_every_node() {
     let rendered = Template::defaults().set("nri.enabled=true").render();
     for name in [STAGER, NRI] {
         let daemon_set = rendered.daemon_set(name);
-        let tolerations = pod_spec(&daemon_set).tolerations.clone().unwrap_or_default();
+        let tolerations = pod_spec(&daemon_set)
+            .tolerations
+            .clone()
+            .unwrap_or_default();
         assert_eq!(tolerations.len(), 1, "{name}");
         assert_eq!(tolerations[0].operator.as_deref(), Some("Exists"), "{name}");
         assert_eq!(tolerations[0].key, None, "{name}");
@@ -762,7 +795,10 @@ fn nri_plugin_index_is_two_digits() {
             .unwrap_or_else(|| panic!("no --plugin-index"))
     };
     assert_eq!(index(Template::demo().set("nri.pluginIndex=5")), "05");
-    assert_eq!(index(Template::demo().set_string("nri.pluginIndex=42")), "42");
+    assert_eq!(
+        index(Template::demo().set_string("nri.pluginIndex=42")),
+        "42"
+    );
 }
 
 #[test]
@@ -927,8 +963,16 @@ fn only_the_stager_container_is_privileged() {
         let daemon_set = rendered.daemon_set(&name);
         let pod = pod_spec(&daemon_set);
         assert_ne!(pod.host_network, Some(true), "{name} uses the host network");
-        assert_ne!(pod.host_pid, Some(true), "{name} uses the host PID namespace");
-        assert_ne!(pod.host_ipc, Some(true), "{name} uses the host IPC namespace");
+        assert_ne!(
+            pod.host_pid,
+            Some(true),
+            "{name} uses the host PID namespace"
+        );
+        assert_ne!(
+            pod.host_ipc,
+            Some(true),
+            "{name} uses the host IPC namespace"
+        );
         assert!(pod.init_containers.is_none(), "{name} has init containers");
         for container in &pod.containers {
             let context = container.security_context.clone().unwrap_or_default();
@@ -997,7 +1041,11 @@ fn rejects(yaml: &str, expected: &[&str]) {
 fn schema_rejects_an_unknown_profile() {
     rejects(
         "gpu:\n  profile: a100\n",
-        &["values don't meet the specifications of the schema", "/gpu/profile", "'gb200', 'h100'"],
+        &[
+            "values don't meet the specifications of the schema",
+            "/gpu/profile",
+            "'gb200', 'h100'",
+        ],
     );
 }
 
@@ -1009,7 +1057,10 @@ fn schema_rejects_majors_outside_1_to_4095() {
     );
     rejects(
         "imex:\n  mockChannels:\n    capsMajor: 4096\n",
-        &["/imex/mockChannels/capsMajor", "maximum: got 4,096, want 4,095"],
+        &[
+            "/imex/mockChannels/capsMajor",
+            "maximum: got 4,096, want 4,095",
+        ],
     );
     rejects(
         "imex:\n  mockChannels:\n    channelMajor: two-forty\n",
@@ -1046,19 +1097,31 @@ fn schema_rejects_malformed_topology_entries() {
     );
     rejects(
         &domain(good_uuid, "{id: -1, nodes: [a]}"),
-        &["/topology/domains/0/cliques/0/id", "minimum: got -1, want 0"],
+        &[
+            "/topology/domains/0/cliques/0/id",
+            "minimum: got -1, want 0",
+        ],
     );
     rejects(
         &domain(good_uuid, "{id: 4294967296, nodes: [a]}"),
-        &["/topology/domains/0/cliques/0/id", "maximum: got 4,294,967,296, want 4,294,967,295"],
+        &[
+            "/topology/domains/0/cliques/0/id",
+            "maximum: got 4.294967296",
+        ],
     );
     rejects(
         &domain(good_uuid, "{id: 0, nodes: []}"),
-        &["/topology/domains/0/cliques/0/nodes", "minItems: got 0, want 1"],
+        &[
+            "/topology/domains/0/cliques/0/nodes",
+            "minItems: got 0, want 1",
+        ],
     );
     rejects(
         &domain(good_uuid, "{id: 0, nodes: [\"\"]}"),
-        &["/topology/domains/0/cliques/0/nodes/0", "minLength: got 0, want 1"],
+        &[
+            "/topology/domains/0/cliques/0/nodes/0",
+            "minLength: got 0, want 1",
+        ],
     );
     rejects(
         &domain(good_uuid, "{id: 0}"),
@@ -1066,7 +1129,10 @@ fn schema_rejects_malformed_topology_entries() {
     );
     rejects(
         &domain(good_uuid, "{id: 0, nodes: [a], state: ok}"),
-        &["/topology/domains/0/cliques/0", "additional properties 'state' not allowed"],
+        &[
+            "/topology/domains/0/cliques/0",
+            "additional properties 'state' not allowed",
+        ],
     );
 }
 
@@ -1078,8 +1144,12 @@ fn schema_accepts_a_32_hex_uuid_and_the_largest_clique_id() {
         .config_map("nvml-mock-topology")
         .data
         .unwrap_or_default();
-    let document: serde_yaml::Value = serde_yaml::from_str(data.get("topology.yaml").map(String::as_str).unwrap_or_default())
-        .unwrap_or_else(|err| panic!("topology.yaml is not YAML: {err}"));
+    let document: serde_yaml::Value = serde_yaml::from_str(
+        data.get("topology.yaml")
+            .map(String::as_str)
+            .unwrap_or_default(),
+    )
+    .unwrap_or_else(|err| panic!("topology.yaml is not YAML: {err}"));
     assert_eq!(
         document["domains"][0]["cliques"][0]["id"].as_u64(),
         Some(4_294_967_295)
@@ -1100,10 +1170,7 @@ fn schema_rejects_unknown_keys_and_bad_nri_values() {
         "nri:\n  healthPort: 70000\n",
         &["/nri/healthPort", "maximum: got 70,000, want 65,535"],
     );
-    rejects(
-        "nri:\n  pluginIndex: \"1\"\n",
-        &["/nri/pluginIndex"],
-    );
+    rejects("nri:\n  pluginIndex: \"1\"\n", &["/nri/pluginIndex"]);
     rejects(
         "nri:\n  socketPath: relative/nri.sock\n",
         &["/nri/socketPath", "does not match pattern"],
@@ -1149,4 +1216,100 @@ fn an_unknown_profile_file_fails_with_what_to_do() {
         ),
         "{stderr}"
     );
+}
+
+// ---------------------------------------------------------------------------
+// NOTES.txt
+
+/// Renders NOTES.txt: `helm template` skips it, so a copy of the chart wraps
+/// it in a named template and a ConfigMap that `helm template` does render.
+fn render_notes(values: &[&str]) -> String {
+    fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+        std::fs::create_dir_all(to)
+            .unwrap_or_else(|err| panic!("cannot create {}: {err}", to.display()));
+        let entries = std::fs::read_dir(from)
+            .unwrap_or_else(|err| panic!("cannot list {}: {err}", from.display()));
+        for entry in entries {
+            let entry = entry.unwrap_or_else(|err| panic!("cannot list {}: {err}", from.display()));
+            let target = to.join(entry.file_name());
+            if entry.path().is_dir() {
+                copy_dir(&entry.path(), &target);
+            } else {
+                std::fs::copy(entry.path(), &target)
+                    .unwrap_or_else(|err| panic!("cannot copy {}: {err}", entry.path().display()));
+            }
+        }
+    }
+    let dir = tempfile::tempdir().unwrap_or_else(|err| panic!("cannot create a temp dir: {err}"));
+    let chart = dir.path().join("nvml-mock");
+    copy_dir(&helm::chart_dir(), &chart);
+    let templates = chart.join("templates");
+    let notes = std::fs::read_to_string(templates.join("NOTES.txt"))
+        .unwrap_or_else(|err| panic!("the chart has no templates/NOTES.txt: {err}"));
+    std::fs::remove_file(templates.join("NOTES.txt"))
+        .unwrap_or_else(|err| panic!("cannot remove the copied NOTES.txt: {err}"));
+    let wrapped = format!("{{{{- define \"test.notes\" -}}}}\n{notes}\n{{{{- end }}}}\n");
+    let shows = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: notes\ndata:\n  notes: {{ include \"test.notes\" . | quote }}\n";
+    for (name, text) in [
+        ("_test_notes.tpl", wrapped.as_str()),
+        ("test-notes.yaml", shows),
+    ] {
+        std::fs::write(templates.join(name), text)
+            .unwrap_or_else(|err| panic!("cannot write {name}: {err}"));
+    }
+    let mut command = owned(&[
+        "template",
+        "nvml-mock",
+        &chart.display().to_string(),
+        "--namespace",
+        NAMESPACE,
+        "--show-only",
+        "templates/test-notes.yaml",
+    ]);
+    command.extend(values.iter().map(|value| (*value).to_owned()));
+    let (ok, stdout, stderr) = run_helm(&command);
+    assert!(ok, "rendering NOTES.txt failed:\n{stderr}");
+    let rendered = helm::Rendered::parse(&stdout);
+    rendered
+        .config_map("notes")
+        .data
+        .and_then(|data| data.get("notes").cloned())
+        .unwrap_or_default()
+}
+
+#[test]
+fn notes_say_what_was_installed_and_how_to_check_it() {
+    let notes = render_notes(&[
+        "-f",
+        "tests/chart/values/demo.yaml",
+        "-f",
+        "manifests/demo/topology.yaml",
+    ]);
+    for expected in [
+        "release nvml-mock in namespace mokka",
+        "DaemonSet nvml-mock (the stager)",
+        "gb200 GPU profile under /var/lib/nvml-mock",
+        "2048 IMEX channel devices (majors 240/241)",
+        "DaemonSet nvml-mock-nri: the containerd NRI plugin 10-nvml-mock",
+        "outside\n    mokka, kube-system.",
+        "ConfigMap nvml-mock-topology: 1 NVLink domain(s)",
+        "kubectl -n mokka rollout status daemonset/nvml-mock\n",
+        "kubectl -n mokka rollout status daemonset/nvml-mock-nri\n",
+        "kubectl get nodes -l nvidia.com/gpu.present=true",
+        "kubectl -n mokka get configmap nvml-mock-topology -o jsonpath='{.data.topology\\.yaml}'",
+        "nvml-mock.nvidia.com/imex-channels: \"true\"",
+    ] {
+        assert!(
+            notes.contains(expected),
+            "NOTES.txt lacks {expected:?}:\n{notes}"
+        );
+    }
+
+    let defaults = render_notes(&[]);
+    assert!(
+        defaults.contains("No NRI plugin (nri.enabled=false)"),
+        "NOTES.txt does not say NRI is off:\n{defaults}"
+    );
+    assert!(!defaults.contains("nvml-mock-nri"), "{defaults}");
+    assert!(!defaults.contains("nvml-mock-topology"), "{defaults}");
 }

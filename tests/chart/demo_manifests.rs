@@ -36,14 +36,20 @@ fn own_label() -> BTreeMap<String, String> {
 
 fn selects_exactly_own_label(selector: &LabelSelector) -> bool {
     selector.match_labels.as_ref() == Some(&own_label())
-        && selector.match_expressions.as_ref().is_none_or(Vec::is_empty)
+        && selector
+            .match_expressions
+            .as_ref()
+            .is_none_or(Vec::is_empty)
 }
 
 #[test]
 fn workload_daemon_set_is_plain_and_asks_only_for_imex_channels() {
     let (daemon_set, _) = workload();
     assert_eq!(daemon_set.metadata.name.as_deref(), Some(NAME));
-    assert_eq!(daemon_set.metadata.namespace, None, "applied into compute-domain-workload");
+    assert_eq!(
+        daemon_set.metadata.namespace, None,
+        "applied into compute-domain-workload"
+    );
     let spec = daemon_set.spec.clone().unwrap_or_default();
     assert!(selects_exactly_own_label(&spec.selector));
     let template_meta = spec.template.metadata.clone().unwrap_or_default();
@@ -93,20 +99,27 @@ fn workload_daemon_set_is_plain_and_asks_only_for_imex_channels() {
     assert_eq!(container.volume_mounts, None);
     assert_eq!(container.volume_devices, None);
     let resources = container.resources.clone().unwrap_or_default();
-    let quantities = |map: Option<BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>>| {
-        map.unwrap_or_default()
-            .into_iter()
-            .map(|(key, value)| (key, value.0))
-            .collect::<BTreeMap<_, _>>()
-    };
+    let quantities =
+        |map: Option<BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>>| {
+            map.unwrap_or_default()
+                .into_iter()
+                .map(|(key, value)| (key, value.0))
+                .collect::<BTreeMap<_, _>>()
+        };
     assert_eq!(
         quantities(resources.requests),
-        BTreeMap::from([("cpu".to_owned(), "10m".to_owned()), ("memory".to_owned(), "32Mi".to_owned())]),
+        BTreeMap::from([
+            ("cpu".to_owned(), "10m".to_owned()),
+            ("memory".to_owned(), "32Mi".to_owned())
+        ]),
         "no GPU request"
     );
     assert_eq!(
         quantities(resources.limits),
-        BTreeMap::from([("cpu".to_owned(), "100m".to_owned()), ("memory".to_owned(), "128Mi".to_owned())])
+        BTreeMap::from([
+            ("cpu".to_owned(), "100m".to_owned()),
+            ("memory".to_owned(), "128Mi".to_owned())
+        ])
     );
 }
 
@@ -154,13 +167,20 @@ fn network_policy_admits_exactly_imex_ports_from_same_namespace_peers() {
                 Some(IntOrString::Int(number)) => number,
                 other => panic!("ports must be numbers, not {other:?}"),
             };
-            (port.protocol.unwrap_or_else(|| "TCP".to_owned()), number, port.end_port)
+            (
+                port.protocol.unwrap_or_else(|| "TCP".to_owned()),
+                number,
+                port.end_port,
+            )
         })
         .collect();
     ports.sort();
     assert_eq!(
         ports,
-        [("TCP".to_owned(), 50000, None), ("TCP".to_owned(), 50005, None)],
+        [
+            ("TCP".to_owned(), 50000, None),
+            ("TCP".to_owned(), 50005, None)
+        ],
         "the IMEX peer port and the command port, nothing else"
     );
 }
@@ -170,8 +190,8 @@ fn demo_topology_values_match_the_upstream_demo() {
     let path = repo_root().join("manifests/demo/topology.yaml");
     let text = std::fs::read_to_string(&path)
         .unwrap_or_else(|err| panic!("cannot read {}: {err}", path.display()));
-    let values: serde_yaml::Value =
-        serde_yaml::from_str(&text).unwrap_or_else(|err| panic!("{} is not YAML: {err}", path.display()));
+    let values: serde_yaml::Value = serde_yaml::from_str(&text)
+        .unwrap_or_else(|err| panic!("{} is not YAML: {err}", path.display()));
     let want: serde_yaml::Value = serde_yaml::from_str(
         r#"
 topology:

@@ -92,9 +92,18 @@ pub fn run_helm(args: &[String]) -> (bool, String, String) {
     let out = Command::new(helm())
         .args(args)
         .current_dir(repo_root())
-        .env("HELM_CACHE_HOME", std::env::temp_dir().join("cdsim-helm/cache"))
-        .env("HELM_CONFIG_HOME", std::env::temp_dir().join("cdsim-helm/config"))
-        .env("HELM_DATA_HOME", std::env::temp_dir().join("cdsim-helm/data"))
+        .env(
+            "HELM_CACHE_HOME",
+            std::env::temp_dir().join("cdsim-helm/cache"),
+        )
+        .env(
+            "HELM_CONFIG_HOME",
+            std::env::temp_dir().join("cdsim-helm/config"),
+        )
+        .env(
+            "HELM_DATA_HOME",
+            std::env::temp_dir().join("cdsim-helm/data"),
+        )
         .output()
         .unwrap_or_else(|err| panic!("cannot run {}: {err}", helm().display()));
     (
@@ -136,7 +145,8 @@ impl Template {
 
     /// `--set key=value`.
     pub fn set(mut self, assignment: &str) -> Template {
-        self.values.extend(["--set".to_owned(), assignment.to_owned()]);
+        self.values
+            .extend(["--set".to_owned(), assignment.to_owned()]);
         self
     }
 
@@ -149,7 +159,8 @@ impl Template {
 
     /// `--set-json key=json`.
     pub fn set_json(mut self, assignment: &str) -> Template {
-        self.values.extend(["--set-json".to_owned(), assignment.to_owned()]);
+        self.values
+            .extend(["--set-json".to_owned(), assignment.to_owned()]);
         self
     }
 
@@ -254,7 +265,8 @@ impl Rendered {
 
     fn find(&self, kind: &str, name: &str) -> Option<&serde_yaml::Value> {
         self.objects.iter().find(|object| {
-            object["kind"].as_str() == Some(kind) && object["metadata"]["name"].as_str() == Some(name)
+            object["kind"].as_str() == Some(kind)
+                && object["metadata"]["name"].as_str() == Some(name)
         })
     }
 
@@ -318,8 +330,13 @@ where
 {
     let json = serde_json::to_value(value)
         .unwrap_or_else(|err| panic!("{} is not JSON-compatible: {err}", T::KIND));
-    let typed: T = serde_json::from_value(json.clone())
-        .unwrap_or_else(|err| panic!("not a valid {} {}: {err}\n{json:#}", T::API_VERSION, T::KIND));
+    let typed: T = serde_json::from_value(json.clone()).unwrap_or_else(|err| {
+        panic!(
+            "not a valid {} {}: {err}\n{json:#}",
+            T::API_VERSION,
+            T::KIND
+        )
+    });
     let again = serde_json::to_value(&typed)
         .unwrap_or_else(|err| panic!("cannot serialize {}: {err}", T::KIND));
     if let Some(difference) = first_difference("", &json, &again) {
@@ -358,12 +375,18 @@ fn first_difference(
         }
         (Value::Array(want), Value::Array(got)) => {
             if want.len() != got.len() {
-                return Some(format!("{pointer} (length {} vs {})", want.len(), got.len()));
+                return Some(format!(
+                    "{pointer} (length {} vs {})",
+                    want.len(),
+                    got.len()
+                ));
             }
             want.iter()
                 .zip(got)
                 .enumerate()
-                .find_map(|(index, (want, got))| first_difference(&format!("{pointer}/{index}"), want, got))
+                .find_map(|(index, (want, got))| {
+                    first_difference(&format!("{pointer}/{index}"), want, got)
+                })
         }
         _ if want == got => None,
         _ => Some(format!("{pointer} ({want} became {got})")),

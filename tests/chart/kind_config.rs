@@ -9,6 +9,10 @@ use serde::Deserialize;
 
 /// `Cluster` (kind `pkg/apis/config/v1alpha4`).
 #[derive(Debug, Deserialize)]
+#[allow(
+    dead_code,
+    reason = "mirrors kind's schema: a field is here to be accepted, not read"
+)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct Cluster {
     kind: String,
@@ -35,6 +39,10 @@ struct Cluster {
 
 /// `Node`.
 #[derive(Debug, Deserialize)]
+#[allow(
+    dead_code,
+    reason = "mirrors kind's schema: a field is here to be accepted, not read"
+)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct Node {
     #[serde(default = "control_plane")]
@@ -69,8 +77,11 @@ enum Role {
 
 /// `Networking`.
 #[derive(Debug, Deserialize)]
+#[allow(
+    dead_code,
+    reason = "mirrors kind's schema: a field is here to be accepted, not read"
+)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-#[allow(dead_code, reason = "mirrors kind's schema; only its shape is checked")]
 struct Networking {
     ip_family: Option<String>,
     api_server_port: Option<i32>,
@@ -85,8 +96,11 @@ struct Networking {
 
 /// `PatchJSON6902`.
 #[derive(Debug, Deserialize)]
+#[allow(
+    dead_code,
+    reason = "mirrors kind's schema: a field is here to be accepted, not read"
+)]
 #[serde(deny_unknown_fields)]
-#[allow(dead_code, reason = "mirrors kind's schema; only its shape is checked")]
 struct PatchJson6902 {
     group: String,
     version: String,
@@ -96,8 +110,11 @@ struct PatchJson6902 {
 
 /// `Mount`.
 #[derive(Debug, Deserialize)]
+#[allow(
+    dead_code,
+    reason = "mirrors kind's schema: a field is here to be accepted, not read"
+)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-#[allow(dead_code, reason = "mirrors kind's schema; only its shape is checked")]
 struct Mount {
     container_path: String,
     host_path: String,
@@ -108,6 +125,10 @@ struct Mount {
 
 /// `MountPropagation`.
 #[derive(Debug, Deserialize)]
+#[allow(
+    dead_code,
+    reason = "mirrors kind's schema: a field is here to be accepted, not read"
+)]
 enum Propagation {
     None,
     HostToContainer,
@@ -116,8 +137,11 @@ enum Propagation {
 
 /// `PortMapping`.
 #[derive(Debug, Deserialize)]
+#[allow(
+    dead_code,
+    reason = "mirrors kind's schema: a field is here to be accepted, not read"
+)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-#[allow(dead_code, reason = "mirrors kind's schema; only its shape is checked")]
 struct PortMapping {
     container_port: Option<i32>,
     host_port: Option<i32>,
@@ -133,12 +157,8 @@ fn cluster() -> Cluster {
             path.display()
         )
     });
-    serde_yaml::from_str(&text).unwrap_or_else(|err| {
-        panic!(
-            "{} is not a kind v1alpha4 Cluster: {err}",
-            path.display()
-        )
-    })
+    serde_yaml::from_str(&text)
+        .unwrap_or_else(|err| panic!("{} is not a kind v1alpha4 Cluster: {err}", path.display()))
 }
 
 /// Every containerd patch, parsed as TOML.
@@ -156,7 +176,11 @@ fn containerd_patches(cluster: &Cluster) -> Vec<toml::Table> {
 }
 
 /// `plugins.<plugin>.<key>` across all patches (the last patch wins, as in kind).
-fn plugin_setting<'a>(patches: &'a [toml::Table], plugin: &str, key: &str) -> Option<&'a toml::Value> {
+fn plugin_setting<'a>(
+    patches: &'a [toml::Table],
+    plugin: &str,
+    key: &str,
+) -> Option<&'a toml::Value> {
     patches
         .iter()
         .rev()
@@ -201,7 +225,10 @@ fn kind_config_workers_carry_their_clique_labels() {
 fn kind_config_enables_nri_on_the_demo_socket_and_cdi() {
     let cluster = cluster();
     let patches = containerd_patches(&cluster);
-    assert!(!patches.is_empty(), "no containerdConfigPatches: NRI would be off");
+    assert!(
+        !patches.is_empty(),
+        "no containerdConfigPatches: NRI would be off"
+    );
     let nri = "io.containerd.nri.v1.nri";
     assert_eq!(
         plugin_setting(&patches, nri, "disable"),
@@ -216,5 +243,9 @@ fn kind_config_enables_nri_on_the_demo_socket_and_cdi() {
     // CDI: the containerd 1.x/2.x (config version 2) key or the version 3 key.
     let cdi = plugin_setting(&patches, "io.containerd.grpc.v1.cri", "enable_cdi")
         .or_else(|| plugin_setting(&patches, "io.containerd.cri.v1.runtime", "enable_cdi"));
-    assert_eq!(cdi, Some(&toml::Value::Boolean(true)), "enable_cdi must be true");
+    assert_eq!(
+        cdi,
+        Some(&toml::Value::Boolean(true)),
+        "enable_cdi must be true"
+    );
 }
