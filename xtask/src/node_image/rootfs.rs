@@ -46,9 +46,12 @@ pub fn mirror_from_apt(text: &str, suite: &str) -> Option<String> {
         let Some(rest) = line.strip_prefix("deb ") else {
             continue;
         };
-        let mut words = rest
-            .split_whitespace()
-            .skip_while(|word| word.starts_with('['));
+        let rest = rest.trim_start();
+        let rest = match rest.strip_prefix('[') {
+            Some(options) => options.split_once(']').map_or("", |(_, after)| after),
+            None => rest,
+        };
+        let mut words = rest.split_whitespace();
         let (Some(uri), Some(line_suite)) = (words.next(), words.next()) else {
             continue;
         };
