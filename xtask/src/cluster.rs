@@ -17,7 +17,10 @@ pub fn exists<R: Runner>(runner: &R, cluster: &KindCluster) -> anyhow::Result<bo
 
 /// One node: running, with NRI on the expected socket.
 pub fn probe_node<R: Runner>(runner: &R, node: &str) -> Result<(), NodeProblem> {
-    let state = match runner.run(&Cmd::new("docker", &["inspect", "-f", "{{.State.Status}}", node])) {
+    let state = match runner.run(&Cmd::new(
+        "docker",
+        &["inspect", "-f", "{{.State.Status}}", node],
+    )) {
         Ok(out) if out.ok => out.stdout.trim().to_owned(),
         _ => return Err(NodeProblem::Missing),
     };
@@ -25,19 +28,31 @@ pub fn probe_node<R: Runner>(runner: &R, node: &str) -> Result<(), NodeProblem> 
         return Err(NodeProblem::NotRunning(state));
     }
     // The effective config first (defaults included), the file as a fallback.
-    match runner.run(&Cmd::new("docker", &["exec", node, "containerd", "config", "dump"])) {
+    match runner.run(&Cmd::new(
+        "docker",
+        &["exec", node, "containerd", "config", "dump"],
+    )) {
         Ok(out) if out.ok => return plan::check_nri(&out.stdout),
         _ => {}
     }
-    match runner.run(&Cmd::new("docker", &["exec", node, "cat", "/etc/containerd/config.toml"])) {
+    match runner.run(&Cmd::new(
+        "docker",
+        &["exec", node, "cat", "/etc/containerd/config.toml"],
+    )) {
         Ok(out) if out.ok => plan::check_nri(&out.stdout),
-        Ok(out) => Err(NodeProblem::Unparseable(format!("cannot read /etc/containerd/config.toml: {}", out.stderr.trim()))),
+        Ok(out) => Err(NodeProblem::Unparseable(format!(
+            "cannot read /etc/containerd/config.toml: {}",
+            out.stderr.trim()
+        ))),
         Err(err) => Err(NodeProblem::Unparseable(format!("{err:#}"))),
     }
 }
 
 /// Every node of the cluster, probed.
-pub fn probe_nodes<R: Runner>(runner: &R, cluster: &KindCluster) -> Vec<(String, Result<(), NodeProblem>)> {
+pub fn probe_nodes<R: Runner>(
+    runner: &R,
+    cluster: &KindCluster,
+) -> Vec<(String, Result<(), NodeProblem>)> {
     cluster
         .nodes()
         .into_iter()
@@ -52,16 +67,26 @@ pub fn probe_nodes<R: Runner>(runner: &R, cluster: &KindCluster) -> Vec<(String,
 pub fn preflight<R: Runner>(runner: &R, cluster: &KindCluster) -> anyhow::Result<()> {
     let mut down = Vec::new();
     for node in cluster.nodes() {
-        match runner.run(&Cmd::new("docker", &["inspect", "-f", "{{.State.Status}}", &node])) {
+        match runner.run(&Cmd::new(
+            "docker",
+            &["inspect", "-f", "{{.State.Status}}", &node],
+        )) {
             Ok(out) if out.ok && out.stdout.trim() == "running" => {}
-            Ok(out) if out.ok => down.push(format!("node {node} is {} (start it with `docker start {node}`)", out.stdout.trim())),
+            Ok(out) if out.ok => down.push(format!(
+                "node {node} is {} (start it with `docker start {node}`)",
+                out.stdout.trim()
+            )),
             _ => down.push(format!("node {node} does not exist (run `cargo xtask up`)")),
         }
     }
     if down.is_empty() {
         return Ok(());
     }
-    anyhow::bail!("cluster `{}` is not healthy: {}", cluster.name(), down.join("; "))
+    anyhow::bail!(
+        "cluster `{}` is not healthy: {}",
+        cluster.name(),
+        down.join("; ")
+    )
 }
 
 /// Creates, reuses, recreates or rejects the cluster; returns what it did.
@@ -72,17 +97,27 @@ pub fn ensure<R: Runner>(
     node_image: Option<&str>,
 ) -> anyhow::Result<ClusterPlan> {
     let present = exists(runner, cluster)?;
-    let probes = if present && !force_recreate { probe_nodes(runner, cluster) } else { Vec::new() };
+    let probes = if present && !force_recreate {
+        probe_nodes(runner, cluster)
+    } else {
+        Vec::new()
+    };
     let decision = plan::plan_cluster(cluster.name(), present, force_recreate, &probes);
     match &decision {
         ClusterPlan::Reuse => {
             eprintln!("    reusing cluster {} (NRI on every node)", cluster.name());
-            runner.check(&Cmd::new("kind", &["export", "kubeconfig", "--name", cluster.name()]))?;
+            runner.check(&Cmd::new(
+                "kind",
+                &["export", "kubeconfig", "--name", cluster.name()],
+            ))?;
         }
         ClusterPlan::Reject(message) => anyhow::bail!("{message}"),
         ClusterPlan::Recreate => {
             eprintln!("    deleting cluster {} (--force-recreate)", cluster.name());
-            runner.check(&Cmd::new("kind", &["delete", "cluster", "--name", cluster.name()]))?;
+            runner.check(&Cmd::new(
+                "kind",
+                &["delete", "cluster", "--name", cluster.name()],
+            ))?;
             create(runner, cluster, node_image)?;
         }
         ClusterPlan::Create => create(runner, cluster, node_image)?,
@@ -90,9 +125,22 @@ pub fn ensure<R: Runner>(
     Ok(decision)
 }
 
-fn create<R: Runner>(runner: &R, cluster: &KindCluster, node_image: Option<&str>) -> anyhow::Result<()> {
+fn create<R: Runner>(
+    runner: &R,
+    cluster: &KindCluster,
+    node_image: Option<&str>,
+) -> anyhow::Result<()> {
     eprintln!("    creating cluster {}", cluster.name());
-    let mut args = vec!["create", "cluster", "--name", cluster.name(), "--config", KIND_CONFIG, "--wait", "180s"];
+    let mut args = vec![
+        "create",
+        "cluster",
+        "--name",
+        cluster.name(),
+        "--config",
+        KIND_CONFIG,
+        "--wait",
+        "180s",
+    ];
     if let Some(image) = node_image {
         args.push("--image");
         args.push(image);
@@ -123,7 +171,10 @@ pub fn used_majors<R: Runner>(runner: &R, cluster: &KindCluster) -> anyhow::Resu
     let mut used = BTreeSet::new();
     for node in cluster.nodes() {
         let out = runner
-            .check(&Cmd::new("docker", &["exec", &node, "cat", "/proc/devices"]))
+            .check(&Cmd::new(
+                "docker",
+                &["exec", &node, "cat", "/proc/devices"],
+            ))
             .map_err(|err| anyhow::format_err!("reading /proc/devices on node {node}: {err:#}"))?;
         used.extend(plan::parse_proc_devices(&out.stdout));
     }
@@ -133,7 +184,8 @@ pub fn used_majors<R: Runner>(runner: &R, cluster: &KindCluster) -> anyhow::Resu
 /// How containerd names an image reference (`nvml-mock:x` → `docker.io/library/nvml-mock:x`).
 pub fn containerd_name(reference: &str) -> String {
     let first = reference.split('/').next().unwrap_or_default();
-    let has_registry = reference.contains('/') && (first.contains('.') || first.contains(':') || first == "localhost");
+    let has_registry = reference.contains('/')
+        && (first.contains('.') || first.contains(':') || first == "localhost");
     match (reference.contains('/'), has_registry) {
         (_, true) => reference.to_owned(),
         (true, false) => format!("docker.io/{reference}"),
@@ -143,11 +195,19 @@ pub fn containerd_name(reference: &str) -> String {
 
 /// Loads an image archive into the nodes that lack `reference`; returns the
 /// nodes it was loaded into (empty: every node had it).
-pub fn load_image<R: Runner>(runner: &R, cluster: &KindCluster, archive: &Path, reference: &str) -> anyhow::Result<Vec<String>> {
+pub fn load_image<R: Runner>(
+    runner: &R,
+    cluster: &KindCluster,
+    archive: &Path,
+    reference: &str,
+) -> anyhow::Result<Vec<String>> {
     let wanted = containerd_name(reference);
     let mut missing = Vec::new();
     for node in cluster.nodes() {
-        let out = runner.check(&Cmd::new("docker", &["exec", &node, "ctr", "-n", "k8s.io", "images", "ls", "-q"]))?;
+        let out = runner.check(&Cmd::new(
+            "docker",
+            &["exec", &node, "ctr", "-n", "k8s.io", "images", "ls", "-q"],
+        ))?;
         if !out.stdout.lines().any(|line| line.trim() == wanted) {
             missing.push(node);
         }
@@ -159,7 +219,15 @@ pub fn load_image<R: Runner>(runner: &R, cluster: &KindCluster, archive: &Path, 
     let archive = archive.to_string_lossy();
     runner.check(&Cmd::new(
         "kind",
-        &["load", "image-archive", &archive, "--name", cluster.name(), "--nodes", &nodes],
+        &[
+            "load",
+            "image-archive",
+            &archive,
+            "--name",
+            cluster.name(),
+            "--nodes",
+            &nodes,
+        ],
     ))?;
     Ok(missing)
 }
@@ -176,8 +244,16 @@ mod tests {
     }
 
     fn expect_node(fake: &FakeRunner, node: &str, config: &str) {
-        fake.expect(&format!("docker inspect -f {{{{.State.Status}}}} {node}"), true, "running\n")
-            .expect(&format!("docker exec {node} containerd config dump"), true, config);
+        fake.expect(
+            &format!("docker inspect -f {{{{.State.Status}}}} {node}"),
+            true,
+            "running\n",
+        )
+        .expect(
+            &format!("docker exec {node} containerd config dump"),
+            true,
+            config,
+        );
     }
 
     #[test]
@@ -188,7 +264,10 @@ mod tests {
             expect_node(&fake, &node, NRI_ON);
         }
         fake.expect("kind export kubeconfig --name c", true, "");
-        assert_eq!(ensure(&fake, &cluster(), false, None).expect("reused"), ClusterPlan::Reuse);
+        assert_eq!(
+            ensure(&fake, &cluster(), false, None).expect("reused"),
+            ClusterPlan::Reuse
+        );
         assert_eq!(fake.remaining(), 0);
     }
 
@@ -197,13 +276,22 @@ mod tests {
         let fake = FakeRunner::default();
         fake.expect("kind get clusters", true, "c\n");
         for node in cluster().nodes() {
-            let config = if node == "c-worker3" { "version = 3\n" } else { NRI_ON };
+            let config = if node == "c-worker3" {
+                "version = 3\n"
+            } else {
+                NRI_ON
+            };
             expect_node(&fake, &node, config);
         }
-        let err = ensure(&fake, &cluster(), false, None).expect_err("rejected").to_string();
+        let err = ensure(&fake, &cluster(), false, None)
+            .expect_err("rejected")
+            .to_string();
         assert!(err.contains("c-worker3: containerd has no"), "{err}");
         assert!(err.contains("--force-recreate"), "{err}");
-        assert!(!fake.seen().iter().any(|it| it.starts_with("kind delete")), "nothing deleted");
+        assert!(
+            !fake.seen().iter().any(|it| it.starts_with("kind delete")),
+            "nothing deleted"
+        );
     }
 
     #[test]
@@ -211,7 +299,11 @@ mod tests {
         let fake = FakeRunner::default();
         fake.expect("docker inspect", true, "running\n")
             .expect("docker exec n containerd config dump", false, "")
-            .expect("docker exec n cat /etc/containerd/config.toml", true, NRI_ON);
+            .expect(
+                "docker exec n cat /etc/containerd/config.toml",
+                true,
+                NRI_ON,
+            );
         assert_eq!(probe_node(&fake, "n"), Ok(()));
     }
 
@@ -233,47 +325,87 @@ mod tests {
     fn a_stopped_worker_is_named_by_the_preflight() {
         let fake = FakeRunner::default();
         for node in cluster().nodes() {
-            let state = if node == "c-worker2" { "exited\n" } else { "running\n" };
+            let state = if node == "c-worker2" {
+                "exited\n"
+            } else {
+                "running\n"
+            };
             fake.expect("docker inspect", true, state);
         }
         let err = preflight(&fake, &cluster()).expect_err("down").to_string();
-        assert!(err.contains("node c-worker2 is exited (start it with `docker start c-worker2`)"), "{err}");
+        assert!(
+            err.contains("node c-worker2 is exited (start it with `docker start c-worker2`)"),
+            "{err}"
+        );
     }
 
     #[test]
     fn majors_merge_every_node() {
         let fake = FakeRunner::default();
         for (idx, _) in cluster().nodes().iter().enumerate() {
-            fake.expect("docker exec", true, &format!("Character devices:\n{} x\n", 240 + idx));
+            fake.expect(
+                "docker exec",
+                true,
+                &format!("Character devices:\n{} x\n", 240 + idx),
+            );
         }
         let used = used_majors(&fake, &cluster()).expect("read");
-        assert_eq!(plan::choose_majors(&used).expect("free"), plan::Majors { channel: 245, caps: 246 });
+        assert_eq!(
+            plan::choose_majors(&used).expect("free"),
+            plan::Majors {
+                channel: 245,
+                caps: 246
+            }
+        );
     }
 
     #[test]
     fn images_load_only_where_missing() {
         let fake = FakeRunner::default();
         for node in cluster().nodes() {
-            let listed = if node == "c-worker4" { "" } else { "docker.io/library/nvml-mock:abc\n" };
-            fake.expect(&format!("docker exec {node} ctr -n k8s.io images ls -q"), true, listed);
+            let listed = if node == "c-worker4" {
+                ""
+            } else {
+                "docker.io/library/nvml-mock:abc\n"
+            };
+            fake.expect(
+                &format!("docker exec {node} ctr -n k8s.io images ls -q"),
+                true,
+                listed,
+            );
         }
-        fake.expect("kind load image-archive /a.tar --name c --nodes c-worker4", true, "");
-        let loaded = load_image(&fake, &cluster(), Path::new("/a.tar"), "nvml-mock:abc").expect("loaded");
+        fake.expect(
+            "kind load image-archive /a.tar --name c --nodes c-worker4",
+            true,
+            "",
+        );
+        let loaded =
+            load_image(&fake, &cluster(), Path::new("/a.tar"), "nvml-mock:abc").expect("loaded");
         assert_eq!(loaded, ["c-worker4"]);
 
         let fake = FakeRunner::default();
         for _ in cluster().nodes() {
             fake.expect("docker exec", true, "docker.io/library/nvml-mock:abc\n");
         }
-        assert!(load_image(&fake, &cluster(), Path::new("/a.tar"), "nvml-mock:abc").expect("none").is_empty());
+        assert!(
+            load_image(&fake, &cluster(), Path::new("/a.tar"), "nvml-mock:abc")
+                .expect("none")
+                .is_empty()
+        );
         assert_eq!(fake.remaining(), 0, "no kind load when every node has it");
     }
 
     #[test]
     fn containerd_names() {
-        assert_eq!(containerd_name("nvml-mock:abc"), "docker.io/library/nvml-mock:abc");
+        assert_eq!(
+            containerd_name("nvml-mock:abc"),
+            "docker.io/library/nvml-mock:abc"
+        );
         assert_eq!(containerd_name("cdsim/x:1"), "docker.io/cdsim/x:1");
         assert_eq!(containerd_name("localhost:5000/x:1"), "localhost:5000/x:1");
-        assert_eq!(containerd_name("registry.k8s.io/pause:3.10"), "registry.k8s.io/pause:3.10");
+        assert_eq!(
+            containerd_name("registry.k8s.io/pause:3.10"),
+            "registry.k8s.io/pause:3.10"
+        );
     }
 }

@@ -94,7 +94,11 @@ pub fn judge(requirement: &Requirement, output: Option<&str>) -> Verdict {
     match parse_version(output) {
         Some(version) if version >= requirement.min => Verdict::Ok(version),
         Some(version) => Verdict::Old(version, requirement.when_old.to_owned()),
-        None => Verdict::Missing(format!("cannot read a version from `{}`; {}", output.trim(), requirement.install)),
+        None => Verdict::Missing(format!(
+            "cannot read a version from `{}`; {}",
+            output.trim(),
+            requirement.install
+        )),
     }
 }
 
@@ -109,9 +113,13 @@ fn probe(sh: &Shell, tool: &str) -> Option<String> {
             .filter(|out| !out.trim().is_empty())
     };
     match tool {
-        "docker" => run("docker".into(), &["version", "--format", "{{.Server.Version}}"]),
+        "docker" => run(
+            "docker".into(),
+            &["version", "--format", "{{.Server.Version}}"],
+        ),
         "kind" => run("kind".into(), &["version"]).or_else(|| run(cached("kind"), &["version"])),
-        "helm" => run("helm".into(), &["version", "--short"]).or_else(|| run(cached("helm"), &["version", "--short"])),
+        "helm" => run("helm".into(), &["version", "--short"])
+            .or_else(|| run(cached("helm"), &["version", "--short"])),
         "kubectl" => run("kubectl".into(), &["version", "--client"]),
         _ => None,
     }
@@ -124,13 +132,23 @@ pub fn run(sh: &Shell) -> anyhow::Result<()> {
     for requirement in &REQUIREMENTS {
         let verdict = judge(requirement, probe(sh, requirement.tool).as_deref());
         match &verdict {
-            Verdict::Ok(version) => println!("✓ {:<8} {version} (tested: {}+)", requirement.tool, requirement.min),
-            Verdict::Old(version, note) => println!("! {:<8} {version} is older than {}: {note}", requirement.tool, requirement.min),
+            Verdict::Ok(version) => println!(
+                "✓ {:<8} {version} (tested: {}+)",
+                requirement.tool, requirement.min
+            ),
+            Verdict::Old(version, note) => println!(
+                "! {:<8} {version} is older than {}: {note}",
+                requirement.tool, requirement.min
+            ),
             Verdict::Missing(advice) => println!("✗ {:<8} not found: {advice}", requirement.tool),
         }
         let auto = matches!(requirement.tool, "kind" | "helm");
         if requirement.required && matches!(verdict, Verdict::Missing(_)) {
-            let go = cmd!(sh, "go version").quiet().ignore_stderr().read().is_ok();
+            let go = cmd!(sh, "go version")
+                .quiet()
+                .ignore_stderr()
+                .read()
+                .is_ok();
             if !auto || !go {
                 blocking.push(requirement.tool);
             }
@@ -153,9 +171,15 @@ mod tests {
     #[test]
     fn versions_are_read_from_real_outputs() {
         assert_eq!(parse_version("20.10.24+dfsg1\n"), Some(Version(20, 10, 24)));
-        assert_eq!(parse_version("kind v0.31.0 go1.26.0 linux/amd64"), Some(Version(0, 31, 0)));
+        assert_eq!(
+            parse_version("kind v0.31.0 go1.26.0 linux/amd64"),
+            Some(Version(0, 31, 0))
+        );
         assert_eq!(parse_version("v3.19.0+g3d8990f"), Some(Version(3, 19, 0)));
-        assert_eq!(parse_version("Client Version: v1.34.3\nKustomize Version: v5.7.1"), Some(Version(1, 34, 3)));
+        assert_eq!(
+            parse_version("Client Version: v1.34.3\nKustomize Version: v5.7.1"),
+            Some(Version(1, 34, 3))
+        );
         assert_eq!(parse_version("no digits here"), None);
     }
 
@@ -167,7 +191,10 @@ mod tests {
         };
         assert_eq!(version, Version(20, 10, 24));
         assert!(note.contains("20.10 works"), "{note}");
-        assert_eq!(judge(docker, Some("27.3.1")), Verdict::Ok(Version(27, 3, 1)));
+        assert_eq!(
+            judge(docker, Some("27.3.1")),
+            Verdict::Ok(Version(27, 3, 1))
+        );
     }
 
     #[test]
@@ -176,7 +203,13 @@ mod tests {
             panic!("missing");
         };
         assert!(advice.contains("go install"), "{advice}");
-        assert!(matches!(judge(&REQUIREMENTS[2], Some("v3.12.3")), Verdict::Old(..)));
-        assert_eq!(judge(&REQUIREMENTS[2], Some("v4.0.0")), Verdict::Ok(Version(4, 0, 0)));
+        assert!(matches!(
+            judge(&REQUIREMENTS[2], Some("v3.12.3")),
+            Verdict::Old(..)
+        ));
+        assert_eq!(
+            judge(&REQUIREMENTS[2], Some("v4.0.0")),
+            Verdict::Ok(Version(4, 0, 0))
+        );
     }
 }

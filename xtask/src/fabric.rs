@@ -76,7 +76,9 @@ pub fn parse_text(output: &str) -> Result<Vec<GpuFabric>, ParseError> {
             };
             let header = rest
                 .split_once(" (")
-                .filter(|(_, tail)| tail.ends_with(')') && !tail.ends_with("): fabric NOT SUPPORTED"))
+                .filter(|(_, tail)| {
+                    tail.ends_with(')') && !tail.ends_with("): fabric NOT SUPPORTED")
+                })
                 .and_then(|(index, _)| {
                     if index.is_empty() || !index.bytes().all(|b| b.is_ascii_digit()) {
                         return None;
@@ -87,7 +89,9 @@ pub fn parse_text(output: &str) -> Result<Vec<GpuFabric>, ParseError> {
                 return fail(format!("line {lineno}: malformed GPU line `{line}`"));
             };
             if index >= count {
-                return fail(format!("line {lineno}: GPU index {index} is not below the count {count}"));
+                return fail(format!(
+                    "line {lineno}: GPU index {index} is not below the count {count}"
+                ));
             }
             if blocks.insert(index, Block::default()).is_some() {
                 return fail(format!("line {lineno}: GPU index {index} repeats"));
@@ -105,7 +109,10 @@ pub fn parse_text(output: &str) -> Result<Vec<GpuFabric>, ParseError> {
             _ => continue,
         };
         let Some(index) = current else {
-            return fail(format!("line {lineno}: `{}` before any GPU header", key.trim()));
+            return fail(format!(
+                "line {lineno}: `{}` before any GPU header",
+                key.trim()
+            ));
         };
         let value = value.trim_start().to_owned();
         let block = blocks.entry(index).or_default();
@@ -115,7 +122,10 @@ pub fn parse_text(output: &str) -> Result<Vec<GpuFabric>, ParseError> {
             _ => &mut block.state,
         };
         if slot.replace(value).is_some() {
-            return fail(format!("line {lineno}: GPU {index} has `{}` twice", key.trim()));
+            return fail(format!(
+                "line {lineno}: GPU {index} has `{}` twice",
+                key.trim()
+            ));
         }
     }
     let Some(count) = count else {
@@ -126,7 +136,9 @@ pub fn parse_text(output: &str) -> Result<Vec<GpuFabric>, ParseError> {
         let (Some(cluster_uuid), Some(clique_id), Some(state)) =
             (block.cluster_uuid, block.clique_id, block.state)
         else {
-            return fail(format!("GPU {index}: incomplete block (needs clusterUuid, cliqueId and state)"));
+            return fail(format!(
+                "GPU {index}: incomplete block (needs clusterUuid, cliqueId and state)"
+            ));
         };
         gpus.push(GpuFabric {
             index,
@@ -136,7 +148,10 @@ pub fn parse_text(output: &str) -> Result<Vec<GpuFabric>, ParseError> {
         });
     }
     if gpus.len() != count as usize {
-        return fail(format!("{} complete GPU blocks for a count of {count}", gpus.len()));
+        return fail(format!(
+            "{} complete GPU blocks for a count of {count}",
+            gpus.len()
+        ));
     }
     Ok(gpus)
 }
@@ -162,7 +177,11 @@ struct JsonGpu {
 pub fn parse_json(output: &str) -> Result<Vec<GpuFabric>, ParseError> {
     let report: JsonReport = match serde_json::from_str(output) {
         Ok(report) => report,
-        Err(err) => return fail(format!("check-fabric --json output is not the expected document: {err}")),
+        Err(err) => {
+            return fail(format!(
+                "check-fabric --json output is not the expected document: {err}"
+            ))
+        }
     };
     if report.gpus.is_empty() {
         return fail("check-fabric discovered 0 GPUs".to_owned());
@@ -172,12 +191,18 @@ pub fn parse_json(output: &str) -> Result<Vec<GpuFabric>, ParseError> {
     let mut gpus = Vec::new();
     for gpu in report.gpus {
         if gpu.index as usize >= count || !seen.insert(gpu.index) {
-            return fail(format!("GPU index {} repeats or is not below the count {count}", gpu.index));
+            return fail(format!(
+                "GPU index {} repeats or is not below the count {count}",
+                gpu.index
+            ));
         }
         let (Some(cluster_uuid), Some(clique_id), Some(state), Some(state_name)) =
             (gpu.cluster_uuid, gpu.clique_id, gpu.state, gpu.state_name)
         else {
-            return fail(format!("GPU {}: fabric fields missing (not supported?)", gpu.index));
+            return fail(format!(
+                "GPU {}: fabric fields missing (not supported?)",
+                gpu.index
+            ));
         };
         gpus.push(GpuFabric {
             index: gpu.index,
@@ -204,10 +229,16 @@ pub fn verify(gpus: &[GpuFabric], expected: &Expected) -> Result<(), ParseError>
     let mut wrong = Vec::new();
     for gpu in gpus {
         if !gpu.cluster_uuid.eq_ignore_ascii_case(&expected.uuid) {
-            wrong.push(format!("GPU {} clusterUuid {} (want {})", gpu.index, gpu.cluster_uuid, expected.uuid));
+            wrong.push(format!(
+                "GPU {} clusterUuid {} (want {})",
+                gpu.index, gpu.cluster_uuid, expected.uuid
+            ));
         }
         if gpu.clique_id != clique {
-            wrong.push(format!("GPU {} cliqueId {} (want {clique})", gpu.index, gpu.clique_id));
+            wrong.push(format!(
+                "GPU {} cliqueId {} (want {clique})",
+                gpu.index, gpu.clique_id
+            ));
         }
         // `^completed[[:space:]]+\(3\)$`
         let completed = gpu
@@ -216,7 +247,10 @@ pub fn verify(gpus: &[GpuFabric], expected: &Expected) -> Result<(), ParseError>
             .filter(|rest| rest.starts_with(char::is_whitespace))
             .is_some_and(|rest| rest.trim_start() == "(3)");
         if !completed {
-            wrong.push(format!("GPU {} state `{}` (want completed (3))", gpu.index, gpu.state));
+            wrong.push(format!(
+                "GPU {} state `{}` (want completed (3))",
+                gpu.index, gpu.state
+            ));
         }
     }
     if wrong.is_empty() {
@@ -259,19 +293,29 @@ mod tests {
     fn wrong_identity_is_reported_per_gpu() {
         let gpus = parse_text(&sample(0, "00000000-0000-0000-0000-0000000000ff")).expect("valid");
         let err = verify(&gpus, &demo()).expect_err("wrong").to_string();
-        assert!(err.contains("GPU 0 clusterUuid 00000000-0000-0000-0000-0000000000ff"), "{err}");
+        assert!(
+            err.contains("GPU 0 clusterUuid 00000000-0000-0000-0000-0000000000ff"),
+            "{err}"
+        );
         assert!(err.contains("GPU 3 cliqueId 0 (want 1)"), "{err}");
     }
 
     #[test]
     fn state_must_be_completed_3() {
-        for bad in ["in_progress (2)", "completed(3)", "completed (3) x", "completed (2)"] {
-            let text = sample(1, "00000000-0000-0000-0000-0000000000ab").replacen("completed (3)", bad, 1);
+        for bad in [
+            "in_progress (2)",
+            "completed(3)",
+            "completed (3) x",
+            "completed (2)",
+        ] {
+            let text =
+                sample(1, "00000000-0000-0000-0000-0000000000ab").replacen("completed (3)", bad, 1);
             let gpus = parse_text(&text).expect("parses");
             let err = verify(&gpus, &demo()).expect_err(bad).to_string();
             assert!(err.contains("GPU 0 state"), "{bad}: {err}");
         }
-        let text = sample(1, "00000000-0000-0000-0000-0000000000ab").replace("completed (3)", "completed   (3)");
+        let text = sample(1, "00000000-0000-0000-0000-0000000000ab")
+            .replace("completed (3)", "completed   (3)");
         verify(&parse_text(&text).expect("parses"), &demo()).expect("whitespace run allowed");
     }
 
@@ -279,16 +323,51 @@ mod tests {
     fn structural_errors_are_rejected() {
         let good = sample(1, "00000000-0000-0000-0000-0000000000ab");
         let cases: Vec<(String, &str)> = vec![
-            (good.replace("Discovered 4 GPU(s)\n", ""), "GPU header before the count line"),
-            (good.replace("Discovered 4 GPU(s)", "Discovered 4 GPUs"), "malformed count line"),
-            (good.replace("Discovered 4 GPU(s)", "Discovered 0 GPU(s)"), "0 GPUs"),
-            (good.replace("Discovered 4 GPU(s)", "Discovered 5 GPU(s)"), "4 complete GPU blocks for a count of 5"),
-            (good.replace("Discovered 4 GPU(s)", "Discovered 3 GPU(s)"), "not below the count"),
-            (format!("Discovered 4 GPU(s)\n{good}"), "a second count line"),
+            (
+                good.replace("Discovered 4 GPU(s)\n", ""),
+                "GPU header before the count line",
+            ),
+            (
+                good.replace("Discovered 4 GPU(s)", "Discovered 4 GPUs"),
+                "malformed count line",
+            ),
+            (
+                good.replace("Discovered 4 GPU(s)", "Discovered 0 GPU(s)"),
+                "0 GPUs",
+            ),
+            (
+                good.replace("Discovered 4 GPU(s)", "Discovered 5 GPU(s)"),
+                "4 complete GPU blocks for a count of 5",
+            ),
+            (
+                good.replace("Discovered 4 GPU(s)", "Discovered 3 GPU(s)"),
+                "not below the count",
+            ),
+            (
+                format!("Discovered 4 GPU(s)\n{good}"),
+                "a second count line",
+            ),
             (good.replace("GPU 2 (", "GPU 1 ("), "GPU index 1 repeats"),
-            (good.replacen("  cliqueId    : 1\n", "", 1), "GPU 0: incomplete block"),
-            (good.replacen("  state       : completed (3)\n", "  state       : completed (3)\n  state : completed (3)\n", 1), "has `state` twice"),
-            (good.replacen("GPU 0 (GPU-b200b200-0000-0000-0000-000000000000)", "GPU 0 (x): fabric NOT SUPPORTED", 1), "malformed GPU line"),
+            (
+                good.replacen("  cliqueId    : 1\n", "", 1),
+                "GPU 0: incomplete block",
+            ),
+            (
+                good.replacen(
+                    "  state       : completed (3)\n",
+                    "  state       : completed (3)\n  state : completed (3)\n",
+                    1,
+                ),
+                "has `state` twice",
+            ),
+            (
+                good.replacen(
+                    "GPU 0 (GPU-b200b200-0000-0000-0000-000000000000)",
+                    "GPU 0 (x): fabric NOT SUPPORTED",
+                    1,
+                ),
+                "malformed GPU line",
+            ),
             ("".to_owned(), "no `Discovered N GPU(s)` line"),
         ];
         for (text, want) in cases {
@@ -305,9 +384,18 @@ mod tests {
         let gpus = parse_json(doc).expect("valid");
         verify(&gpus, &demo()).expect("matches");
         let repeated = doc.replace("\"index\":1", "\"index\":0");
-        assert!(parse_json(&repeated).expect_err("repeat").0.contains("repeats"));
+        assert!(parse_json(&repeated)
+            .expect_err("repeat")
+            .0
+            .contains("repeats"));
         let unsupported = r#"{"gpus":[{"index":0,"uuid":"GPU-a"}]}"#;
-        assert!(parse_json(unsupported).expect_err("no fabric").0.contains("fabric fields missing"));
-        assert!(parse_json(r#"{"gpus":[]}"#).expect_err("empty").0.contains("0 GPUs"));
+        assert!(parse_json(unsupported)
+            .expect_err("no fabric")
+            .0
+            .contains("fabric fields missing"));
+        assert!(parse_json(r#"{"gpus":[]}"#)
+            .expect_err("empty")
+            .0
+            .contains("0 GPUs"));
     }
 }

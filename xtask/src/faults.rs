@@ -18,7 +18,9 @@ use anyhow::Context as _;
 use xshell::{cmd, Shell};
 
 use crate::lock::{self, RunnerLock};
-use crate::names::{KindCluster, MOCK_NS, NRI_DS, STAGER_DS, WORKLOAD_DS, WORKLOAD_NS, WORKLOAD_SELECTOR};
+use crate::names::{
+    KindCluster, MOCK_NS, NRI_DS, STAGER_DS, WORKLOAD_DS, WORKLOAD_NS, WORKLOAD_SELECTOR,
+};
 
 fn xtask(args: &[&str]) -> anyhow::Result<Output> {
     let exe: PathBuf = std::env::current_exe().context("locating the xtask binary")?;
@@ -39,7 +41,13 @@ fn expect_failure(what: &str, out: &Output, needles: &[&str]) -> anyhow::Result<
             anyhow::bail!("{what}: the error does not mention `{needle}`:\n{stderr}");
         }
     }
-    Ok(stderr.lines().rev().find(|line| line.contains(needles[0])).unwrap_or_default().trim().to_owned())
+    Ok(stderr
+        .lines()
+        .rev()
+        .find(|line| line.contains(needles[0]))
+        .unwrap_or_default()
+        .trim()
+        .to_owned())
 }
 
 /// Runs the three fault checks; returns one line per check.
@@ -52,7 +60,14 @@ pub async fn fault_checks(sh: &Shell, cluster_name: &str) -> anyhow::Result<Vec<
     {
         let _held = RunnerLock::acquire(&lock::lock_dir(), name, "fault check (holding the lock)")?;
         let out = xtask(&["scenario1", "--cluster-name", name])?;
-        let line = expect_failure("concurrent run", &out, &["another run holds cluster", "fault check (holding the lock)"])?;
+        let line = expect_failure(
+            "concurrent run",
+            &out,
+            &[
+                "another run holds cluster",
+                "fault check (holding the lock)",
+            ],
+        )?;
         eprintln!("    ✓ refused: {line}");
         lines.push(format!("concurrent run refused: {line}"));
     }
@@ -60,16 +75,30 @@ pub async fn fault_checks(sh: &Shell, cluster_name: &str) -> anyhow::Result<Vec<
     eprintln!("\n==> fault: an incompatible cluster");
     let node = cluster.workers()[3].clone();
     let config = "/etc/containerd/config.toml";
-    cmd!(sh, "docker exec {node} cp {config} {config}.cdsim-fault").quiet().run()?;
-    let broken = cmd!(sh, "docker exec {node} sed -i s#/var/run/nri/nri.sock#/var/run/nri/elsewhere.sock# {config}")
+    cmd!(sh, "docker exec {node} cp {config} {config}.cdsim-fault")
         .quiet()
-        .run();
+        .run()?;
+    let broken = cmd!(
+        sh,
+        "docker exec {node} sed -i s#/var/run/nri/nri.sock#/var/run/nri/elsewhere.sock# {config}"
+    )
+    .quiet()
+    .run();
     let res = match broken {
         Ok(()) => xtask(&["up", "--cluster-name", name]),
         Err(err) => Err(err.into()),
     };
-    cmd!(sh, "docker exec {node} mv {config}.cdsim-fault {config}").quiet().run()?;
-    let line = expect_failure("incompatible cluster", &res?, &[&format!("{node}: containerd NRI listens on"), "--force-recreate"])?;
+    cmd!(sh, "docker exec {node} mv {config}.cdsim-fault {config}")
+        .quiet()
+        .run()?;
+    let line = expect_failure(
+        "incompatible cluster",
+        &res?,
+        &[
+            &format!("{node}: containerd NRI listens on"),
+            "--force-recreate",
+        ],
+    )?;
     eprintln!("    ✓ rejected: {line}");
     lines.push(format!("incompatible cluster rejected: {line}"));
 
@@ -83,11 +112,17 @@ pub async fn fault_checks(sh: &Shell, cluster_name: &str) -> anyhow::Result<Vec<
         .stderr(std::process::Stdio::piped())
         .spawn()
         .context("starting scenario1")?;
-    cmd!(sh, "docker stop -t 1 {victim}").quiet().ignore_stdout().run()?;
+    cmd!(sh, "docker stop -t 1 {victim}")
+        .quiet()
+        .ignore_stdout()
+        .run()?;
     let out = child.wait_with_output().context("waiting for scenario1")?;
     let checked = expect_failure("stopped worker", &out, &[&victim]);
     eprintln!("    starting {victim} again");
-    cmd!(sh, "docker start {victim}").quiet().ignore_stdout().run()?;
+    cmd!(sh, "docker start {victim}")
+        .quiet()
+        .ignore_stdout()
+        .run()?;
     let recovered = recover(&cluster).await;
     let line = checked?;
     eprintln!("    ✓ failed naming the node: {line}");
@@ -100,7 +135,21 @@ pub async fn fault_checks(sh: &Shell, cluster_name: &str) -> anyhow::Result<Vec<
 async fn recover(cluster: &KindCluster) -> anyhow::Result<()> {
     let client = crate::k8s::client(&cluster.context()).await?;
     let limit = Duration::from_secs(300);
-    crate::k8s::wait_daemonset(&client, MOCK_NS, STAGER_DS, "app.kubernetes.io/name=nvml-mock", limit).await?;
-    crate::k8s::wait_daemonset(&client, MOCK_NS, NRI_DS, "app.kubernetes.io/name=nvml-mock-nri", limit).await?;
+    crate::k8s::wait_daemonset(
+        &client,
+        MOCK_NS,
+        STAGER_DS,
+        "app.kubernetes.io/name=nvml-mock",
+        limit,
+    )
+    .await?;
+    crate::k8s::wait_daemonset(
+        &client,
+        MOCK_NS,
+        NRI_DS,
+        "app.kubernetes.io/name=nvml-mock-nri",
+        limit,
+    )
+    .await?;
     crate::k8s::wait_daemonset(&client, WORKLOAD_NS, WORKLOAD_DS, WORKLOAD_SELECTOR, limit).await
 }

@@ -16,7 +16,10 @@ use crate::fabric::Expected;
 use crate::flags::{ClusterArgs, DemoArgs, DownArgs, ImagesArgs, ScenarioArgs};
 use crate::k8s::{self, ExecOutput, PodInfo};
 use crate::lock::{self, RunnerLock};
-use crate::names::{self, KindCluster, CHART, MOCK_NS, NRI_DS, STAGER_DS, WORKLOAD_DS, WORKLOAD_NS, WORKLOAD_SELECTOR};
+use crate::names::{
+    self, KindCluster, CHART, MOCK_NS, NRI_DS, STAGER_DS, WORKLOAD_DS, WORKLOAD_NS,
+    WORKLOAD_SELECTOR,
+};
 use crate::plan::{self, ImageRef};
 use crate::report::{Outcome, Report};
 use crate::runner::{Cmd, Runner, ShellRunner};
@@ -48,8 +51,17 @@ impl Workload for KubeWorkload {
 
     async fn pod_uids(&self) -> anyhow::Result<BTreeMap<String, String>> {
         let mut uids = k8s::pod_uids(&self.client, WORKLOAD_NS, WORKLOAD_SELECTOR).await?;
-        uids.extend(k8s::pod_uids(&self.client, MOCK_NS, "app.kubernetes.io/name=nvml-mock").await?);
-        uids.extend(k8s::pod_uids(&self.client, MOCK_NS, "app.kubernetes.io/name=nvml-mock-nri").await?);
+        uids.extend(
+            k8s::pod_uids(&self.client, MOCK_NS, "app.kubernetes.io/name=nvml-mock").await?,
+        );
+        uids.extend(
+            k8s::pod_uids(
+                &self.client,
+                MOCK_NS,
+                "app.kubernetes.io/name=nvml-mock-nri",
+            )
+            .await?,
+        );
         Ok(uids)
     }
 }
@@ -150,7 +162,9 @@ fn command_line() -> String {
 }
 
 fn take_lock(name: &str) -> anyhow::Result<RunnerLock> {
-    RunnerLock::acquire(&lock::lock_dir(), name, &command_line())
+    let lock = RunnerLock::acquire(&lock::lock_dir(), name, &command_line())?;
+    tracing::debug!(path = %lock.path().display(), "runner lock taken");
+    Ok(lock)
 }
 
 fn runner(sh: &Shell) -> anyhow::Result<ShellRunner<'_>> {
@@ -175,7 +189,12 @@ fn finish_report(report: &mut Report, started: Instant, path: Option<&Path>) -> 
 }
 
 /// `demo` (`scenarios = true`) and `up`.
-pub async fn demo(sh: &Shell, args: &DemoArgs, with_scenarios: bool, tracker: &Tracker) -> anyhow::Result<()> {
+pub async fn demo(
+    sh: &Shell,
+    args: &DemoArgs,
+    with_scenarios: bool,
+    tracker: &Tracker,
+) -> anyhow::Result<()> {
     if args.cluster.kube_context.is_some() {
         anyhow::bail!(
             "`up` and `demo` build a kind cluster; against an existing cluster with --kube-context, install the chart \
@@ -214,7 +233,12 @@ async fn demo_inner(
     })
     .await?;
     let node_image = match args.offline {
-        true => Some(step(report, tracker, "node image", async { crate::node_image::ensure_node_image(sh, false) }).await?),
+        true => Some(
+            step(report, tracker, "node image", async {
+                crate::node_image::ensure_node_image(sh, false)
+            })
+            .await?,
+        ),
         false => None,
     };
     let decision = step(report, tracker, "cluster", async {
@@ -236,7 +260,10 @@ async fn demo_inner(
     .await?;
     let majors = step(report, tracker, "device majors", async {
         let majors = plan::choose_majors(&crate::cluster::used_majors(&runner, cluster)?)?;
-        eprintln!("    IMEX device majors: channels={}, caps={}", majors.channel, majors.caps);
+        eprintln!(
+            "    IMEX device majors: channels={}, caps={}",
+            majors.channel, majors.caps
+        );
         Ok(majors)
     })
     .await?;
@@ -246,21 +273,49 @@ async fn demo_inner(
         let values = dir.join("values.yaml");
         let topology_values = dir.join("demo-topology.yaml");
         std::fs::write(&values, plan::install_values(&images.mock.1, majors))?;
-        std::fs::write(&topology_values, topology::demo(&cluster.workers()).helm_values())?;
-        let files = [values.to_string_lossy().into_owned(), topology_values.to_string_lossy().into_owned()];
+        std::fs::write(
+            &topology_values,
+            topology::demo(&cluster.workers()).helm_values(),
+        )?;
+        let files = [
+            values.to_string_lossy().into_owned(),
+            topology_values.to_string_lossy().into_owned(),
+        ];
         let args = plan::helm_install_args(CHART, &cluster.context(), &files);
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         runner.check(&Cmd::new("helm", &args))?;
-        k8s::wait_daemonset(&client, MOCK_NS, STAGER_DS, "app.kubernetes.io/name=nvml-mock", ROLLOUT).await?;
-        k8s::wait_daemonset(&client, MOCK_NS, NRI_DS, "app.kubernetes.io/name=nvml-mock-nri", ROLLOUT).await
+        k8s::wait_daemonset(
+            &client,
+            MOCK_NS,
+            STAGER_DS,
+            "app.kubernetes.io/name=nvml-mock",
+            ROLLOUT,
+        )
+        .await?;
+        k8s::wait_daemonset(
+            &client,
+            MOCK_NS,
+            NRI_DS,
+            "app.kubernetes.io/name=nvml-mock-nri",
+            ROLLOUT,
+        )
+        .await
     })
     .await?;
     step(report, tracker, "workload", async {
         let path = crate::project_root().join(names::WORKLOAD_MANIFEST);
-        let yaml = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+        let yaml = std::fs::read_to_string(&path)
+            .with_context(|| format!("reading {}", path.display()))?;
         let (daemonset, policy) = k8s::workload_objects(&yaml, &images.workload.1.to_string())?;
         k8s::apply_workload(&client, &daemonset, &policy).await?;
-        k8s::wait_daemonset(&client, WORKLOAD_NS, WORKLOAD_DS, WORKLOAD_SELECTOR, ROLLOUT).await
+        k8s::wait_daemonset(
+            &client,
+            WORKLOAD_NS,
+            WORKLOAD_DS,
+            WORKLOAD_SELECTOR,
+            ROLLOUT,
+        )
+        .await
     })
     .await?;
     if !with_scenarios {
@@ -276,7 +331,13 @@ async fn demo_inner(
         run_scenario(sh, &target, which, Some(&runner), tracker, report).await?;
     }
     let workload_image = images.workload.1.to_string();
-    let checked = step(report, tracker, "network policy", crate::netpol::check(&target.client, &target.workers, &workload_image)).await;
+    let checked = step(
+        report,
+        tracker,
+        "network policy",
+        crate::netpol::check(&target.client, &target.workers, &workload_image),
+    )
+    .await;
     match checked {
         Ok(note) => {
             eprintln!("    {note}");
@@ -304,9 +365,15 @@ fn images(sh: &Shell, args: &DemoArgs) -> anyhow::Result<ImagePair> {
             let image = crate::archive::repo_tag(path)?;
             return Ok((path.clone(), image));
         }
-        match found.iter().find(|(_, image)| image.repository == repository) {
+        match found
+            .iter()
+            .find(|(_, image)| image.repository == repository)
+        {
             Some(hit) => Ok(hit.clone()),
-            None => anyhow::bail!("`cargo xtask images` left no {repository} archive in {}", out.display()),
+            None => anyhow::bail!(
+                "`cargo xtask images` left no {repository} archive in {}",
+                out.display()
+            ),
         }
     };
     let mock = pick(&args.mock_image, "nvml-mock")?;
@@ -340,11 +407,21 @@ async fn run_scenario<R: Runner>(
         1 => scenarios::scenario1(&workload, &target.demo_expected()).await,
         2 => {
             let expected = target.demo_expected();
-            let clique0: Vec<&str> = expected.iter().filter(|(_, it)| it.clique == 0).map(|(node, _)| node.as_str()).collect();
+            let clique0: Vec<&str> = expected
+                .iter()
+                .filter(|(_, it)| it.clique == 0)
+                .map(|(node, _)| node.as_str())
+                .collect();
             if clique0.len() < 2 {
                 anyhow::bail!("scenario 2 needs two workers in clique 0, found {clique0:?}");
             }
-            scenarios::scenario2(&workload, [clique0[0], clique0[1]], tracker, Limits::default()).await
+            scenarios::scenario2(
+                &workload,
+                [clique0[0], clique0[1]],
+                tracker,
+                Limits::default(),
+            )
+            .await
         }
         _ => {
             let rebind = Rebind {
@@ -356,10 +433,14 @@ async fn run_scenario<R: Runner>(
             };
             let scratch = scratch_dir(&target.context)?;
             match runner {
-                Some(runner) => scenarios::scenario3(&workload, runner, &rebind, &scratch, Limits::default()).await,
+                Some(runner) => {
+                    scenarios::scenario3(&workload, runner, &rebind, &scratch, Limits::default())
+                        .await
+                }
                 None => {
                     let runner = self::runner(sh)?;
-                    scenarios::scenario3(&workload, &runner, &rebind, &scratch, Limits::default()).await
+                    scenarios::scenario3(&workload, &runner, &rebind, &scratch, Limits::default())
+                        .await
                 }
             }
         }
@@ -375,10 +456,17 @@ async fn run_scenario<R: Runner>(
 }
 
 /// `scenario1`, `scenario2`, `scenario3` against a running setup.
-pub async fn scenario(sh: &Shell, which: u8, args: &ScenarioArgs, tracker: &Tracker) -> anyhow::Result<()> {
+pub async fn scenario(
+    sh: &Shell,
+    which: u8,
+    args: &ScenarioArgs,
+    tracker: &Tracker,
+) -> anyhow::Result<()> {
     let lock_name = match &args.cluster.kube_context {
         Some(context) => format!("context-{}", context.replace(['/', ':'], "_")),
-        None => KindCluster::new(&args.cluster.cluster_name)?.name().to_owned(),
+        None => KindCluster::new(&args.cluster.cluster_name)?
+            .name()
+            .to_owned(),
     };
     let _lock = take_lock(&lock_name)?;
     let started = Instant::now();
@@ -405,7 +493,12 @@ pub async fn scenario(sh: &Shell, which: u8, args: &ScenarioArgs, tracker: &Trac
 fn print_summary(report: &Report, cluster: &KindCluster) {
     eprintln!("\n==> summary ({:.1}s)", report.total_seconds);
     for step in &report.steps {
-        eprintln!("    {:<18} {:>7.1}s  {}", step.name, step.seconds, step.status.lines().next().unwrap_or(""));
+        eprintln!(
+            "    {:<18} {:>7.1}s  {}",
+            step.name,
+            step.seconds,
+            step.status.lines().next().unwrap_or("")
+        );
     }
     for scenario in &report.scenarios {
         let verdict = match &scenario.outcome {
@@ -430,7 +523,10 @@ pub fn down(sh: &Shell, args: &DownArgs) -> anyhow::Result<()> {
     let _lock = take_lock(cluster.name())?;
     let runner = runner(sh)?;
     if crate::cluster::exists(&runner, &cluster)? {
-        runner.check(&Cmd::new("kind", &["delete", "cluster", "--name", cluster.name()]))?;
+        runner.check(&Cmd::new(
+            "kind",
+            &["delete", "cluster", "--name", cluster.name()],
+        ))?;
         eprintln!("    deleted cluster {}", cluster.name());
     } else {
         eprintln!("    no cluster {}", cluster.name());
@@ -441,7 +537,10 @@ pub fn down(sh: &Shell, args: &DownArgs) -> anyhow::Result<()> {
             std::fs::remove_file(&path).with_context(|| format!("removing {}", path.display()))?;
             eprintln!("    removed {image} ({})", path.display());
         }
-        let listed = runner.run(&Cmd::new("docker", &["images", "-q", "--filter", "reference=nvml-mock*"]))?;
+        let listed = runner.run(&Cmd::new(
+            "docker",
+            &["images", "-q", "--filter", "reference=nvml-mock*"],
+        ))?;
         for id in listed.stdout.split_whitespace() {
             let _ = runner.run(&Cmd::new("docker", &["rmi", "-f", id]));
         }
@@ -463,8 +562,13 @@ pub async fn status(sh: &Shell, args: &ClusterArgs) -> anyhow::Result<()> {
         }
     }
     let target = target(args).await?;
-    for (ns, ds) in [(MOCK_NS, STAGER_DS), (MOCK_NS, NRI_DS), (WORKLOAD_NS, WORKLOAD_DS)] {
-        let api: kube::Api<k8s_openapi::api::apps::v1::DaemonSet> = kube::Api::namespaced(target.client.clone(), ns);
+    for (ns, ds) in [
+        (MOCK_NS, STAGER_DS),
+        (MOCK_NS, NRI_DS),
+        (WORKLOAD_NS, WORKLOAD_DS),
+    ] {
+        let api: kube::Api<k8s_openapi::api::apps::v1::DaemonSet> =
+            kube::Api::namespaced(target.client.clone(), ns);
         let state = match api.get_opt(ds).await {
             Ok(Some(it)) => match k8s::daemonset_progress(&it) {
                 Ok(()) => "rolled out".to_owned(),
@@ -475,19 +579,25 @@ pub async fn status(sh: &Shell, args: &ClusterArgs) -> anyhow::Result<()> {
         };
         println!("daemonset {ns}/{ds}: {state}");
     }
-    let pods: kube::Api<k8s_openapi::api::core::v1::Pod> = kube::Api::namespaced(target.client.clone(), WORKLOAD_NS);
+    let pods: kube::Api<k8s_openapi::api::core::v1::Pod> =
+        kube::Api::namespaced(target.client.clone(), WORKLOAD_NS);
     let listed = pods
         .list(&kube::api::ListParams::default().labels(WORKLOAD_SELECTOR))
         .await
         .map(|list| list.items)
         .unwrap_or_default();
     for node in &target.workers {
-        let on_node = listed
-            .iter()
-            .find(|pod| pod.spec.as_ref().and_then(|spec| spec.node_name.as_deref()) == Some(node.as_str()));
+        let on_node = listed.iter().find(|pod| {
+            pod.spec.as_ref().and_then(|spec| spec.node_name.as_deref()) == Some(node.as_str())
+        });
         let state = match on_node {
-            Some(pod) if k8s::usable_pod(pod).is_some() => format!("workload pod {} ready", kube::ResourceExt::name_any(pod)),
-            Some(pod) => format!("workload pod {} not ready", kube::ResourceExt::name_any(pod)),
+            Some(pod) if k8s::usable_pod(pod).is_some() => {
+                format!("workload pod {} ready", kube::ResourceExt::name_any(pod))
+            }
+            Some(pod) => format!(
+                "workload pod {} not ready",
+                kube::ResourceExt::name_any(pod)
+            ),
             None => "no workload pod".to_owned(),
         };
         println!("worker {node}: {state}");

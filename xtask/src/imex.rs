@@ -89,12 +89,18 @@ pub fn parse_domain(output: &str) -> Option<Domain> {
 impl Domain {
     /// Members that are READY.
     pub fn ready(&self) -> usize {
-        self.nodes.values().filter(|it| it.status == "READY").count()
+        self.nodes
+            .values()
+            .filter(|it| it.status == "READY")
+            .count()
     }
 
     /// Members in NO GPU mode.
     pub fn no_gpu(&self) -> usize {
-        self.nodes.values().filter(|it| it.version == "NO_GPU").count()
+        self.nodes
+            .values()
+            .filter(|it| it.version == "NO_GPU")
+            .count()
     }
 }
 
@@ -109,8 +115,14 @@ mod tests {
     fn config_is_foreground_with_our_nodes_file_and_log() {
         let cfg = render_config(PACKAGE);
         assert!(cfg.contains("\nDAEMONIZE=0\n"), "{cfg}");
-        assert!(cfg.contains("\nIMEX_NODE_CONFIG_FILE=/tmp/nodes.cfg\n"), "{cfg}");
-        assert!(cfg.contains("\nLOG_FILE_NAME=/tmp/nvidia-imex.log\n"), "{cfg}");
+        assert!(
+            cfg.contains("\nIMEX_NODE_CONFIG_FILE=/tmp/nodes.cfg\n"),
+            "{cfg}"
+        );
+        assert!(
+            cfg.contains("\nLOG_FILE_NAME=/tmp/nvidia-imex.log\n"),
+            "{cfg}"
+        );
         assert!(cfg.contains("\nSERVER_PORT=50000\n") && cfg.starts_with("# IMEX config\n"));
         assert!(!cfg.contains("DAEMONIZE=1") && !cfg.contains("/var/log/nvidia-imex.log"));
     }
@@ -127,7 +139,13 @@ mod tests {
     #[test]
     fn q_is_ready_only_for_exactly_ready() {
         assert!(is_ready("READY\n"));
-        for not in ["", "INITIALIZING\n", "READY\nREADY\n", "NOT READY\n", "Failed to read node configuration file\n"] {
+        for not in [
+            "",
+            "INITIALIZING\n",
+            "READY\nREADY\n",
+            "NOT READY\n",
+            "Failed to read node configuration file\n",
+        ] {
             assert!(!is_ready(not), "{not:?}");
         }
     }
@@ -154,12 +172,18 @@ mod tests {
         let degraded = parse_domain(DEGRADED).expect("json");
         assert_eq!(degraded.status, "DEGRADED");
         assert_eq!((degraded.ready(), degraded.no_gpu()), (1, 1));
-        assert_eq!(parse_domain("Failed to read node configuration file\n"), None);
+        assert_eq!(
+            parse_domain("Failed to read node configuration file\n"),
+            None
+        );
         assert_eq!(parse_domain(""), None);
     }
 
     #[test]
     fn nodes_file_is_one_ip_per_line() {
-        assert_eq!(nodes_file(&["10.0.0.1".to_owned(), "10.0.0.2".to_owned()]), "10.0.0.1\n10.0.0.2\n");
+        assert_eq!(
+            nodes_file(&["10.0.0.1".to_owned(), "10.0.0.2".to_owned()]),
+            "10.0.0.1\n10.0.0.2\n"
+        );
     }
 }

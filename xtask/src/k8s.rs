@@ -28,7 +28,8 @@ pub async fn client(context: &str) -> anyhow::Result<Client> {
     let config = kube::Config::from_kubeconfig(&options).await.with_context(|| {
         format!("no usable kube context `{context}` in the kubeconfig: for kind run `kind export kubeconfig --name <cluster>`")
     })?;
-    Client::try_from(config).with_context(|| format!("cannot build a client for context `{context}`"))
+    Client::try_from(config)
+        .with_context(|| format!("cannot build a client for context `{context}`"))
 }
 
 /// Whether a DaemonSet has rolled out: `Ok` or what is still missing.
@@ -47,7 +48,9 @@ pub fn daemonset_progress(ds: &DaemonSet) -> Result<(), String> {
     let updated = status.updated_number_scheduled.unwrap_or(0);
     let ready = status.number_ready;
     let available = status.number_available.unwrap_or(0);
-    let summary = format!("{updated}/{desired} updated, {ready}/{desired} ready, {available}/{desired} available");
+    let summary = format!(
+        "{updated}/{desired} updated, {ready}/{desired} ready, {available}/{desired} available"
+    );
     if desired == 0 {
         return Err(format!("no node selected yet ({summary})"));
     }
@@ -59,7 +62,13 @@ pub fn daemonset_progress(ds: &DaemonSet) -> Result<(), String> {
 
 /// Waits until a DaemonSet has rolled out, printing progress; on timeout
 /// prints pod phases and conditions, recent events and log tails.
-pub async fn wait_daemonset(client: &Client, ns: &str, name: &str, selector: &str, limit: Duration) -> anyhow::Result<()> {
+pub async fn wait_daemonset(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    selector: &str,
+    limit: Duration,
+) -> anyhow::Result<()> {
     let api: Api<DaemonSet> = Api::namespaced(client.clone(), ns);
     let started = Instant::now();
     let deadline = started + limit;
@@ -80,7 +89,10 @@ pub async fn wait_daemonset(client: &Client, ns: &str, name: &str, selector: &st
         let progress = match next {
             Some(Ok(Some(ds))) => match daemonset_progress(&ds) {
                 Ok(()) => {
-                    eprintln!("    ✓ daemonset {ns}/{name} ready after {:.1}s", started.elapsed().as_secs_f64());
+                    eprintln!(
+                        "    ✓ daemonset {ns}/{name} ready after {:.1}s",
+                        started.elapsed().as_secs_f64()
+                    );
                     return Ok(());
                 }
                 Err(progress) => progress,
@@ -94,7 +106,10 @@ pub async fn wait_daemonset(client: &Client, ns: &str, name: &str, selector: &st
             None => anyhow::bail!("the watch on daemonset {ns}/{name} ended"),
         };
         if progress != last {
-            eprintln!("    {name}: {progress} ({:.0}s)", started.elapsed().as_secs_f64());
+            eprintln!(
+                "    {name}: {progress} ({:.0}s)",
+                started.elapsed().as_secs_f64()
+            );
             last = progress;
         }
     }
@@ -139,7 +154,9 @@ pub fn usable_pod(pod: &Pod) -> Option<PodInfo> {
 pub async fn pod_on_node(client: &Client, node: &str, limit: Duration) -> anyhow::Result<PodInfo> {
     let api: Api<Pod> = Api::namespaced(client.clone(), WORKLOAD_NS);
     let fields = format!("spec.nodeName={node}");
-    let params = ListParams::default().labels(WORKLOAD_SELECTOR).fields(&fields);
+    let params = ListParams::default()
+        .labels(WORKLOAD_SELECTOR)
+        .fields(&fields);
     let listed = api
         .list(&params)
         .await
@@ -148,7 +165,9 @@ pub async fn pod_on_node(client: &Client, node: &str, limit: Duration) -> anyhow
         return Ok(info);
     }
     eprintln!("    waiting for the workload pod on {node}");
-    let config = watcher::Config::default().labels(WORKLOAD_SELECTOR).fields(&fields);
+    let config = watcher::Config::default()
+        .labels(WORKLOAD_SELECTOR)
+        .fields(&fields);
     let stream = watcher::watcher(api, config);
     futures::pin_mut!(stream);
     let deadline = Instant::now() + limit;
@@ -198,7 +217,10 @@ pub async fn wait_pod(client: &Client, name: &str, limit: Duration) -> anyhow::R
                     Ok(Some(pod)) => describe_pod(&pod),
                     _ => "  not found\n".to_owned(),
                 };
-                anyhow::bail!("pod {WORKLOAD_NS}/{name} not ready after {}s\n{state}", limit.as_secs());
+                anyhow::bail!(
+                    "pod {WORKLOAD_NS}/{name} not ready after {}s\n{state}",
+                    limit.as_secs()
+                );
             }
         }
     }
@@ -238,12 +260,23 @@ pub fn exit_code(status: Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1:
 }
 
 /// Runs `argv` in the workload container of `pod`, bounded by `limit`.
-pub async fn exec(client: &Client, pod: &str, argv: &[&str], limit: Duration) -> anyhow::Result<ExecOutput> {
+pub async fn exec(
+    client: &Client,
+    pod: &str,
+    argv: &[&str],
+    limit: Duration,
+) -> anyhow::Result<ExecOutput> {
     exec_in(client, pod, WORKLOAD_CONTAINER, argv, limit).await
 }
 
 /// Runs `argv` in `container` of a pod in the workload namespace.
-pub async fn exec_in(client: &Client, pod: &str, container: &str, argv: &[&str], limit: Duration) -> anyhow::Result<ExecOutput> {
+pub async fn exec_in(
+    client: &Client,
+    pod: &str,
+    container: &str,
+    argv: &[&str],
+    limit: Duration,
+) -> anyhow::Result<ExecOutput> {
     let api: Api<Pod> = Api::namespaced(client.clone(), WORKLOAD_NS);
     let params = AttachParams::default()
         .container(container)
@@ -285,7 +318,11 @@ pub async fn exec_in(client: &Client, pod: &str, container: &str, argv: &[&str],
     };
     match tokio::time::timeout(limit, run).await {
         Ok(res) => res,
-        Err(_) => anyhow::bail!("exec `{}` in pod {pod} did not finish within {}s", argv.join(" "), limit.as_secs()),
+        Err(_) => anyhow::bail!(
+            "exec `{}` in pod {pod} did not finish within {}s",
+            argv.join(" "),
+            limit.as_secs()
+        ),
     }
 }
 
@@ -299,8 +336,12 @@ pub fn workload_objects(yaml: &str, image: &str) -> anyhow::Result<(DaemonSet, N
             continue;
         }
         match value.get("kind").and_then(serde_yaml::Value::as_str) {
-            Some("DaemonSet") => daemonset = Some(serde_yaml::from_value(value).context("the workload DaemonSet")?),
-            Some("NetworkPolicy") => policy = Some(serde_yaml::from_value(value).context("the workload NetworkPolicy")?),
+            Some("DaemonSet") => {
+                daemonset = Some(serde_yaml::from_value(value).context("the workload DaemonSet")?)
+            }
+            Some("NetworkPolicy") => {
+                policy = Some(serde_yaml::from_value(value).context("the workload NetworkPolicy")?)
+            }
             other => anyhow::bail!("unexpected object kind {other:?} in the workload manifest"),
         }
     }
@@ -312,7 +353,9 @@ pub fn workload_objects(yaml: &str, image: &str) -> anyhow::Result<(DaemonSet, N
         .as_mut()
         .and_then(|spec| spec.template.spec.as_mut())
         .map(|spec| &mut spec.containers);
-    let Some(container) = containers.and_then(|it| it.iter_mut().find(|c| c.name == WORKLOAD_CONTAINER)) else {
+    let Some(container) =
+        containers.and_then(|it| it.iter_mut().find(|c| c.name == WORKLOAD_CONTAINER))
+    else {
         anyhow::bail!("the workload DaemonSet has no `{WORKLOAD_CONTAINER}` container");
     };
     container.image = Some(image.to_owned());
@@ -320,7 +363,11 @@ pub fn workload_objects(yaml: &str, image: &str) -> anyhow::Result<(DaemonSet, N
 }
 
 /// Server-side applies the workload namespace, DaemonSet and NetworkPolicy.
-pub async fn apply_workload(client: &Client, daemonset: &DaemonSet, policy: &NetworkPolicy) -> anyhow::Result<()> {
+pub async fn apply_workload(
+    client: &Client,
+    daemonset: &DaemonSet,
+    policy: &NetworkPolicy,
+) -> anyhow::Result<()> {
     let params = PatchParams::apply(FIELD_MANAGER).force();
     let namespace = Namespace {
         metadata: kube::api::ObjectMeta {
@@ -348,7 +395,11 @@ pub async fn apply_workload(client: &Client, daemonset: &DaemonSet, policy: &Net
 }
 
 /// Pod uids by name for a selector (to prove pods were not recycled).
-pub async fn pod_uids(client: &Client, ns: &str, selector: &str) -> anyhow::Result<BTreeMap<String, String>> {
+pub async fn pod_uids(
+    client: &Client,
+    ns: &str,
+    selector: &str,
+) -> anyhow::Result<BTreeMap<String, String>> {
     let api: Api<Pod> = Api::namespaced(client.clone(), ns);
     let pods = api
         .list(&ListParams::default().labels(selector))
@@ -379,7 +430,9 @@ pub async fn diagnose(client: &Client, ns: &str, selector: &str) -> String {
     let mut out = String::new();
     let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
     match pods.list(&ListParams::default().labels(selector)).await {
-        Ok(list) if list.items.is_empty() => out.push_str(&format!("  no pods match {selector} in {ns}\n")),
+        Ok(list) if list.items.is_empty() => {
+            out.push_str(&format!("  no pods match {selector} in {ns}\n"))
+        }
         Ok(list) => {
             for pod in &list.items {
                 out.push_str(&describe_pod(pod));
@@ -391,7 +444,11 @@ pub async fn diagnose(client: &Client, ns: &str, selector: &str) -> String {
                             ..LogParams::default()
                         };
                         if let Ok(logs) = pods.logs(&pod.name_any(), &params).await {
-                            out.push_str(&format!("    logs of {}/{} (last 20 lines):\n", pod.name_any(), container.name));
+                            out.push_str(&format!(
+                                "    logs of {}/{} (last 20 lines):\n",
+                                pod.name_any(),
+                                container.name
+                            ));
                             for line in logs.lines() {
                                 out.push_str(&format!("      {line}\n"));
                             }
@@ -424,13 +481,22 @@ pub async fn diagnose(client: &Client, ns: &str, selector: &str) -> String {
 /// One pod's phase, node, unmet conditions and container states.
 pub fn describe_pod(pod: &Pod) -> String {
     let status = pod.status.clone().unwrap_or_default();
-    let node = pod.spec.as_ref().and_then(|spec| spec.node_name.clone()).unwrap_or_else(|| "-".to_owned());
+    let node = pod
+        .spec
+        .as_ref()
+        .and_then(|spec| spec.node_name.clone())
+        .unwrap_or_else(|| "-".to_owned());
     let mut out = format!(
         "  pod {} on {node}: phase {}\n",
         pod.name_any(),
         status.phase.as_deref().unwrap_or("Unknown")
     );
-    for condition in status.conditions.iter().flatten().filter(|it| it.status != "True") {
+    for condition in status
+        .conditions
+        .iter()
+        .flatten()
+        .filter(|it| it.status != "True")
+    {
         out.push_str(&format!(
             "    condition {}={} {} {}\n",
             condition.type_,
@@ -442,9 +508,17 @@ pub fn describe_pod(pod: &Pod) -> String {
     for container in status.container_statuses.iter().flatten() {
         let state = container.state.clone().unwrap_or_default();
         let detail = if let Some(waiting) = state.waiting {
-            format!("waiting: {} {}", waiting.reason.unwrap_or_default(), waiting.message.unwrap_or_default())
+            format!(
+                "waiting: {} {}",
+                waiting.reason.unwrap_or_default(),
+                waiting.message.unwrap_or_default()
+            )
         } else if let Some(terminated) = state.terminated {
-            format!("terminated: exit {} {}", terminated.exit_code, terminated.reason.unwrap_or_default())
+            format!(
+                "terminated: exit {} {}",
+                terminated.exit_code,
+                terminated.reason.unwrap_or_default()
+            )
         } else {
             "running".to_owned()
         };
@@ -478,18 +552,23 @@ mod tests {
     #[test]
     fn daemonset_rollout_needs_every_pod_updated_and_ready() {
         assert_eq!(daemonset_progress(&ds(2, 2, 4, 4, 4)), Ok(()));
-        assert!(daemonset_progress(&ds(3, 2, 4, 4, 4)).expect_err("stale").contains("generation 3"));
+        assert!(daemonset_progress(&ds(3, 2, 4, 4, 4))
+            .expect_err("stale")
+            .contains("generation 3"));
         assert_eq!(
             daemonset_progress(&ds(2, 2, 4, 2, 3)),
             Err("2/4 updated, 3/4 ready, 3/4 available".to_owned())
         );
-        assert!(daemonset_progress(&ds(1, 1, 0, 0, 0)).expect_err("none").contains("no node selected"));
+        assert!(daemonset_progress(&ds(1, 1, 0, 0, 0))
+            .expect_err("none")
+            .contains("no node selected"));
     }
 
     #[test]
     fn exit_codes_come_from_the_status_causes() {
         use k8s_openapi::apimachinery::pkg::apis::meta::v1::Status;
-        let ok: Status = serde_json::from_value(serde_json::json!({"status": "Success"})).expect("status");
+        let ok: Status =
+            serde_json::from_value(serde_json::json!({"status": "Success"})).expect("status");
         assert_eq!(exit_code(Some(&ok)), 0);
         let failed: Status = serde_json::from_value(serde_json::json!({
             "status": "Failure", "reason": "NonZeroExitCode",
@@ -507,10 +586,19 @@ mod tests {
 
     #[test]
     fn the_repository_workload_gets_our_image() {
-        let (daemonset, policy) = workload_objects(&workload_yaml(), "nvml-mock-workload:abc").expect("parses");
+        let (daemonset, policy) =
+            workload_objects(&workload_yaml(), "nvml-mock-workload:abc").expect("parses");
         assert_eq!(daemonset.name_any(), crate::names::WORKLOAD_DS);
-        let spec = daemonset.spec.expect("spec").template.spec.expect("pod spec");
-        assert_eq!(spec.containers[0].image.as_deref(), Some("nvml-mock-workload:abc"));
+        let spec = daemonset
+            .spec
+            .expect("spec")
+            .template
+            .spec
+            .expect("pod spec");
+        assert_eq!(
+            spec.containers[0].image.as_deref(),
+            Some("nvml-mock-workload:abc")
+        );
         assert_eq!(policy.name_any(), crate::names::WORKLOAD_DS);
         assert!(workload_objects("kind: Pod\n", "x").is_err());
     }
@@ -522,16 +610,31 @@ mod tests {
         (Client::new(service, "default"), handle)
     }
 
-    async fn expect(handle: &mut Handle, method: Method, path_and_query: &str, reply: serde_json::Value) -> Vec<u8> {
+    async fn expect(
+        handle: &mut Handle,
+        method: Method,
+        path_and_query: &str,
+        reply: serde_json::Value,
+    ) -> Vec<u8> {
         let (request, send) = tokio::time::timeout(Duration::from_secs(1), handle.next_request())
             .await
             .expect("the client made no request within 1s")
             .expect("a request");
         assert_eq!(request.method(), method);
         let uri = request.uri().to_string();
-        assert!(uri.starts_with(path_and_query), "uri {uri} does not start with {path_and_query}");
-        let body = request.into_body().collect_bytes().await.expect("body").to_vec();
-        send.send_response(Response::new(Body::from(serde_json::to_vec(&reply).expect("json"))));
+        assert!(
+            uri.starts_with(path_and_query),
+            "uri {uri} does not start with {path_and_query}"
+        );
+        let body = request
+            .into_body()
+            .collect_bytes()
+            .await
+            .expect("body")
+            .to_vec();
+        send.send_response(Response::new(Body::from(
+            serde_json::to_vec(&reply).expect("json"),
+        )));
         body
     }
 
@@ -553,20 +656,30 @@ mod tests {
             expect(
                 &mut handle,
                 Method::GET,
-                "/api/v1/namespaces/compute-domain-workload/pods?&labelSelector=app.kubernetes.io%2Fname%3Dcompute-domain-demo-workload&fieldSelector=spec.nodeName%3Dc-worker",
+                "/api/v1/namespaces/compute-domain-workload/pods?&fieldSelector=spec.nodeName%3Dc-worker&labelSelector=app.kubernetes.io%2Fname%3Dcompute-domain-demo-workload",
                 list,
             )
             .await;
         });
-        let pod = pod_on_node(&client, "c-worker", Duration::from_secs(1)).await.expect("found");
-        assert_eq!(pod, PodInfo { name: "good".into(), ip: "10.244.1.5".into(), uid: "uid-good".into() });
+        let pod = pod_on_node(&client, "c-worker", Duration::from_secs(1))
+            .await
+            .expect("found");
+        assert_eq!(
+            pod,
+            PodInfo {
+                name: "good".into(),
+                ip: "10.244.1.5".into(),
+                uid: "uid-good".into()
+            }
+        );
         server.await.expect("server");
     }
 
     #[tokio::test]
     async fn workload_is_server_side_applied_namespace_first() {
         let (client, mut handle) = mock_client();
-        let (daemonset, policy) = workload_objects(&workload_yaml(), "nvml-mock-workload:abc").expect("parses");
+        let (daemonset, policy) =
+            workload_objects(&workload_yaml(), "nvml-mock-workload:abc").expect("parses");
         let ds_json = serde_json::to_value(&daemonset).expect("json");
         let np_json = serde_json::to_value(&policy).expect("json");
         let server = tokio::spawn(async move {
@@ -587,7 +700,10 @@ mod tests {
             )
             .await;
             let ds: serde_json::Value = serde_json::from_slice(&ds).expect("json");
-            assert_eq!(ds["spec"]["template"]["spec"]["containers"][0]["image"], "nvml-mock-workload:abc");
+            assert_eq!(
+                ds["spec"]["template"]["spec"]["containers"][0]["image"],
+                "nvml-mock-workload:abc"
+            );
             expect(
                 &mut handle,
                 Method::PATCH,
@@ -596,7 +712,9 @@ mod tests {
             )
             .await;
         });
-        apply_workload(&client, &daemonset, &policy).await.expect("applied");
+        apply_workload(&client, &daemonset, &policy)
+            .await
+            .expect("applied");
         server.await.expect("server");
     }
 }

@@ -36,7 +36,13 @@ impl RunnerLock {
             );
         }
         let path = dir.join(format!("{cluster}.lock"));
-        let mut file = match OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path) {
+        let mut file = match OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+        {
             Ok(file) => file,
             Err(err) => anyhow::bail!("cannot open the lock file {}: {err}", path.display()),
         };
@@ -46,7 +52,11 @@ impl RunnerLock {
                 let mut holder = String::new();
                 let _ = file.read_to_string(&mut holder);
                 let holder = holder.trim();
-                let holder = if holder.is_empty() { "an unknown process" } else { holder };
+                let holder = if holder.is_empty() {
+                    "an unknown process"
+                } else {
+                    holder
+                };
                 anyhow::bail!(
                     "another run holds cluster `{cluster}`: {holder}; wait for it to finish (lock file {})",
                     path.display()
@@ -92,11 +102,18 @@ mod tests {
         let err = RunnerLock::acquire(dir.path(), "demo", "cargo xtask up").expect_err("held");
         let message = err.to_string();
         let pid = std::process::id();
-        assert!(message.contains(&format!("pid {pid} running `cargo xtask demo`")), "{message}");
-        assert!(message.contains("another run holds cluster `demo`"), "{message}");
+        assert!(
+            message.contains(&format!("pid {pid} running `cargo xtask demo`")),
+            "{message}"
+        );
+        assert!(
+            message.contains("another run holds cluster `demo`"),
+            "{message}"
+        );
 
         // Other cluster names are independent.
-        let other = RunnerLock::acquire(dir.path(), "other", "cargo xtask demo").expect("independent");
+        let other =
+            RunnerLock::acquire(dir.path(), "other", "cargo xtask demo").expect("independent");
         drop(other);
 
         drop(first);
@@ -121,13 +138,19 @@ mod tests {
                 Err(err) => break err.to_string(),
                 Ok(lock) => {
                     drop(lock);
-                    assert!(std::time::Instant::now() < deadline, "flock never took the lock");
+                    assert!(
+                        std::time::Instant::now() < deadline,
+                        "flock never took the lock"
+                    );
                     std::thread::sleep(std::time::Duration::from_millis(50));
                 }
             }
         };
         let _ = child.kill();
         let _ = child.wait();
-        assert!(refused.contains("another run holds cluster `demo`"), "{refused}");
+        assert!(
+            refused.contains("another run holds cluster `demo`"),
+            "{refused}"
+        );
     }
 }

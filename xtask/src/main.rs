@@ -52,10 +52,16 @@ fn run(flags: flags::Xtask) -> anyhow::Result<()> {
     let sh = xshell::Shell::new()?;
     sh.change_dir(project_root());
     let context = match &flags.command {
-        Command::Demo(args) | Command::Up(args) => args.cluster.kube_context.clone().unwrap_or_else(|| format!("kind-{}", args.cluster.cluster_name)),
-        Command::Scenario1(args) | Command::Scenario2(args) | Command::Scenario3(args) => {
-            args.cluster.kube_context.clone().unwrap_or_else(|| format!("kind-{}", args.cluster.cluster_name))
-        }
+        Command::Demo(args) | Command::Up(args) => args
+            .cluster
+            .kube_context
+            .clone()
+            .unwrap_or_else(|| format!("kind-{}", args.cluster.cluster_name)),
+        Command::Scenario1(args) | Command::Scenario2(args) | Command::Scenario3(args) => args
+            .cluster
+            .kube_context
+            .clone()
+            .unwrap_or_else(|| format!("kind-{}", args.cluster.cluster_name)),
         _ => String::new(),
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -94,10 +100,17 @@ async fn on_interrupt(tracker: Tracker, context: String) {
         return;
     }
     let state = tracker.snapshot();
-    let step = if state.step.is_empty() { "start-up" } else { state.step.as_str() };
+    let step = if state.step.is_empty() {
+        "start-up"
+    } else {
+        state.step.as_str()
+    };
     eprintln!("\ninterrupted during `{step}`");
     if !state.imex_pods.is_empty() && !context.is_empty() {
-        eprintln!("    stopping nvidia-imex daemons in {}", state.imex_pods.join(", "));
+        eprintln!(
+            "    stopping nvidia-imex daemons in {}",
+            state.imex_pods.join(", ")
+        );
         let stop = async {
             let client = k8s::client(&context).await?;
             let workload = flow::KubeWorkload::new(client);
@@ -121,7 +134,10 @@ fn init_tracing(verbose: bool) {
     }
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("xtask=debug,kube=info"));
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
 }
 
 /// The repository root: the parent of this crate's manifest directory.

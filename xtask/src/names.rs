@@ -29,8 +29,6 @@ pub const FIELD_MANAGER: &str = "cdsim-xtask";
 pub const NRI_SOCKET: &str = "/var/run/nri/nri.sock";
 /// The NRI-injected IMEX channel the scenarios look for.
 pub const CHANNEL0: &str = "/dev/nvidia-caps-imex-channels/channel0";
-/// The demo domain uuid.
-pub const DEMO_UUID: &str = "00000000-0000-0000-0000-0000000000ab";
 /// The rebind domain uuid (scenario 3).
 pub const REBIND_UUID: &str = "00000000-0000-0000-0000-0000000000ff";
 /// The rebind clique (scenario 3).
@@ -51,7 +49,9 @@ impl KindCluster {
         let valid = !name.is_empty()
             && name.len() <= 50
             && name.starts_with(|c: char| c.is_ascii_lowercase())
-            && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+            && name
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
         if !valid {
             anyhow::bail!(
                 "invalid cluster name `{name}`: use 1-50 lowercase letters, digits and `-`, starting with a letter"
@@ -105,7 +105,13 @@ mod tests {
         assert_eq!(cluster.context(), "kind-demo");
         assert_eq!(
             cluster.nodes(),
-            ["demo-control-plane", "demo-worker", "demo-worker2", "demo-worker3", "demo-worker4"]
+            [
+                "demo-control-plane",
+                "demo-worker",
+                "demo-worker2",
+                "demo-worker3",
+                "demo-worker4"
+            ]
         );
     }
 

@@ -16,7 +16,8 @@ use crate::names::WORKLOAD_NS;
 /// The probe pod, outside the policy's selector.
 pub const PROBE: &str = "cdsim-netpol-probe";
 const PORT: &str = "50000";
-const LISTEN: &str = "nc -ll -p 50000 -e /bin/true >/dev/null 2>&1 & echo $! > /tmp/np-listener.pid";
+const LISTEN: &str =
+    "nc -ll -p 50000 -e /bin/true >/dev/null 2>&1 & echo $! > /tmp/np-listener.pid";
 const UNLISTEN: &str = "if [ -f /tmp/np-listener.pid ]; then kill \"$(cat /tmp/np-listener.pid)\" 2>/dev/null; rm -f /tmp/np-listener.pid; fi; true";
 
 /// What the two connection attempts showed.
@@ -82,13 +83,34 @@ pub async fn check(client: &Client, workers: &[String], image: &str) -> anyhow::
     let listener = k8s::pod_on_node(client, first, Duration::from_secs(60)).await?;
     let peer = k8s::pod_on_node(client, second, Duration::from_secs(60)).await?;
     let pods: Api<Pod> = Api::namespaced(client.clone(), WORKLOAD_NS);
-    let _ = pods.delete(PROBE, &DeleteParams::default().grace_period(0)).await;
+    let _ = pods
+        .delete(PROBE, &DeleteParams::default().grace_period(0))
+        .await;
     let res = async {
-        k8s::exec(client, &listener.name, &["sh", "-c", UNLISTEN], Duration::from_secs(20)).await?;
-        k8s::exec(client, &listener.name, &["sh", "-c", LISTEN], Duration::from_secs(20)).await?;
+        k8s::exec(
+            client,
+            &listener.name,
+            &["sh", "-c", UNLISTEN],
+            Duration::from_secs(20),
+        )
+        .await?;
+        k8s::exec(
+            client,
+            &listener.name,
+            &["sh", "-c", LISTEN],
+            Duration::from_secs(20),
+        )
+        .await?;
         let mut peer_ok = false;
         for _ in 0..5 {
-            if connects(client, &peer.name, crate::names::WORKLOAD_CONTAINER, &listener.ip).await {
+            if connects(
+                client,
+                &peer.name,
+                crate::names::WORKLOAD_CONTAINER,
+                &listener.ip,
+            )
+            .await
+            {
                 peer_ok = true;
                 break;
             }
@@ -106,11 +128,25 @@ pub async fn check(client: &Client, workers: &[String], image: &str) -> anyhow::
             .context("creating the probe pod")?;
         k8s::wait_pod(client, PROBE, Duration::from_secs(60)).await?;
         let outsider = connects(client, PROBE, "probe", &listener.ip).await;
-        verdict(Reach { peer: peer_ok, outsider }, &listener.name)
+        verdict(
+            Reach {
+                peer: peer_ok,
+                outsider,
+            },
+            &listener.name,
+        )
     }
     .await;
-    let _ = k8s::exec(client, &listener.name, &["sh", "-c", UNLISTEN], Duration::from_secs(20)).await;
-    let _ = pods.delete(PROBE, &DeleteParams::default().grace_period(0)).await;
+    let _ = k8s::exec(
+        client,
+        &listener.name,
+        &["sh", "-c", UNLISTEN],
+        Duration::from_secs(20),
+    )
+    .await;
+    let _ = pods
+        .delete(PROBE, &DeleteParams::default().grace_period(0))
+        .await;
     res
 }
 
@@ -120,20 +156,55 @@ mod tests {
 
     #[test]
     fn verdicts() {
-        let enforced = verdict(Reach { peer: true, outsider: false }, "p").expect("ok");
+        let enforced = verdict(
+            Reach {
+                peer: true,
+                outsider: false,
+            },
+            "p",
+        )
+        .expect("ok");
         assert!(enforced.starts_with("enforced"), "{enforced}");
-        let open = verdict(Reach { peer: true, outsider: true }, "p").expect("ok");
+        let open = verdict(
+            Reach {
+                peer: true,
+                outsider: true,
+            },
+            "p",
+        )
+        .expect("ok");
         assert!(open.starts_with("unenforced"), "{open}");
-        let broken = verdict(Reach { peer: false, outsider: false }, "p").expect_err("peer refused");
-        assert!(broken.to_string().contains("could not reach TCP 50000 of p"), "{broken}");
+        let broken = verdict(
+            Reach {
+                peer: false,
+                outsider: false,
+            },
+            "p",
+        )
+        .expect_err("peer refused");
+        assert!(
+            broken
+                .to_string()
+                .contains("could not reach TCP 50000 of p"),
+            "{broken}"
+        );
     }
 
     #[test]
     fn the_probe_is_outside_the_selector_and_uninjected() {
         let pod = probe_pod("img:1", "w2").expect("pod");
         let labels = pod.metadata.labels.expect("labels");
-        assert_ne!(labels["app.kubernetes.io/name"], "compute-domain-demo-workload");
-        assert_eq!(pod.metadata.annotations.expect("annotations")["nvml-mock.nvidia.com/inject"], "false");
-        assert_eq!(pod.spec.expect("spec").containers[0].image.as_deref(), Some("img:1"));
+        assert_ne!(
+            labels["app.kubernetes.io/name"],
+            "compute-domain-demo-workload"
+        );
+        assert_eq!(
+            pod.metadata.annotations.expect("annotations")["nvml-mock.nvidia.com/inject"],
+            "false"
+        );
+        assert_eq!(
+            pod.spec.expect("spec").containers[0].image.as_deref(),
+            Some("img:1")
+        );
     }
 }

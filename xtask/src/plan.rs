@@ -36,11 +36,17 @@ impl fmt::Display for NodeProblem {
             NodeProblem::NotRunning(state) => write!(f, "node container is {state}, not running"),
             NodeProblem::Unparseable(err) => write!(f, "containerd config does not parse: {err}"),
             NodeProblem::NriSectionMissing => {
-                write!(f, "containerd has no [plugins.\"{NRI_PLUGIN}\"] section (NRI off)")
+                write!(
+                    f,
+                    "containerd has no [plugins.\"{NRI_PLUGIN}\"] section (NRI off)"
+                )
             }
             NodeProblem::NriDisabled => write!(f, "containerd NRI is disabled (disable = true)"),
             NodeProblem::WrongSocket(found) => {
-                write!(f, "containerd NRI listens on {found}, expected {NRI_SOCKET}")
+                write!(
+                    f,
+                    "containerd NRI listens on {found}, expected {NRI_SOCKET}"
+                )
             }
         }
     }
@@ -65,7 +71,11 @@ pub fn check_nri(config_toml: &str) -> Result<(), NodeProblem> {
     else {
         return Err(NodeProblem::NriSectionMissing);
     };
-    if nri.get("disable").and_then(toml::Value::as_bool).unwrap_or(false) {
+    if nri
+        .get("disable")
+        .and_then(toml::Value::as_bool)
+        .unwrap_or(false)
+    {
         return Err(NodeProblem::NriDisabled);
     }
     match nri.get("socket_path").and_then(toml::Value::as_str) {
@@ -103,7 +113,12 @@ pub fn plan_cluster(
     }
     let problems: Vec<String> = nodes
         .iter()
-        .filter_map(|(node, status)| status.as_ref().err().map(|problem| format!("{node}: {problem}")))
+        .filter_map(|(node, status)| {
+            status
+                .as_ref()
+                .err()
+                .map(|problem| format!("{node}: {problem}"))
+        })
         .collect();
     if problems.is_empty() {
         return ClusterPlan::Reuse;
@@ -197,11 +212,7 @@ pub fn install_values(image: &ImageRef, majors: Majors) -> String {
 
 /// The `helm upgrade --install` arguments (no `--wait`: the caller waits
 /// through kube-rs watchers).
-pub fn helm_install_args(
-    chart: &str,
-    kube_context: &str,
-    values_files: &[String],
-) -> Vec<String> {
+pub fn helm_install_args(chart: &str, kube_context: &str, values_files: &[String]) -> Vec<String> {
     let mut args: Vec<String> = [
         "upgrade",
         "--install",
@@ -285,7 +296,10 @@ version = 2
             check_nri(&KIND_V3.replace("/var/run/nri/nri.sock", "/run/other.sock")),
             Err(NodeProblem::WrongSocket("/run/other.sock".to_owned()))
         );
-        assert!(matches!(check_nri("[plugins"), Err(NodeProblem::Unparseable(_))));
+        assert!(matches!(
+            check_nri("[plugins"),
+            Err(NodeProblem::Unparseable(_))
+        ));
     }
 
     fn statuses(problem_on: Option<(&str, NodeProblem)>) -> Vec<(String, Result<(), NodeProblem>)> {
@@ -305,25 +319,40 @@ version = 2
     fn cluster_decisions() {
         assert_eq!(plan_cluster("c", false, false, &[]), ClusterPlan::Create);
         assert_eq!(plan_cluster("c", false, true, &[]), ClusterPlan::Create);
-        assert_eq!(plan_cluster("c", true, false, &statuses(None)), ClusterPlan::Reuse);
+        assert_eq!(
+            plan_cluster("c", true, false, &statuses(None)),
+            ClusterPlan::Reuse
+        );
         let bad = statuses(Some(("c-worker2", NodeProblem::NriSectionMissing)));
         assert_eq!(plan_cluster("c", true, true, &bad), ClusterPlan::Recreate);
         let ClusterPlan::Reject(message) = plan_cluster("c", true, false, &bad) else {
             panic!("an incompatible cluster must be rejected");
         };
-        assert!(message.contains("c-worker2: containerd has no"), "{message}");
+        assert!(
+            message.contains("c-worker2: containerd has no"),
+            "{message}"
+        );
         assert!(message.contains("--force-recreate"), "{message}");
         assert!(message.contains("FORCE_RECREATE=true"), "{message}");
-        assert!(!message.contains("c-worker:"), "only the bad node is named: {message}");
+        assert!(
+            !message.contains("c-worker:"),
+            "only the bad node is named: {message}"
+        );
     }
 
     #[test]
     fn a_stopped_node_rejects_reuse_and_is_named() {
-        let bad = statuses(Some(("c-worker", NodeProblem::NotRunning("exited".to_owned()))));
+        let bad = statuses(Some((
+            "c-worker",
+            NodeProblem::NotRunning("exited".to_owned()),
+        )));
         let ClusterPlan::Reject(message) = plan_cluster("c", true, false, &bad) else {
             panic!("a stopped node must be rejected");
         };
-        assert!(message.contains("c-worker: node container is exited, not running"), "{message}");
+        assert!(
+            message.contains("c-worker: node container is exited, not running"),
+            "{message}"
+        );
     }
 
     /// A kind node's /proc/devices on a Debian 12 host (hidraw on 236, as upstream warns).
@@ -354,15 +383,30 @@ Block devices:
     fn majors_skip_character_and_block_majors_of_every_node() {
         let used = parse_proc_devices(PROC_DEVICES);
         assert!(used.contains(&236) && used.contains(&244) && used.contains(&259));
-        assert_eq!(choose_majors(&used).expect("free"), Majors { channel: 245, caps: 246 });
+        assert_eq!(
+            choose_majors(&used).expect("free"),
+            Majors {
+                channel: 245,
+                caps: 246
+            }
+        );
 
         let mut merged = used.clone();
         merged.extend(parse_proc_devices("Character devices:\n245 other\n"));
-        assert_eq!(choose_majors(&merged).expect("free"), Majors { channel: 246, caps: 247 });
+        assert_eq!(
+            choose_majors(&merged).expect("free"),
+            Majors {
+                channel: 246,
+                caps: 247
+            }
+        );
 
         assert_eq!(
             choose_majors(&BTreeSet::new()).expect("free"),
-            Majors { channel: 240, caps: 241 }
+            Majors {
+                channel: 240,
+                caps: 241
+            }
         );
     }
 
@@ -370,7 +414,10 @@ Block devices:
     fn majors_fail_when_none_are_free() {
         let all: BTreeSet<u32> = (FIRST_MAJOR..LAST_MAJOR).collect();
         let err = choose_majors(&all).expect_err("one left").to_string();
-        assert!(err.contains("could not find two unused device majors"), "{err}");
+        assert!(
+            err.contains("could not find two unused device majors"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -385,7 +432,13 @@ Block devices:
     #[test]
     fn values_carry_image_majors_and_profile() {
         let image = ImageRef::parse("nvml-mock:abc123").expect("tagged");
-        let values = install_values(&image, Majors { channel: 245, caps: 246 });
+        let values = install_values(
+            &image,
+            Majors {
+                channel: 245,
+                caps: 246,
+            },
+        );
         let doc: serde_yaml::Value = serde_yaml::from_str(&values).expect("yaml");
         assert_eq!(doc["image"]["repository"], "nvml-mock");
         assert_eq!(doc["image"]["tag"], "abc123");
@@ -394,13 +447,23 @@ Block devices:
         assert_eq!(doc["imex"]["mockChannels"]["enabled"], true);
         assert_eq!(doc["imex"]["mockChannels"]["channelMajor"], 245);
         assert_eq!(doc["imex"]["mockChannels"]["capsMajor"], 246);
-        assert_eq!(doc["updateStrategy"]["rollingUpdate"]["maxUnavailable"], "100%");
-        assert!(doc.get("topology").is_none(), "the topology is its own values file");
+        assert_eq!(
+            doc["updateStrategy"]["rollingUpdate"]["maxUnavailable"],
+            "100%"
+        );
+        assert!(
+            doc.get("topology").is_none(),
+            "the topology is its own values file"
+        );
     }
 
     #[test]
     fn helm_arguments() {
-        let args = helm_install_args("chart", "kind-c", &["a.yaml".to_owned(), "b.yaml".to_owned()]);
+        let args = helm_install_args(
+            "chart",
+            "kind-c",
+            &["a.yaml".to_owned(), "b.yaml".to_owned()],
+        );
         assert_eq!(
             args.join(" "),
             "upgrade --install nvml-mock chart --kube-context kind-c --namespace mokka --create-namespace -f a.yaml -f b.yaml"

@@ -87,7 +87,9 @@ impl Report {
 
     /// Whether any scenario or step failed.
     pub fn failed(&self) -> bool {
-        self.scenarios.iter().any(|it| matches!(it.outcome, Outcome::Failed(_)))
+        self.scenarios
+            .iter()
+            .any(|it| matches!(it.outcome, Outcome::Failed(_)))
             || self.steps.iter().any(|it| it.status != "ok")
     }
 
@@ -99,8 +101,16 @@ impl Report {
     /// JUnit XML: one testsuite, steps and scenarios as test cases.
     pub fn to_junit(&self) -> String {
         let failures = self.steps.iter().filter(|it| it.status != "ok").count()
-            + self.scenarios.iter().filter(|it| matches!(it.outcome, Outcome::Failed(_))).count();
-        let skipped = self.scenarios.iter().filter(|it| matches!(it.outcome, Outcome::Skipped(_))).count();
+            + self
+                .scenarios
+                .iter()
+                .filter(|it| matches!(it.outcome, Outcome::Failed(_)))
+                .count();
+        let skipped = self
+            .scenarios
+            .iter()
+            .filter(|it| matches!(it.outcome, Outcome::Skipped(_)))
+            .count();
         let tests = self.steps.len() + self.scenarios.len();
         let mut out = format!(
             "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites>\n<testsuite name=\"cdsim {}\" tests=\"{tests}\" failures=\"{failures}\" skipped=\"{skipped}\" time=\"{:.3}\">\n",
@@ -126,8 +136,12 @@ impl Report {
             ));
             match &scenario.outcome {
                 Outcome::Passed => {}
-                Outcome::Failed(reason) => out.push_str(&format!("<failure message=\"{}\"/>", xml(reason))),
-                Outcome::Skipped(reason) => out.push_str(&format!("<skipped message=\"{}\"/>", xml(reason))),
+                Outcome::Failed(reason) => {
+                    out.push_str(&format!("<failure message=\"{}\"/>", xml(reason)))
+                }
+                Outcome::Skipped(reason) => {
+                    out.push_str(&format!("<skipped message=\"{}\"/>", xml(reason)))
+                }
             }
             let details: Vec<String> = scenario
                 .workers
@@ -135,7 +149,10 @@ impl Report {
                 .map(|it| format!("{} ({}): {}", it.node, it.pod, it.detail))
                 .collect();
             if !details.is_empty() {
-                out.push_str(&format!("<system-out>{}</system-out>", xml(&details.join("\n"))));
+                out.push_str(&format!(
+                    "<system-out>{}</system-out>",
+                    xml(&details.join("\n"))
+                ));
             }
             out.push_str("</testcase>\n");
         }
@@ -149,8 +166,9 @@ impl Report {
             std::fs::create_dir_all(parent)
                 .map_err(|err| anyhow::format_err!("cannot create {}: {err}", parent.display()))?;
         }
-        std::fs::write(path, self.to_json())
-            .map_err(|err| anyhow::format_err!("cannot write the report {}: {err}", path.display()))?;
+        std::fs::write(path, self.to_json()).map_err(|err| {
+            anyhow::format_err!("cannot write the report {}: {err}", path.display())
+        })?;
         let xml_path = path.with_extension("xml");
         std::fs::write(&xml_path, self.to_junit())
             .map_err(|err| anyhow::format_err!("cannot write {}: {err}", xml_path.display()))?;
@@ -236,9 +254,18 @@ mod tests {
         });
         assert!(report.failed());
         let xml = report.to_junit();
-        assert!(xml.contains("tests=\"4\" failures=\"1\" skipped=\"1\""), "{xml}");
-        assert!(xml.contains("<skipped message=\"no nvidia-imex payload\"/>"), "{xml}");
-        assert!(xml.contains("&quot;clique 1&quot; &amp; &lt;not 99&gt;"), "{xml}");
+        assert!(
+            xml.contains("tests=\"4\" failures=\"1\" skipped=\"1\""),
+            "{xml}"
+        );
+        assert!(
+            xml.contains("<skipped message=\"no nvidia-imex payload\"/>"),
+            "{xml}"
+        );
+        assert!(
+            xml.contains("&quot;clique 1&quot; &amp; &lt;not 99&gt;"),
+            "{xml}"
+        );
         assert!(xml.contains("4/4 GPUs clique=0 &lt;ok&gt;"), "{xml}");
     }
 
@@ -248,7 +275,11 @@ mod tests {
         let path = dir.path().join("sub/report.json");
         let xml = sample().write(&path).expect("written");
         assert_eq!(xml, dir.path().join("sub/report.xml"));
-        assert!(std::fs::read_to_string(&path).expect("json").contains("scenario1"));
-        assert!(std::fs::read_to_string(&xml).expect("xml").starts_with("<?xml"));
+        assert!(std::fs::read_to_string(&path)
+            .expect("json")
+            .contains("scenario1"));
+        assert!(std::fs::read_to_string(&xml)
+            .expect("xml")
+            .starts_with("<?xml"));
     }
 }

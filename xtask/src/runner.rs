@@ -136,7 +136,11 @@ impl FakeRunner {
             Output {
                 ok,
                 stdout: stdout.to_owned(),
-                stderr: if ok { String::new() } else { format!("{prefix}: failed") },
+                stderr: if ok {
+                    String::new()
+                } else {
+                    format!("{prefix}: failed")
+                },
             },
         ));
         self

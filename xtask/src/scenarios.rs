@@ -107,9 +107,17 @@ const STOP_DAEMON: &str =
     "if [ -f /tmp/imex.pid ]; then kill -TERM \"$(cat /tmp/imex.pid)\" 2>/dev/null; rm -f /tmp/imex.pid; fi; true";
 
 /// Checks one worker once: channel node, check-fabric, identity.
-async fn check_worker<W: Workload>(workload: &W, pod: &str, expected: &Expected, channel: bool) -> Result<String, String> {
+async fn check_worker<W: Workload>(
+    workload: &W,
+    pod: &str,
+    expected: &Expected,
+    channel: bool,
+) -> Result<String, String> {
     if channel {
-        match workload.exec(pod, &["test", "-c", crate::names::CHANNEL0]).await {
+        match workload
+            .exec(pod, &["test", "-c", crate::names::CHANNEL0])
+            .await
+        {
             Ok(out) if out.code == 0 => {}
             Ok(_) => {
                 return Err(format!(
@@ -132,8 +140,34 @@ async fn check_worker<W: Workload>(workload: &W, pod: &str, expected: &Expected,
             out.stderr.trim()
         ));
     }
-    let gpus = fabric::parse_text(&out.stdout).map_err(|err| format!("check-fabric output: {err}"))?;
+    let gpus =
+        fabric::parse_text(&out.stdout).map_err(|err| format!("check-fabric output: {err}"))?;
     fabric::verify(&gpus, expected).map_err(|err| err.to_string())?;
+    if channel {
+        // The machine-readable form must agree with the text.
+        let json = match workload.exec(pod, &["check-fabric", "--json"]).await {
+            Ok(out) if out.code == 0 => out.stdout,
+            Ok(out) => {
+                return Err(format!(
+                    "check-fabric --json exited {}: {}",
+                    out.code,
+                    out.stderr.trim()
+                ))
+            }
+            Err(err) => return Err(format!("{err:#}")),
+        };
+        let from_json =
+            fabric::parse_json(&json).map_err(|err| format!("check-fabric --json: {err}"))?;
+        fabric::verify(&from_json, expected)
+            .map_err(|err| format!("check-fabric --json: {err}"))?;
+        if from_json.len() != gpus.len() {
+            return Err(format!(
+                "check-fabric --json lists {} GPUs, the text {}",
+                from_json.len(),
+                gpus.len()
+            ));
+        }
+    }
     Ok(format!(
         "{n}/{n} GPUs have clique={} uuid={} state=completed",
         expected.clique,
@@ -143,13 +177,19 @@ async fn check_worker<W: Workload>(workload: &W, pod: &str, expected: &Expected,
 }
 
 /// Scenario 1 over the workers and the identity each must report.
-pub async fn scenario1<W: Workload>(workload: &W, expected: &[(String, Expected)]) -> ScenarioResult {
+pub async fn scenario1<W: Workload>(
+    workload: &W,
+    expected: &[(String, Expected)],
+) -> ScenarioResult {
     let started = Instant::now();
     let mut workers = Vec::new();
     let mut failures = Vec::new();
     for (node, want) in expected {
         let (pod, res) = match workload.pod_on_node(node).await {
-            Ok(pod) => (pod.name.clone(), check_worker(workload, &pod.name, want, true).await),
+            Ok(pod) => (
+                pod.name.clone(),
+                check_worker(workload, &pod.name, want, true).await,
+            ),
             Err(err) => ("-".to_owned(), Err(format!("{err:#}"))),
         };
         match &res {
@@ -198,7 +238,10 @@ async fn converge<W: Workload>(
             }
             match check_worker(workload, pod, &expected(node), false).await {
                 Ok(detail) => {
-                    eprintln!("    ✓ {node}: {detail} ({:.1}s)", since.elapsed().as_secs_f64());
+                    eprintln!(
+                        "    ✓ {node}: {detail} ({:.1}s)",
+                        since.elapsed().as_secs_f64()
+                    );
                     done.insert(node.clone(), (detail, since.elapsed()));
                 }
                 Err(err) => {
@@ -229,17 +272,30 @@ async fn converge<W: Workload>(
         })
         .collect();
     if done.len() == pods.len() {
-        let last = done.values().map(|(_, took)| *took).max().unwrap_or_default();
+        let last = done
+            .values()
+            .map(|(_, took)| *took)
+            .max()
+            .unwrap_or_default();
         return (details, Ok(last));
     }
     let missing: Vec<String> = pods
         .iter()
         .filter(|(node, _)| !done.contains_key(node))
-        .map(|(node, _)| format!("{node}: {}", last_error.get(node).map_or("", String::as_str)))
+        .map(|(node, _)| {
+            format!(
+                "{node}: {}",
+                last_error.get(node).map_or("", String::as_str)
+            )
+        })
         .collect();
     (
         details,
-        Err(format!("not converged within {}s: {}", limits.converge.as_secs(), missing.join("; "))),
+        Err(format!(
+            "not converged within {}s: {}",
+            limits.converge.as_secs(),
+            missing.join("; ")
+        )),
     )
 }
 
@@ -293,20 +349,35 @@ async fn scenario3_inner<W: Workload, R: Runner>(
 ) -> Result<(), String> {
     let mut pods = Vec::new();
     for (node, _) in &rebind.demo_expected {
-        let pod = workload.pod_on_node(node).await.map_err(|err| format!("{node}: {err:#}"))?;
+        let pod = workload
+            .pod_on_node(node)
+            .await
+            .map_err(|err| format!("{node}: {err:#}"))?;
         pods.push((node.clone(), pod.name));
     }
-    let before = workload.pod_uids().await.map_err(|err| format!("{err:#}"))?;
+    let before = workload
+        .pod_uids()
+        .await
+        .map_err(|err| format!("{err:#}"))?;
 
     let rebind_file = scratch.join("rebind-topology.yaml");
     let demo_file = scratch.join("demo-topology.yaml");
-    std::fs::write(&rebind_file, &rebind.rebind_values).map_err(|err| format!("writing {}: {err}", rebind_file.display()))?;
-    std::fs::write(&demo_file, &rebind.demo_values).map_err(|err| format!("writing {}: {err}", demo_file.display()))?;
+    std::fs::write(&rebind_file, &rebind.rebind_values)
+        .map_err(|err| format!("writing {}: {err}", rebind_file.display()))?;
+    std::fs::write(&demo_file, &rebind.demo_values)
+        .map_err(|err| format!("writing {}: {err}", demo_file.display()))?;
 
     let upgrade = |file: &Path| -> Result<(), String> {
-        let args = crate::plan::helm_topology_args(&rebind.chart, &rebind.context, &file.to_string_lossy());
+        let args = crate::plan::helm_topology_args(
+            &rebind.chart,
+            &rebind.context,
+            &file.to_string_lossy(),
+        );
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        runner.check(&Cmd::new("helm", &args)).map(|_| ()).map_err(|err| format!("{err:#}"))
+        runner
+            .check(&Cmd::new("helm", &args))
+            .map(|_| ())
+            .map_err(|err| format!("{err:#}"))
     };
 
     let rebound = Expected {
@@ -319,15 +390,22 @@ async fn scenario3_inner<W: Workload, R: Runner>(
     let helm_took = since.elapsed();
     let (details, converged) = converge(workload, &pods, &|_| rebound.clone(), since, limits).await;
     result.workers = details;
-    result.timings.push(("rebind helm upgrade".to_owned(), round(helm_took)));
+    result
+        .timings
+        .push(("rebind helm upgrade".to_owned(), round(helm_took)));
     let rebind_res = converged.map(|took| {
-        result.timings.push(("rebind: helm upgrade to last verified worker".to_owned(), round(took)));
+        result.timings.push((
+            "rebind: helm upgrade to last verified worker".to_owned(),
+            round(took),
+        ));
     });
 
     let after = workload.pod_uids().await.map_err(|err| format!("{err:#}"));
     let recycled = match after {
         Ok(after) if after == before => Ok(()),
-        Ok(after) => Err(format!("pods were recycled during the rebind: before {before:?}, after {after:?}")),
+        Ok(after) => Err(format!(
+            "pods were recycled during the rebind: before {before:?}, after {after:?}"
+        )),
         Err(err) => Err(err),
     };
 
@@ -349,7 +427,10 @@ async fn scenario3_inner<W: Workload, R: Runner>(
         Ok(()) => {
             let (_, converged) = converge(workload, &pods, &demo_of, since, limits).await;
             converged.map(|took| {
-                result.timings.push(("restore: helm upgrade to last verified worker".to_owned(), round(took)));
+                result.timings.push((
+                    "restore: helm upgrade to last verified worker".to_owned(),
+                    round(took),
+                ));
             })
         }
         Err(err) => Err(err),
@@ -360,7 +441,12 @@ async fn scenario3_inner<W: Workload, R: Runner>(
 }
 
 /// Scenario 2's two pods (clique 0's first two workers).
-pub async fn scenario2<W: Workload>(workload: &W, nodes: [&str; 2], tracker: &Tracker, limits: Limits) -> ScenarioResult {
+pub async fn scenario2<W: Workload>(
+    workload: &W,
+    nodes: [&str; 2],
+    tracker: &Tracker,
+    limits: Limits,
+) -> ScenarioResult {
     let started = Instant::now();
     let mut result = ScenarioResult {
         name: "scenario2".to_owned(),
@@ -369,15 +455,33 @@ pub async fn scenario2<W: Workload>(workload: &W, nodes: [&str; 2], tracker: &Tr
         workers: vec![],
         timings: vec![],
     };
-    let pods = match (workload.pod_on_node(nodes[0]).await, workload.pod_on_node(nodes[1]).await) {
+    let pods = match (
+        workload.pod_on_node(nodes[0]).await,
+        workload.pod_on_node(nodes[1]).await,
+    ) {
         (Ok(a), Ok(b)) => [a, b],
-        (Err(err), _) => return finish(result, started, Outcome::Failed(format!("{}: {err:#}", nodes[0]))),
-        (_, Err(err)) => return finish(result, started, Outcome::Failed(format!("{}: {err:#}", nodes[1]))),
+        (Err(err), _) => {
+            return finish(
+                result,
+                started,
+                Outcome::Failed(format!("{}: {err:#}", nodes[0])),
+            )
+        }
+        (_, Err(err)) => {
+            return finish(
+                result,
+                started,
+                Outcome::Failed(format!("{}: {err:#}", nodes[1])),
+            )
+        }
     };
     let names = [pods[0].name.clone(), pods[1].name.clone()];
     // Stale daemons of an interrupted run go first.
     stop_daemons(workload, &names).await;
-    match workload.exec(&names[0], &["test", "-x", imex::REAL_DAEMON]).await {
+    match workload
+        .exec(&names[0], &["test", "-x", imex::REAL_DAEMON])
+        .await
+    {
         Ok(out) if out.code == 0 => {}
         Ok(_) => {
             return finish(
@@ -390,7 +494,13 @@ pub async fn scenario2<W: Workload>(workload: &W, nodes: [&str; 2], tracker: &Tr
                 )),
             )
         }
-        Err(err) => return finish(result, started, Outcome::Failed(format!("{}: {err:#}", nodes[0]))),
+        Err(err) => {
+            return finish(
+                result,
+                started,
+                Outcome::Failed(format!("{}: {err:#}", nodes[0])),
+            )
+        }
     }
     tracker.imex_pods(&names);
     let outcome = scenario2_inner(workload, nodes, &pods, limits, &mut result).await;
@@ -421,13 +531,20 @@ async fn run_ok<W: Workload>(workload: &W, pod: &str, argv: &[&str]) -> Result<E
 
 async fn domain<W: Workload>(workload: &W, pod: &str) -> Option<imex::Domain> {
     let cfg = imex::CONFIG;
-    let out = workload.exec(pod, &["nvidia-imex-ctl", "-c", cfg, "-N", "-j"]).await.ok()?;
+    let out = workload
+        .exec(pod, &["nvidia-imex-ctl", "-c", cfg, "-N", "-j"])
+        .await
+        .ok()?;
     imex::parse_domain(&out.stdout)
 }
 
 async fn log_tail<W: Workload>(workload: &W, pod: &str) -> String {
     match workload.exec(pod, &["tail", "-n", "20", imex::LOG]).await {
-        Ok(out) => format!("\n  last lines of {} in {pod}:\n{}", imex::LOG, indent(&out.stdout)),
+        Ok(out) => format!(
+            "\n  last lines of {} in {pod}:\n{}",
+            imex::LOG,
+            indent(&out.stdout)
+        ),
         Err(err) => format!("\n  no log from {pod}: {err:#}"),
     }
 }
@@ -462,7 +579,13 @@ async fn scenario2_inner<W: Workload>(
         imex::LOG
     );
     for pod in [a, b] {
-        if let Err(err) = run_ok(workload, pod, &["sh", "-c", &write, "sh", &config, &nodes_file]).await {
+        if let Err(err) = run_ok(
+            workload,
+            pod,
+            &["sh", "-c", &write, "sh", &config, &nodes_file],
+        )
+        .await
+        {
             return Outcome::Failed(format!("writing the IMEX config: {err}"));
         }
     }
@@ -479,12 +602,18 @@ async fn scenario2_inner<W: Workload>(
     }
     let deadline = since + limits.local_ready;
     loop {
-        let q = workload.exec(a, &["nvidia-imex-ctl", "-c", imex::CONFIG, "-q"]).await;
-        if q.as_ref().is_ok_and(|out| out.code == 0 && imex::is_ready(&out.stdout)) {
+        let q = workload
+            .exec(a, &["nvidia-imex-ctl", "-c", imex::CONFIG, "-q"])
+            .await;
+        if q.as_ref()
+            .is_ok_and(|out| out.code == 0 && imex::is_ready(&out.stdout))
+        {
             break;
         }
         if Instant::now() >= deadline {
-            let seen = q.map(|out| out.stdout).unwrap_or_else(|err| format!("{err:#}"));
+            let seen = q
+                .map(|out| out.stdout)
+                .unwrap_or_else(|err| format!("{err:#}"));
             let tail = log_tail(workload, a).await;
             return Outcome::Failed(format!(
                 "daemon A: `nvidia-imex-ctl -q` not READY within {}s (last: {:?}){tail}",
@@ -494,10 +623,14 @@ async fn scenario2_inner<W: Workload>(
         }
         tokio::time::sleep(limits.poll).await;
     }
-    result.timings.push(("daemon A READY".to_owned(), round(since.elapsed())));
+    result
+        .timings
+        .push(("daemon A READY".to_owned(), round(since.elapsed())));
     let alone = domain(workload, a).await;
     if alone.as_ref().is_some_and(|it| it.status == "UP") {
-        return Outcome::Failed("daemon A alone: the domain is UP with one of two daemons".to_owned());
+        return Outcome::Failed(
+            "daemon A alone: the domain is UP with one of two daemons".to_owned(),
+        );
     }
     result.workers.push(WorkerDetail {
         node: nodes[0].to_owned(),
@@ -522,7 +655,11 @@ async fn scenario2_inner<W: Workload>(
                 break state;
             }
             if state.status != last_status {
-                eprintln!("    domain {} ({:.0}s)", state.status, since.elapsed().as_secs_f64());
+                eprintln!(
+                    "    domain {} ({:.0}s)",
+                    state.status,
+                    since.elapsed().as_secs_f64()
+                );
             }
             last_status = state.status;
         }
@@ -536,7 +673,10 @@ async fn scenario2_inner<W: Workload>(
         }
         tokio::time::sleep(limits.poll).await;
     };
-    result.timings.push(("domain UP after B started".to_owned(), round(since.elapsed())));
+    result.timings.push((
+        "domain UP after B started".to_owned(),
+        round(since.elapsed()),
+    ));
     if up.ready() != 2 || up.no_gpu() != 2 || up.nodes.len() != 2 {
         return Outcome::Failed(format!(
             "domain UP but {} of {} nodes READY and {} NO_GPU (want 2, 2)",
@@ -578,7 +718,10 @@ async fn scenario2_inner<W: Workload>(
         }
         tokio::time::sleep(limits.poll).await;
     }
-    result.timings.push(("domain left UP after B stopped".to_owned(), round(since.elapsed())));
+    result.timings.push((
+        "domain left UP after B stopped".to_owned(),
+        round(since.elapsed()),
+    ));
     Outcome::Passed
 }
 
@@ -641,9 +784,19 @@ mod tests {
         }
 
         async fn exec(&self, pod: &str, argv: &[&str]) -> anyhow::Result<ExecOutput> {
-            self.execs.lock().expect("lock").push(format!("{pod}: {}", argv.join(" ")));
+            self.execs
+                .lock()
+                .expect("lock")
+                .push(format!("{pod}: {}", argv.join(" ")));
             let node = pod.trim_start_matches("pod-").to_owned();
-            let running = |pod: &str| self.daemons.lock().expect("lock").get(pod).copied().unwrap_or(false);
+            let running = |pod: &str| {
+                self.daemons
+                    .lock()
+                    .expect("lock")
+                    .get(pod)
+                    .copied()
+                    .unwrap_or(false)
+            };
             match argv {
                 ["test", "-c", _] => code(if self.no_channel.contains(&node) { 1 } else { 0 }),
                 ["test", "-x", _] => code(if self.payload { 0 } else { 1 }),
@@ -651,6 +804,18 @@ mod tests {
                     let identity = self.identity.lock().expect("lock");
                     let (clique, uuid) = identity.get(&node).cloned().unwrap_or((0, String::new()));
                     ok(&check_fabric(clique, &uuid))
+                }
+                ["check-fabric", "--json"] => {
+                    let identity = self.identity.lock().expect("lock");
+                    let (clique, uuid) = identity.get(&node).cloned().unwrap_or((0, String::new()));
+                    let gpus: Vec<String> = (0..4)
+                        .map(|idx| {
+                            format!(
+                                r#"{{"index":{idx},"uuid":"GPU-{idx}","clusterUuid":"{uuid}","cliqueId":{clique},"state":3,"stateName":"completed"}}"#
+                            )
+                        })
+                        .collect();
+                    ok(&format!(r#"{{"driverVersion":"580.65.06","nodeName":"{node}","gpus":[{}]}}"#, gpus.join(",")))
                 }
                 ["cat", _] => ok("DAEMONIZE=1\nIMEX_NODE_CONFIG_FILE=/etc/nvidia-imex/nodes_config.cfg\nLOG_FILE_NAME=/var/log/nvidia-imex.log\n"),
                 ["sh", "-c", script, ..] if script.starts_with("printf") => ok(""),
@@ -687,12 +852,22 @@ mod tests {
         }
 
         async fn pod_uids(&self) -> anyhow::Result<BTreeMap<String, String>> {
-            let generation = if self.recycle_on_upgrade && self.identity.lock().expect("lock").values().any(|it| it.0 == 99) {
+            let generation = if self.recycle_on_upgrade
+                && self
+                    .identity
+                    .lock()
+                    .expect("lock")
+                    .values()
+                    .any(|it| it.0 == 99)
+            {
                 "new"
             } else {
                 "old"
             };
-            Ok(BTreeMap::from([("pod-w".to_owned(), generation.to_owned())]))
+            Ok(BTreeMap::from([(
+                "pod-w".to_owned(),
+                generation.to_owned(),
+            )]))
         }
     }
 
@@ -726,19 +901,30 @@ mod tests {
         let result = scenario1(&sim, &demo_expected()).await;
         assert_eq!(result.outcome, Outcome::Passed);
         assert_eq!(result.workers.len(), 4);
-        assert!(result.workers[2].detail.contains("4/4 GPUs have clique=1"), "{:?}", result.workers);
+        assert!(
+            result.workers[2].detail.contains("4/4 GPUs have clique=1"),
+            "{:?}",
+            result.workers
+        );
     }
 
     #[tokio::test]
     async fn scenario1_names_the_failing_workers() {
         let mut sim = demo_sim();
         sim.no_channel = vec!["w2".to_owned()];
-        sim.identity.lock().expect("lock").insert("w4".to_owned(), (0, DEMO.to_owned()));
+        sim.identity
+            .lock()
+            .expect("lock")
+            .insert("w4".to_owned(), (0, DEMO.to_owned()));
         let result = scenario1(&sim, &demo_expected()).await;
         let Outcome::Failed(reason) = &result.outcome else {
             panic!("must fail: {result:?}");
         };
-        assert!(reason.contains("w2: /dev/nvidia-caps-imex-channels/channel0 is not a character device"), "{reason}");
+        assert!(
+            reason
+                .contains("w2: /dev/nvidia-caps-imex-channels/channel0 is not a character device"),
+            "{reason}"
+        );
         assert!(reason.contains("w4: GPU 0 cliqueId 0 (want 1)"), "{reason}");
         assert!(!reason.contains("w3"), "{reason}");
     }
@@ -756,9 +942,14 @@ mod tests {
             let file = cmd.args.last().cloned().unwrap_or_default();
             let mut identity = self.sim.identity.lock().expect("lock");
             if file.ends_with("rebind-topology.yaml") {
-                identity.values_mut().for_each(|it| *it = (99, crate::names::REBIND_UUID.to_owned()));
+                identity
+                    .values_mut()
+                    .for_each(|it| *it = (99, crate::names::REBIND_UUID.to_owned()));
             } else {
-                *identity = demo_expected().into_iter().map(|(node, want)| (node, (want.clique, want.uuid))).collect();
+                *identity = demo_expected()
+                    .into_iter()
+                    .map(|(node, want)| (node, (want.clique, want.uuid)))
+                    .collect();
             }
             Ok(out)
         }
@@ -777,17 +968,36 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn scenario3_rebinds_without_recycling_and_restores() {
         let sim = demo_sim();
-        let runner = HelmSim { sim: &sim, fake: FakeRunner::default() };
+        let runner = HelmSim {
+            sim: &sim,
+            fake: FakeRunner::default(),
+        };
         runner.fake.expect("helm upgrade nvml-mock chart --kube-context kind-c --namespace mokka --reuse-values -f", true, "");
         runner.fake.expect("helm upgrade nvml-mock chart --kube-context kind-c --namespace mokka --reuse-values -f", true, "");
         let dir = tempfile::tempdir().expect("tempdir");
         let result = scenario3(&sim, &runner, &rebind(), dir.path(), Limits::default()).await;
         assert_eq!(result.outcome, Outcome::Passed, "{result:?}");
         let seen = runner.fake.seen();
-        assert!(seen[0].ends_with("rebind-topology.yaml") && seen[1].ends_with("demo-topology.yaml"), "{seen:?}");
-        assert_eq!(std::fs::read_to_string(dir.path().join("rebind-topology.yaml")).expect("file"), "topology: rebind\n");
-        assert!(result.workers.iter().all(|it| it.detail.contains("clique=99")), "{:?}", result.workers);
-        assert!(result.timings.iter().any(|(name, _)| name == "rebind: helm upgrade to last verified worker"));
+        assert!(
+            seen[0].ends_with("rebind-topology.yaml") && seen[1].ends_with("demo-topology.yaml"),
+            "{seen:?}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("rebind-topology.yaml")).expect("file"),
+            "topology: rebind\n"
+        );
+        assert!(
+            result
+                .workers
+                .iter()
+                .all(|it| it.detail.contains("clique=99")),
+            "{:?}",
+            result.workers
+        );
+        assert!(result
+            .timings
+            .iter()
+            .any(|(name, _)| name == "rebind: helm upgrade to last verified worker"));
         // The restore really happened.
         assert_eq!(sim.identity.lock().expect("lock")["w3"].0, 1);
     }
@@ -796,29 +1006,44 @@ mod tests {
     async fn scenario3_fails_when_pods_are_recycled_and_still_restores() {
         let mut sim = demo_sim();
         sim.recycle_on_upgrade = true;
-        let runner = HelmSim { sim: &sim, fake: FakeRunner::default() };
-        runner.fake.expect("helm upgrade", true, "").expect("helm upgrade", true, "");
+        let runner = HelmSim {
+            sim: &sim,
+            fake: FakeRunner::default(),
+        };
+        runner
+            .fake
+            .expect("helm upgrade", true, "")
+            .expect("helm upgrade", true, "");
         let dir = tempfile::tempdir().expect("tempdir");
         let result = scenario3(&sim, &runner, &rebind(), dir.path(), Limits::default()).await;
         let Outcome::Failed(reason) = &result.outcome else {
             panic!("must fail: {result:?}");
         };
         assert!(reason.contains("pods were recycled"), "{reason}");
-        assert_eq!(runner.fake.remaining(), 0, "the demo topology must be restored");
+        assert_eq!(
+            runner.fake.remaining(),
+            0,
+            "the demo topology must be restored"
+        );
     }
 
     #[tokio::test(start_paused = true)]
     async fn scenario3_times_out_when_the_topology_never_arrives() {
         let sim = demo_sim();
         let runner = FakeRunner::default();
-        runner.expect("helm upgrade", true, "").expect("helm upgrade", true, "");
+        runner
+            .expect("helm upgrade", true, "")
+            .expect("helm upgrade", true, "");
         let dir = tempfile::tempdir().expect("tempdir");
         let started = Instant::now();
         let result = scenario3(&sim, &runner, &rebind(), dir.path(), Limits::default()).await;
         let Outcome::Failed(reason) = &result.outcome else {
             panic!("must fail: {result:?}");
         };
-        assert!(reason.starts_with("rebind: not converged within 60s: w: GPU 0 clusterUuid"), "{reason}");
+        assert!(
+            reason.starts_with("rebind: not converged within 60s: w: GPU 0 clusterUuid"),
+            "{reason}"
+        );
         assert!(started.elapsed() >= Duration::from_secs(60));
     }
 
@@ -838,11 +1063,23 @@ mod tests {
                 "daemon B terminated: domain DEGRADED"
             ]
         );
-        assert!(tracker.snapshot().imex_pods.is_empty(), "daemons stopped, nothing left to clean");
-        assert!(!sim.daemons.lock().expect("lock").values().any(|it| *it), "no daemon left running");
+        assert!(
+            tracker.snapshot().imex_pods.is_empty(),
+            "daemons stopped, nothing left to clean"
+        );
+        assert!(
+            !sim.daemons.lock().expect("lock").values().any(|it| *it),
+            "no daemon left running"
+        );
         let execs = sim.execs.lock().expect("lock").clone();
-        let config_write = execs.iter().find(|it| it.contains("printf")).expect("config written");
-        assert!(config_write.contains("DAEMONIZE=0") && config_write.contains("10.0.0.1\n10.0.0.2"), "{config_write}");
+        let config_write = execs
+            .iter()
+            .find(|it| it.contains("printf"))
+            .expect("config written");
+        assert!(
+            config_write.contains("DAEMONIZE=0") && config_write.contains("10.0.0.1\n10.0.0.2"),
+            "{config_write}"
+        );
     }
 
     #[tokio::test(start_paused = true)]
@@ -852,7 +1089,10 @@ mod tests {
         let Outcome::Skipped(reason) = &result.outcome else {
             panic!("must be skipped: {result:?}");
         };
-        assert!(reason.contains("no nvidia-imex payload") && reason.contains("--imex"), "{reason}");
+        assert!(
+            reason.contains("no nvidia-imex payload") && reason.contains("--imex"),
+            "{reason}"
+        );
     }
 
     #[tokio::test(start_paused = true)]
@@ -865,10 +1105,19 @@ mod tests {
         let Outcome::Failed(reason) = &result.outcome else {
             panic!("must fail: {result:?}");
         };
-        assert!(reason.contains("domain not UP within 240s after daemon B started (last DEGRADED)"), "{reason}");
-        assert!(reason.contains("last lines of /tmp/nvidia-imex.log in pod-w:"), "{reason}");
+        assert!(
+            reason.contains("domain not UP within 240s after daemon B started (last DEGRADED)"),
+            "{reason}"
+        );
+        assert!(
+            reason.contains("last lines of /tmp/nvidia-imex.log in pod-w:"),
+            "{reason}"
+        );
         assert!(started.elapsed() >= Duration::from_secs(240));
-        assert!(!sim.daemons.lock().expect("lock").values().any(|it| *it), "daemons stopped after failure");
+        assert!(
+            !sim.daemons.lock().expect("lock").values().any(|it| *it),
+            "daemons stopped after failure"
+        );
     }
 
     #[tokio::test(start_paused = true)]
@@ -880,15 +1129,24 @@ mod tests {
         let Outcome::Failed(reason) = &result.outcome else {
             panic!("must fail: {result:?}");
         };
-        assert!(reason.contains("domain still UP 60s after daemon B was terminated"), "{reason}");
+        assert!(
+            reason.contains("domain still UP 60s after daemon B was terminated"),
+            "{reason}"
+        );
     }
 
     #[tokio::test]
     async fn interruption_cleanup_stops_tracked_daemons() {
         let mut sim = demo_sim();
         sim.payload = true;
-        sim.daemons.lock().expect("lock").insert("pod-w".to_owned(), true);
-        sim.daemons.lock().expect("lock").insert("pod-w2".to_owned(), true);
+        sim.daemons
+            .lock()
+            .expect("lock")
+            .insert("pod-w".to_owned(), true);
+        sim.daemons
+            .lock()
+            .expect("lock")
+            .insert("pod-w2".to_owned(), true);
         let tracker = Tracker::default();
         tracker.step("scenario2");
         tracker.imex_pods(&["pod-w".to_owned(), "pod-w2".to_owned()]);
