@@ -567,7 +567,7 @@ fn docker_runs_the_workload_image_shell_and_shim() {
     assert_eq!(String::from_utf8_lossy(&label.stdout).trim(), "absent");
     // The scenarios' shell idioms work: sed edits, background jobs, /tmp.
     let script = "printf 'DAEMONIZE=1\\n' > /tmp/imex.cfg && sed -i 's/^DAEMONIZE=1/DAEMONIZE=0/' /tmp/imex.cfg \
-                  && cat /tmp/imex.cfg && sleep 30 & echo $! > /tmp/pid; kill $(cat /tmp/pid); wait; \
+                  && cat /tmp/imex.cfg; sleep 30 & echo $! > /tmp/pid; kill $(cat /tmp/pid); wait; \
                   test -x /usr/bin/nvidia-imex && echo shim-present";
     let output = run_ok(Command::new("docker").args([
         "run",
