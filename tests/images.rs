@@ -12,6 +12,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
+use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use image_builder::build::{self, BuiltImage, ImexState, Inputs};
@@ -72,8 +73,18 @@ fn build_with(name: &str, payload: Option<&Payload>, epoch: u64) -> BuiltImage {
         .unwrap_or_else(|err| panic!("cannot build {name}: {err}"))
 }
 
+/// The image built without a payload at epoch 0, once per test process: the
+/// debug binaries are large, and every test but the reproducibility one only reads it.
 fn build_image(name: &str) -> BuiltImage {
-    build_with(name, None, 0)
+    static BUILT: OnceLock<Mutex<BTreeMap<String, BuiltImage>>> = OnceLock::new();
+    let cache = BUILT.get_or_init(|| Mutex::new(BTreeMap::new()));
+    let mut cache = cache
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    cache
+        .entry(name.to_owned())
+        .or_insert_with(|| build_with(name, None, 0))
+        .clone()
 }
 
 /// A stand-in for NVIDIA's payload with its layout (one top-level directory):
@@ -112,7 +123,7 @@ fn building_twice_gives_identical_archives() {
     let out_b = tempfile::tempdir().expect("tempdir");
     for name in [MOCK, WORKLOAD] {
         let first = build_image(name);
-        let second = build_image(name);
+        let second = build_with(name, None, 0);
         let path_a = build::write_archive_file(&first, out_a.path()).expect("write a");
         let path_b = build::write_archive_file(&second, out_b.path()).expect("write b");
         let bytes_a = std::fs::read(&path_a).expect("read a");
