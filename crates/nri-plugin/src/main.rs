@@ -11,6 +11,7 @@
 //! restarts it, which re-registers against the new runtime instance.
 //! SIGTERM and SIGINT exit 0.
 
+mod config;
 mod ffi;
 mod health;
 mod plan;
@@ -27,10 +28,9 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::Parser;
-use node_layout::paths::{CONTAINER_ROOT, DEFAULT_HOST_ROOT};
 
+use crate::config::PolicyArgs;
 use crate::health::Health;
-use crate::plan::Policy;
 use crate::service::{PluginService, TEST_STALL_ENV};
 use crate::session::Identity;
 
@@ -57,43 +57,9 @@ struct Cli {
     /// Two-digit plugin index to register (`NRI_PLUGIN_IDX` wins when launched by the runtime).
     #[arg(long, env = "NRI_PLUGIN_INDEX", default_value = "10")]
     plugin_index: String,
-    /// The staged tree on the host, mounted at the same path in the plugin's pod.
-    #[arg(long, env = "NVML_MOCK_OVERLAY_HOST_PATH", default_value = DEFAULT_HOST_ROOT)]
-    overlay_host_path: PathBuf,
-    /// Where containers get the staged tree.
-    #[arg(long, env = "NVML_MOCK_OVERLAY_MOUNT_PATH", default_value = CONTAINER_ROOT)]
-    overlay_mount_path: PathBuf,
-    /// This node's name, injected as NODE_NAME with the topology.
-    #[arg(long, env = "NODE_NAME", default_value = "")]
-    node_name: String,
-    /// Pod annotation that opts out with `false`.
-    #[arg(
-        long,
-        env = "NVML_MOCK_OPT_OUT_ANNOTATION",
-        default_value = "nvml-mock.nvidia.com/inject"
-    )]
-    opt_out_annotation: String,
-    /// Pod annotation that asks for GPU device nodes with `true`.
-    #[arg(
-        long,
-        env = "NVML_MOCK_DEVICE_ANNOTATION",
-        default_value = "nvml-mock.nvidia.com/devices"
-    )]
-    device_annotation: String,
-    /// Pod annotation selecting IMEX channels (`true`, `0`, `0-3`, `0,5`).
-    #[arg(
-        long,
-        env = "NVML_MOCK_IMEX_CHANNEL_ANNOTATION",
-        default_value = "nvml-mock.nvidia.com/imex-channels"
-    )]
-    imex_channel_annotation: String,
-    /// Namespaces never injected, comma-separated (kube-system always is).
-    #[arg(
-        long,
-        env = "NVML_MOCK_EXCLUDED_NAMESPACES",
-        default_value = "kube-system"
-    )]
-    excluded_namespaces: String,
+    /// Injection options.
+    #[command(flatten)]
+    policy: PolicyArgs,
 }
 
 fn main() -> ExitCode {
@@ -151,11 +117,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         index,
     };
     validate_identity(&identity)?;
-    anyhow::ensure!(
-        cli.overlay_mount_path.is_absolute(),
-        "--overlay-mount-path {} must be an absolute path",
-        cli.overlay_mount_path.display()
-    );
+    let policy = cli
+        .policy
+        .into_policy()
+        .map_err(|message| anyhow::format_err!(message))?;
 
     let stall = test_stall()?;
     let health = Arc::new(Health::default());
@@ -174,15 +139,6 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         tokio::spawn(health::serve(listener, health.clone()));
     }
 
-    let policy = Policy {
-        overlay_host: cli.overlay_host_path,
-        overlay_mount: cli.overlay_mount_path,
-        node_name: cli.node_name,
-        opt_out_annotation: cli.opt_out_annotation,
-        device_annotation: cli.device_annotation,
-        imex_channel_annotation: cli.imex_channel_annotation,
-        excluded_namespaces: Policy::parse_excluded_namespaces(&cli.excluded_namespaces),
-    };
     tracing::info!(?policy, "starting");
     let service = Arc::new(PluginService::new(policy, health.clone(), stall));
 
@@ -289,10 +245,16 @@ mod tests {
         let cli = Cli::try_parse_from(["nvml-mock-nri"]).expect("defaults parse");
         assert_eq!(cli.plugin_name, "nvml-mock");
         assert_eq!(cli.plugin_index, "10");
-        assert_eq!(cli.overlay_host_path, PathBuf::from("/var/lib/nvml-mock"));
-        assert_eq!(cli.overlay_mount_path, PathBuf::from("/opt/nvml-mock"));
         assert_eq!(
-            cli.imex_channel_annotation,
+            cli.policy.overlay_host_path,
+            PathBuf::from("/var/lib/nvml-mock")
+        );
+        assert_eq!(
+            cli.policy.overlay_mount_path,
+            PathBuf::from("/opt/nvml-mock")
+        );
+        assert_eq!(
+            cli.policy.imex_channel_annotation,
             "nvml-mock.nvidia.com/imex-channels"
         );
     }

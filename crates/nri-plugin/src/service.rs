@@ -1,10 +1,11 @@
 //! The plugin's side of NRI: Configure, Synchronize and CreateContainer; everything else is UNIMPLEMENTED.
 
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use prost::Message as _;
 
+use crate::config;
 use crate::health::Health;
 use crate::plan::{self, Policy, Selection};
 use crate::proto::{
@@ -27,7 +28,7 @@ const BUDGET_DENOMINATOR: u32 = 4;
 /// Serves the runtime's calls.
 #[derive(Debug)]
 pub struct PluginService {
-    policy: Arc<Policy>,
+    policy: RwLock<Arc<Policy>>,
     health: Arc<Health>,
     stall: Duration,
 }
@@ -37,7 +38,7 @@ impl PluginService {
     /// CreateContainer by `stall` (zero outside tests).
     pub fn new(policy: Policy, health: Arc<Health>, stall: Duration) -> Self {
         Self {
-            policy: Arc::new(policy),
+            policy: RwLock::new(Arc::new(policy)),
             health,
             stall,
         }
@@ -66,7 +67,13 @@ impl PluginService {
             _ => self.health.request_timeout(),
         };
         match request.method.as_str() {
-            "Configure" => decode_then(&request.payload, |req| self.configure(req)),
+            "Configure" => match ConfigureRequest::decode(request.payload.as_slice()) {
+                Ok(req) => self.configure(req),
+                Err(err) => failure(
+                    code::INVALID_ARGUMENT,
+                    format!("cannot decode Configure: {err}"),
+                ),
+            },
             "Synchronize" => decode_then(&request.payload, |req| self.synchronize(req)),
             "CreateContainer" => match CreateContainerRequest::decode(request.payload.as_slice()) {
                 Ok(req) => success(&self.create_container(req, received, deadline).await),
@@ -82,7 +89,23 @@ impl PluginService {
         }
     }
 
-    fn configure(&self, request: ConfigureRequest) -> ConfigureResponse {
+    fn configure(&self, request: ConfigureRequest) -> Response {
+        match config::parse_drop_in(&request.config) {
+            Ok(None) => (),
+            Ok(Some(policy)) => {
+                tracing::info!(
+                    ?policy,
+                    "injection options from the runtime's plugin config"
+                );
+                if let Ok(mut current) = self.policy.write() {
+                    *current = Arc::new(policy);
+                }
+            }
+            Err(message) => {
+                tracing::error!("{message}");
+                return failure(code::INVALID_ARGUMENT, message);
+            }
+        }
         self.health.set_request_timeout_ms(request.request_timeout);
         tracing::info!(
             runtime = %request.runtime_name,
@@ -90,8 +113,15 @@ impl PluginService {
             request_timeout = ?self.health.request_timeout(),
             "configured by the runtime; subscribing to CreateContainer"
         );
-        ConfigureResponse {
+        success(&ConfigureResponse {
             events: CREATE_CONTAINER_EVENT_MASK,
+        })
+    }
+
+    fn current_policy(&self) -> Arc<Policy> {
+        match self.policy.read() {
+            Ok(policy) => policy.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
         }
     }
 
@@ -125,7 +155,8 @@ impl PluginService {
             return CreateContainerResponse { adjust: None };
         };
         let who = format!("{}/{}/{}", pod.namespace, pod.name, container.name);
-        let wants = match plan::select(&self.policy, &pod, &container) {
+        let policy = self.current_policy();
+        let wants = match plan::select(&policy, &pod, &container) {
             Selection::Skip(reason) => {
                 tracing::info!(container = %who, ?reason, "skipped");
                 return CreateContainerResponse { adjust: None };
@@ -137,7 +168,6 @@ impl PluginService {
         }
         let budget =
             (deadline * BUDGET_NUMERATOR / BUDGET_DENOMINATOR).saturating_sub(received.elapsed());
-        let policy = self.policy.clone();
         let work = tokio::task::spawn_blocking(move || {
             let staged = staged::snapshot(&policy, &wants);
             plan::adjust(&policy, &container, staged)
