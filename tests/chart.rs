@@ -1110,17 +1110,17 @@ fn schema_rejects_malformed_topology_entries() {
         ],
     );
     rejects(
-        &domain(good_uuid, "{id: 0, nodes: []}"),
-        &[
-            "/topology/domains/0/cliques/0/nodes",
-            "minItems: got 0, want 1",
-        ],
-    );
-    rejects(
         &domain(good_uuid, "{id: 0, nodes: [\"\"]}"),
         &[
             "/topology/domains/0/cliques/0/nodes/0",
-            "minLength: got 0, want 1",
+            "does not match pattern",
+        ],
+    );
+    rejects(
+        &domain(good_uuid, "{id: 0, nodes: [\"node a\"]}"),
+        &[
+            "/topology/domains/0/cliques/0/nodes/0",
+            "does not match pattern",
         ],
     );
     rejects(
@@ -1312,4 +1312,42 @@ fn notes_say_what_was_installed_and_how_to_check_it() {
     );
     assert!(!defaults.contains("nvml-mock-nri"), "{defaults}");
     assert!(!defaults.contains("nvml-mock-topology"), "{defaults}");
+}
+
+#[test]
+fn duplicate_domain_uuids_and_clique_ids_fail_the_render() {
+    rejects(
+        "topology:\n  enabled: true\n  domains:\n    - name: left\n      uuid: \"00000000-0000-0000-0000-0000000000ab\"\n      cliques: []\n    - name: right\n      uuid: \"000000000000000000000000000000AB\"\n      cliques: []\n",
+        &["topology: domains \"left\" and \"right\" share the uuid 000000000000000000000000000000AB: each NVLink domain needs its own uuid"],
+    );
+    rejects(
+        "topology:\n  enabled: true\n  domains:\n    - name: only\n      uuid: \"00000000-0000-0000-0000-0000000000ab\"\n      cliques:\n        - {id: 4, nodes: [a]}\n        - {id: 4, nodes: [b]}\n",
+        &["topology: domain \"only\" lists clique 4 twice: give each clique of a domain its own id"],
+    );
+}
+
+// ---------------------------------------------------------------------------
+// The topology crate's values go through the chart and come back unchanged
+
+#[test]
+fn generated_topologies_render_into_documents_the_topology_crate_reads_back() {
+    for workers in 1..=5 {
+        let names = topology::kind_workers("lab", workers);
+        for generated in [topology::demo(&names), topology::rebind(&names)] {
+            let rendered = Template::demo()
+                .values_yaml(&generated.helm_values())
+                .render();
+            let data = rendered
+                .config_map("nvml-mock-topology")
+                .data
+                .unwrap_or_default();
+            let text = data
+                .get("topology.yaml")
+                .unwrap_or_else(|| panic!("no topology.yaml key"));
+            let parsed = topology::parse(text).unwrap_or_else(|err| {
+                panic!("the chart's topology.yaml does not parse: {err}\n{text}")
+            });
+            assert_eq!(parsed, generated, "{workers} workers:\n{text}");
+        }
+    }
 }

@@ -109,8 +109,20 @@ template that depends on them, so any render fails the same way.
 {{- end }}
 {{- if .Values.topology.enabled }}
 {{- $seen := dict }}
+{{- $uuids := dict }}
 {{- range $domain := .Values.topology.domains }}
+{{- $uuid := $domain.uuid | lower | replace "-" "" }}
+{{- if hasKey $uuids $uuid }}
+{{- fail (printf "topology: domains %s and %s share the uuid %s: each NVLink domain needs its own uuid" (get $uuids $uuid) ($domain.name | default $domain.uuid | quote) $domain.uuid) }}
+{{- end }}
+{{- $_ := set $uuids $uuid ($domain.name | default $domain.uuid | quote) }}
+{{- $ids := dict }}
 {{- range $clique := $domain.cliques }}
+{{- $id := printf "%d" (int64 $clique.id) }}
+{{- if hasKey $ids $id }}
+{{- fail (printf "topology: domain %s lists clique %s twice: give each clique of a domain its own id" ($domain.name | default $domain.uuid | quote) $id) }}
+{{- end }}
+{{- $_ := set $ids $id true }}
 {{- range $node := $clique.nodes }}
 {{- $where := printf "domain %s clique %d" ($domain.name | default $domain.uuid | quote) (int64 $clique.id) }}
 {{- if hasKey $seen $node }}
