@@ -9,8 +9,8 @@ use clap::{Args, Parser, Subcommand};
 #[derive(Debug, Parser)]
 #[command(
     name = "cargo xtask",
+    bin_name = "cargo xtask",
     version,
-    about,
     after_help = "Typical use:\n  cargo xtask doctor                 check prerequisites\n  cargo xtask demo --offline         everything, on a kind cluster from the locally built node image\n  cargo xtask scenario3              rerun one scenario against the running setup\n  cargo xtask down                   delete the cluster"
 )]
 pub struct Xtask {

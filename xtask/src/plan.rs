@@ -474,4 +474,46 @@ Block devices:
             "upgrade nvml-mock chart --kube-context kind-c --namespace mokka --reuse-values -f t.yaml"
         );
     }
+
+    fn helm() -> std::path::PathBuf {
+        let cached = std::path::PathBuf::from("/var/cache/cdsim/bin/helm");
+        if cached.exists() {
+            return cached;
+        }
+        let on_path = std::process::Command::new("helm").arg("version").output();
+        assert!(
+            on_path.is_ok_and(|out| out.status.success()),
+            "helm is needed for this test: run `cargo xtask doctor` (cargo xtask installs the pinned helm) or put helm on PATH"
+        );
+        std::path::PathBuf::from("helm")
+    }
+
+    /// The values we pass render through the real chart (its schema included)
+    /// into what the DaemonSets need.
+    #[test]
+    fn values_render_through_the_real_chart() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let values = dir.path().join("values.yaml");
+        let topology_values = dir.path().join("topology.yaml");
+        let image = ImageRef::parse("nvml-mock:0123456789ab").expect("tagged");
+        std::fs::write(&values, install_values(&image, Majors { channel: 245, caps: 246 })).expect("write");
+        let workers = topology::kind_workers("c", 4);
+        std::fs::write(&topology_values, topology::demo(&workers).helm_values()).expect("write");
+        let chart = crate::project_root().join(crate::names::CHART);
+        let out = std::process::Command::new(helm())
+            .args(["template", "nvml-mock"])
+            .arg(&chart)
+            .args(["--namespace", "mokka", "-f"])
+            .arg(&values)
+            .arg("-f")
+            .arg(&topology_values)
+            .output()
+            .expect("helm runs");
+        let rendered = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "helm template failed: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(rendered.contains("image: \"nvml-mock:0123456789ab\""), "{rendered}");
+        assert!(rendered.contains("245"), "channel major rendered");
+        assert!(rendered.contains("c-worker4"), "topology rendered");
+        assert!(rendered.contains("name: nvml-mock-nri"), "NRI DaemonSet rendered");
+    }
 }
