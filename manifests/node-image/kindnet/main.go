@@ -9,7 +9,8 @@
 //   - keeps one route per other node: that node's podCIDR via its InternalIP;
 //   - masquerades pod traffic leaving the pod subnet (chain CDSIM-KINDNET-MASQ).
 //
-// It does not implement NetworkPolicy.
+// NetworkPolicy is enforced by kube-network-policies, a second container of
+// the same DaemonSet (see default-cni.yaml).
 package main
 
 import (

@@ -34,6 +34,7 @@ struct Binaries {
     etcd: PathBuf,
     coredns: PathBuf,
     kindnet: PathBuf,
+    netpol: PathBuf,
     pause: PathBuf,
 }
 
@@ -111,20 +112,23 @@ pub fn build(sh: &Shell, pins: &NodePins, key: &str, image: &str, inputs: &Path)
         "registry.k8s.io/kube-proxy:{}",
         pins.kubernetes.replace('+', "_")
     );
-    layer_binary(
+    let kube_proxy_bin = bins.kubernetes.join("kube-proxy");
+    layer_binaries(
         sh,
         &net_image,
-        &bins.kubernetes.join("kube-proxy"),
-        "/usr/local/bin/kube-proxy",
+        &[(&kube_proxy_bin, "/usr/local/bin/kube-proxy")],
         &kube_proxy,
         None,
     )?;
     images.push(kube_proxy);
-    layer_binary(
+    let kindnet_bin = bins.kindnet.join("kindnet");
+    layer_binaries(
         sh,
         &net_image,
-        &bins.kindnet.join("kindnet"),
-        "/bin/kindnet",
+        &[
+            (&kindnet_bin, "/bin/kindnet"),
+            (&bins.netpol, "/bin/netpol"),
+        ],
         &kindnet_image,
         Some("/bin/kindnet"),
     )?;
@@ -350,6 +354,18 @@ fn go_components(sh: &Shell, cache: &Path, pins: &NodePins, inputs: &Path) -> Re
         .context("go build cdsim-kindnet")
     })?;
 
+    let version = pins.network_policies.as_str();
+    let netpol = cached(&go, "kube-network-policies", version, |out| {
+        let _gobin = sh.push_env("GOBIN", out);
+        let pkg = format!("sigs.k8s.io/kube-network-policies/cmd@{version}");
+        cmd!(sh, "nice -n 10 go install -trimpath -ldflags '-s -w' {pkg}")
+            .run()
+            .context("go install kube-network-policies")?;
+        // The main package is `cmd`, so is the binary.
+        fs::rename(out.join("cmd"), out.join("netpol"))
+            .context("naming the kube-network-policies binary")
+    })?;
+
     let pause = cached(
         &go,
         "pause",
@@ -385,6 +401,7 @@ fn go_components(sh: &Shell, cache: &Path, pins: &NodePins, inputs: &Path) -> Re
         etcd: etcd.join("etcd"),
         coredns: coredns.join("coredns"),
         kindnet,
+        netpol: netpol.join("netpol"),
         pause: pause.join("pause"),
     })
 }
@@ -548,12 +565,11 @@ fn import_tree(sh: &Shell, tree: &Path, tar: &Path, name: &str, changes: &[&str]
     Ok(())
 }
 
-/// `name` = `base` plus one binary at `dest` (a layer of its own).
-fn layer_binary(
+/// `name` = `base` plus `binaries` (host path, image path) in one layer.
+fn layer_binaries(
     sh: &Shell,
     base: &str,
-    binary: &Path,
-    dest: &str,
+    binaries: &[(&Path, &str)],
     name: &str,
     cmd_path: Option<&str>,
 ) -> Result<()> {
@@ -568,11 +584,13 @@ fn layer_binary(
         .ignore_stdout()
         .run()
         .with_context(|| format!("docker create from {base}"))?;
-    let target = format!("{container}:{dest}");
     let result = (|| {
-        cmd!(sh, "docker cp {binary} {target}")
-            .run()
-            .with_context(|| format!("docker cp into {name}"))?;
+        for (binary, dest) in binaries {
+            let target = format!("{container}:{dest}");
+            cmd!(sh, "docker cp {binary} {target}")
+                .run()
+                .with_context(|| format!("docker cp into {name}"))?;
+        }
         let cmd_change = match cmd_path {
             Some(path) => format!(r#"CMD ["{path}"]"#),
             None => "CMD []".to_owned(),

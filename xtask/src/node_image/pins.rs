@@ -39,6 +39,8 @@ pub struct NodePins {
     pub coredns: String,
     /// The pause image tag, e.g. `3.10.1`.
     pub pause: String,
+    /// `sigs.k8s.io/kube-network-policies` version (NetworkPolicy enforcement).
+    pub network_policies: String,
 }
 
 /// A release version `vMAJOR.MINOR.PATCH`.
@@ -112,6 +114,7 @@ impl NodePins {
             ("crictl", &self.crictl),
             ("etcd", &self.etcd),
             ("coredns", &self.coredns),
+            ("network_policies", &self.network_policies),
         ] {
             Semver::parse(value).with_context(|| format!("[node].{key}"))?;
         }
@@ -162,6 +165,7 @@ impl NodePins {
             ("etcd_image_revision", &self.etcd_image_revision),
             ("coredns", &self.coredns),
             ("pause", &self.pause),
+            ("network_policies", &self.network_policies),
         ]
         .into_iter()
         .collect();
@@ -316,6 +320,7 @@ mod tests {
             etcd_image_revision: "0".into(),
             coredns: "v1.12.1".into(),
             pause: "3.10.1".into(),
+            network_policies: "v0.8.0".into(),
         }
     }
 
