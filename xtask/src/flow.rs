@@ -13,7 +13,7 @@ use tokio::time::Instant;
 use xshell::Shell;
 
 use crate::fabric::Expected;
-use crate::flags::{ClusterArgs, DemoArgs, DownArgs, ImagesArgs, ScenarioArgs};
+use crate::flags::{ClusterArgs, DemoArgs, DownArgs, ScenarioArgs};
 use crate::k8s::{self, ExecOutput, PodInfo};
 use crate::lock::{self, RunnerLock};
 use crate::names::{
@@ -349,35 +349,48 @@ async fn demo_inner(
 }
 
 fn images(sh: &Shell, args: &DemoArgs) -> anyhow::Result<ImagePair> {
-    let out = crate::project_root().join("target/images");
-    if args.mock_image.is_none() || args.workload_image.is_none() {
-        crate::images::run(
-            sh,
-            &ImagesArgs {
-                out: out.clone(),
-                imex: args.imex.clone(),
-            },
-        )?;
-    }
-    let found = crate::archive::scan(&out).unwrap_or_default();
-    let pick = |flag: &Option<PathBuf>, repository: &str| -> anyhow::Result<(PathBuf, ImageRef)> {
-        if let Some(path) = flag {
-            let image = crate::archive::repo_tag(path)?;
-            return Ok((path.clone(), image));
-        }
-        match found
-            .iter()
-            .find(|(_, image)| image.repository == repository)
-        {
-            Some(hit) => Ok(hit.clone()),
-            None => anyhow::bail!(
-                "`cargo xtask images` left no {repository} archive in {}",
-                out.display()
-            ),
+    let from_flag = |flag: &Option<PathBuf>| -> anyhow::Result<Option<(PathBuf, ImageRef)>> {
+        match flag {
+            Some(path) => {
+                let path = std::path::absolute(path)
+                    .with_context(|| format!("resolving {}", path.display()))?;
+                let image = crate::archive::repo_tag(&path)?;
+                Ok(Some((path, image)))
+            }
+            None => Ok(None),
         }
     };
-    let mock = pick(&args.mock_image, "nvml-mock")?;
-    let workload = pick(&args.workload_image, "nvml-mock-workload")?;
+    let (mock, workload) = (
+        from_flag(&args.mock_image)?,
+        from_flag(&args.workload_image)?,
+    );
+    let (mock, workload) = match (mock, workload) {
+        (Some(mock), Some(workload)) => (mock, workload),
+        (mock, workload) => {
+            let out = crate::project_root().join("target/images");
+            let imex = match &args.imex {
+                Some(path) => Some(
+                    std::path::absolute(path)
+                        .with_context(|| format!("resolving {}", path.display()))?,
+                ),
+                None => None,
+            };
+            let built = crate::images::build_all(
+                sh,
+                &out,
+                imex.as_deref(),
+                crate::images::CargoProfile::Release,
+            )?;
+            let as_pair =
+                |it: &crate::images::ImageArchive| -> anyhow::Result<(PathBuf, ImageRef)> {
+                    Ok((it.path.clone(), ImageRef::parse(&it.reference)?))
+                };
+            (
+                mock.map_or_else(|| as_pair(&built.mock), Ok)?,
+                workload.map_or_else(|| as_pair(&built.workload), Ok)?,
+            )
+        }
+    };
     eprintln!("    {} ({})", mock.1, mock.0.display());
     eprintln!("    {} ({})", workload.1, workload.0.display());
     Ok(ImagePair { mock, workload })
