@@ -33,6 +33,7 @@ pub enum Tool {
     /// `helm.sh/helm/v3/cmd/helm` (or `/v4/` for a v4 pin).
     Helm,
     /// `sigs.k8s.io/cri-tools/cmd/crictl`.
+    #[allow(dead_code)] // Offered to the orchestration (doctor, CI); nothing here needs it yet.
     Crictl,
 }
 
@@ -176,7 +177,7 @@ pub fn ensure_engine(sh: &Shell) -> Result<()> {
             );
             return Ok(());
         }
-        if started.elapsed().as_secs() % 5 == 0 {
+        if started.elapsed().as_secs().is_multiple_of(5) {
             eprintln!("    waiting for dockerd ({}s)", started.elapsed().as_secs());
         }
     }
