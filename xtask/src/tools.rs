@@ -33,7 +33,8 @@ pub enum Tool {
     /// `helm.sh/helm/v3/cmd/helm` (or `/v4/` for a v4 pin).
     Helm,
     /// `sigs.k8s.io/cri-tools/cmd/crictl`.
-    #[allow(dead_code)] // Offered to the orchestration (doctor, CI); nothing here needs it yet.
+    #[allow(dead_code)]
+    // Offered to the orchestration (doctor, CI); nothing here needs it yet.
     Crictl,
 }
 
