@@ -1,0 +1,654 @@
+//! The mock `libnvidia-ml.so.1` through NVIDIA's own clients: pynvml (PyPI `nvidia-ml-py`),
+//! go-nvml (the binding the DRA driver uses, driven by `tests/nvml/go`) and the `nvml-wrapper`
+//! crate (in process, loaded by path).
+//!
+//! Matrix: the four demo workers under the demo topology (`tests/nvml/topology-demo.yaml`)
+//! report clique 0, 0, 1, 1, uuid `…00ab`, state COMPLETED on every GPU through v1, V/v2 and V/v3;
+//! a node absent from the topology reports the profile's defaults; the h100 profile reports
+//! NOT_SUPPORTED; a bad version tag gives ARGUMENT_VERSION_MISMATCH and writes nothing. Strings,
+//! PCI info and memory are compared with the parsed profile YAML.
+//!
+//! Prerequisites fail loudly: `cargo build -p mock-nvml` first; python3 with venv/pip (the test
+//! installs the pinned nvidia-ml-py into `target/nvml-venv-<version>`); go (the module proxy
+//! fetches the pinned go-nvml).
+
+use std::{
+    path::{Path, PathBuf},
+    process::{Command, Output},
+    sync::OnceLock,
+};
+
+use integration_tests::{mock_nvml_lib_dir, mock_nvml_library, repo_root, require_program};
+use nvml_profile::{Architecture, Device, Profile};
+use serde_json::Value;
+
+#[path = "nvml/wrapper.rs"]
+mod wrapper;
+
+const CLUSTER: &str = "nvml-mock-compute-domain";
+const DEMO_UUID: &str = "00000000-0000-0000-0000-0000000000ab";
+const NVML_ERROR_NOT_SUPPORTED: i64 = 3;
+const NVML_ERROR_ARGUMENT_VERSION_MISMATCH: i64 = 25;
+
+/// What the fabric queries must report on every GPU.
+#[derive(Debug, Clone, PartialEq)]
+enum Fabric {
+    /// SUCCESS, this uuid and clique, state COMPLETED (3), status SUCCESS.
+    Identity { uuid: String, clique: u32 },
+    /// NVML_ERROR_NOT_SUPPORTED from v1, V/v2 and V/v3.
+    NotSupported,
+}
+
+/// One row of the matrix.
+#[derive(Debug, Clone)]
+struct Scenario {
+    label: String,
+    profile_path: PathBuf,
+    profile: Profile,
+    node: String,
+    expected: Fabric,
+}
+
+fn profile_path(name: &str) -> PathBuf {
+    repo_root()
+        .join("manifests/helm/nvml-mock/profiles")
+        .join(format!("{name}.yaml"))
+}
+
+fn demo_topology() -> PathBuf {
+    repo_root().join("tests/nvml/topology-demo.yaml")
+}
+
+fn load_profile(name: &str) -> (PathBuf, Profile) {
+    let path = profile_path(name);
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|err| panic!("cannot read {}: {err}", path.display()));
+    let profile = Profile::parse(&text).unwrap_or_else(|err| panic!("{}: {err}", path.display()));
+    (path, profile)
+}
+
+fn scenarios() -> Vec<Scenario> {
+    let (gb200_path, gb200) = load_profile("gb200");
+    let (h100_path, h100) = load_profile("h100");
+    let mut rows: Vec<Scenario> = [
+        ("worker", 0),
+        ("worker2", 0),
+        ("worker3", 1),
+        ("worker4", 1),
+    ]
+    .into_iter()
+    .map(|(suffix, clique)| Scenario {
+        label: format!("gb200 on {suffix}"),
+        profile_path: gb200_path.clone(),
+        profile: gb200.clone(),
+        node: format!("{CLUSTER}-{suffix}"),
+        expected: Fabric::Identity {
+            uuid: DEMO_UUID.to_owned(),
+            clique,
+        },
+    })
+    .collect();
+    let defaults = gb200.devices()[0]
+        .fabric
+        .expect("the gb200 profile has a fabric block");
+    rows.push(Scenario {
+        label: "gb200 on a node absent from the topology".to_owned(),
+        profile_path: gb200_path,
+        profile: gb200,
+        node: format!("{CLUSTER}-control-plane"),
+        expected: Fabric::Identity {
+            uuid: defaults.cluster_uuid.to_string(),
+            clique: defaults.clique_id,
+        },
+    });
+    rows.push(Scenario {
+        label: "h100 on worker".to_owned(),
+        profile_path: h100_path,
+        profile: h100,
+        node: format!("{CLUSTER}-worker"),
+        expected: Fabric::NotSupported,
+    });
+    rows
+}
+
+/// A client process with exactly the mock's environment (nothing inherited that could change it).
+fn client_command(program: &Path, lib_dir: &Path, scenario: &Scenario) -> Command {
+    let mut command = Command::new(program);
+    command
+        .env("LD_LIBRARY_PATH", lib_dir)
+        .env("MOCK_NVML_CONFIG", &scenario.profile_path)
+        .env("MOCK_TOPOLOGY_CONFIG", demo_topology())
+        .env("NODE_NAME", &scenario.node)
+        .env("MOCK_NVML_STRICT", "1");
+    command
+}
+
+fn run_json(mut command: Command, what: &str) -> Value {
+    let output = command
+        .output()
+        .unwrap_or_else(|err| panic!("cannot run {what}: {err}"));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "{what} failed ({}):\n{stderr}",
+        output.status
+    );
+    assert!(
+        stderr.trim().is_empty(),
+        "{what} printed to stderr:\n{stderr}"
+    );
+    serde_json::from_slice(&output.stdout).unwrap_or_else(|err| {
+        panic!(
+            "{what} printed no JSON ({err}):\n{}",
+            String::from_utf8_lossy(&output.stdout)
+        )
+    })
+}
+
+// ---------------------------------------------------------------- the comparison
+
+fn architecture(architecture: Architecture) -> i64 {
+    match architecture {
+        Architecture::Hopper => 9,
+        Architecture::Blackwell => 10,
+        other => panic!("add the NVML number of {other:?} to this test"),
+    }
+}
+
+fn int(value: &Value, field: &str) -> i64 {
+    value[field]
+        .as_i64()
+        .unwrap_or_else(|| panic!("{field} is not an integer in {value}"))
+}
+
+fn uint(value: &Value, field: &str) -> u64 {
+    value[field]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{field} is not an unsigned integer in {value}"))
+}
+
+fn text<'a>(value: &'a Value, field: &str) -> &'a str {
+    value[field]
+        .as_str()
+        .unwrap_or_else(|| panic!("{field} is not a string in {value}"))
+}
+
+/// Checks one client's report (the JSON shape both client programs print) against the profile.
+fn check_report(report: &Value, scenario: &Scenario) {
+    let what = format!("{} via {}", scenario.label, text(report, "client"));
+    let system = scenario.profile.system();
+    assert_eq!(
+        text(report, "driver_version"),
+        system.driver_version,
+        "{what}"
+    );
+    assert_eq!(text(report, "nvml_version"), system.nvml_version, "{what}");
+    assert_eq!(
+        int(report, "cuda_driver_version"),
+        i64::from(system.cuda_driver_version),
+        "{what}"
+    );
+    let devices = scenario.profile.devices();
+    assert_eq!(uint(report, "count") as usize, devices.len(), "{what}");
+    let reported = report["devices"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{what}: no devices array"));
+    assert_eq!(reported.len(), devices.len(), "{what}");
+    for (position, (got, device)) in reported.iter().zip(&devices).enumerate() {
+        let what = format!("{what}, GPU {position}");
+        check_device(got, device, position, &what);
+        check_fabric(got, device, &scenario.expected, &what);
+    }
+}
+
+fn check_device(got: &Value, device: &Device, position: usize, what: &str) {
+    assert_eq!(uint(got, "index"), u64::from(device.index), "{what}");
+    assert_eq!(text(got, "uuid"), device.uuid, "{what}");
+    assert_eq!(text(got, "name"), device.name, "{what}");
+    assert_eq!(
+        Some(text(got, "serial")),
+        device.serial.as_deref(),
+        "{what}"
+    );
+    assert_eq!(
+        uint(got, "minor_number"),
+        u64::from(device.minor_number),
+        "{what}"
+    );
+    assert_eq!(uint(got, "board_id"), u64::from(device.board_id), "{what}");
+    assert_eq!(
+        uint(got, "module_id"),
+        u64::from(device.module_id),
+        "{what}"
+    );
+    assert_eq!(
+        int(got, "architecture"),
+        architecture(device.architecture),
+        "{what}"
+    );
+    assert_eq!(
+        int(got, "brand"),
+        14,
+        "{what}: both profiles are brand nvidia (NVML_BRAND_NVIDIA = 14)"
+    );
+    let capability = &got["compute_capability"];
+    assert_eq!(
+        capability[0].as_u64(),
+        Some(u64::from(device.compute_capability.major)),
+        "{what}"
+    );
+    assert_eq!(
+        capability[1].as_u64(),
+        Some(u64::from(device.compute_capability.minor)),
+        "{what}"
+    );
+    assert_eq!(
+        uint(got, "by_uuid_index") as usize,
+        position,
+        "{what}: HandleByUUID"
+    );
+    assert_eq!(
+        uint(got, "by_pci_index") as usize,
+        position,
+        "{what}: HandleByPciBusId"
+    );
+
+    let pci = &got["pci"];
+    let bus = device.pci_bus_id;
+    let bus_id = format!(
+        "{:08X}:{:02X}:{:02X}.{:X}",
+        bus.domain, bus.bus, bus.device, bus.function
+    );
+    let legacy = format!(
+        "{:04X}:{:02X}:{:02X}.{:X}",
+        bus.domain, bus.bus, bus.device, bus.function
+    );
+    assert_eq!(text(pci, "bus_id"), bus_id, "{what}");
+    assert_eq!(text(pci, "bus_id_legacy"), legacy, "{what}");
+    assert_eq!(uint(pci, "domain"), u64::from(bus.domain), "{what}");
+    assert_eq!(uint(pci, "bus"), u64::from(bus.bus), "{what}");
+    assert_eq!(uint(pci, "device"), u64::from(bus.device), "{what}");
+    assert_eq!(
+        uint(pci, "pci_device_id"),
+        u64::from(device.pci.device_id),
+        "{what}"
+    );
+    assert_eq!(
+        uint(pci, "pci_subsystem_id"),
+        u64::from(device.pci.subsystem_id),
+        "{what}"
+    );
+
+    let memory = device.memory;
+    let v1 = &got["memory"];
+    assert_eq!(uint(v1, "total"), memory.total, "{what}");
+    assert_eq!(uint(v1, "free"), memory.free(), "{what}");
+    assert_eq!(
+        uint(v1, "used"),
+        memory.used + memory.reserved,
+        "{what}: v1 counts reserved as used"
+    );
+    let v2 = &got["memory_v2"];
+    assert_eq!(uint(v2, "total"), memory.total, "{what}");
+    assert_eq!(uint(v2, "reserved"), memory.reserved, "{what}");
+    assert_eq!(uint(v2, "free"), memory.free(), "{what}");
+    assert_eq!(uint(v2, "used"), memory.used, "{what}");
+
+    assert_eq!(
+        uint(got, "temperature_c"),
+        u64::from(device.temperature_c),
+        "{what}"
+    );
+    assert_eq!(
+        uint(got, "power_usage_mw"),
+        u64::from(device.power_usage_mw),
+        "{what}"
+    );
+    assert_eq!(
+        uint(got, "max_sm_clock"),
+        u64::from(device.clocks.max_sm),
+        "{what}"
+    );
+    assert_eq!(
+        uint(got, "nvlink0_active"),
+        u64::from(device.nvlink.active > 0),
+        "{what}"
+    );
+    assert_eq!(
+        got["pcie"][0].as_u64(),
+        Some(u64::from(device.pcie.r#gen)),
+        "{what}"
+    );
+    assert_eq!(
+        got["pcie"][1].as_u64(),
+        Some(u64::from(device.pcie.width)),
+        "{what}"
+    );
+}
+
+fn check_fabric(got: &Value, device: &Device, expected: &Fabric, what: &str) {
+    for version in ["fabric_v1", "fabric_v2", "fabric_v3"] {
+        let fabric = &got[version];
+        let what = format!("{what}, {version}");
+        match expected {
+            Fabric::NotSupported => assert_eq!(
+                int(fabric, "ret"),
+                NVML_ERROR_NOT_SUPPORTED,
+                "{what}: {fabric}"
+            ),
+            Fabric::Identity { uuid, clique } => {
+                assert_eq!(int(fabric, "ret"), 0, "{what}: {fabric}");
+                assert_eq!(text(fabric, "cluster_uuid"), uuid, "{what}");
+                assert_eq!(uint(fabric, "clique_id"), u64::from(*clique), "{what}");
+                assert_eq!(
+                    uint(fabric, "state"),
+                    3,
+                    "{what}: NVML_GPU_FABRIC_STATE_COMPLETED"
+                );
+                assert_eq!(uint(fabric, "status"), 0, "{what}: status SUCCESS");
+                let profile_fabric = device.fabric.expect("an identity implies a fabric block");
+                if version != "fabric_v1" {
+                    assert_eq!(
+                        uint(fabric, "health_mask"),
+                        u64::from(profile_fabric.effective_health_mask()),
+                        "{what}"
+                    );
+                }
+                if version == "fabric_v3" {
+                    assert_eq!(uint(fabric, "health_summary"), 1, "{what}: HEALTHY");
+                }
+            }
+        }
+    }
+    let bad = &got["fabric_bad_version"];
+    assert_eq!(
+        int(bad, "ret"),
+        NVML_ERROR_ARGUMENT_VERSION_MISMATCH,
+        "{what}: bad version tag"
+    );
+    assert_eq!(
+        bad["untouched"],
+        Value::Bool(true),
+        "{what}: a bad version tag must write nothing"
+    );
+}
+
+// ---------------------------------------------------------------- pynvml
+
+fn peer_pin(key: &str) -> String {
+    let path = repo_root().join("manifests/versions.toml");
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|err| panic!("cannot read {}: {err}", path.display()));
+    let pins: toml::Table = text
+        .parse()
+        .unwrap_or_else(|err| panic!("{}: {err}", path.display()));
+    pins.get("peers")
+        .and_then(|peers| peers.get(key))
+        .and_then(|value| value.as_str())
+        .unwrap_or_else(|| panic!("{} has no [peers] {key}", path.display()))
+        .to_owned()
+}
+
+fn checked(output: std::io::Result<Output>, what: &str) {
+    let output = output.unwrap_or_else(|err| panic!("cannot run {what}: {err}"));
+    assert!(
+        output.status.success(),
+        "{what} failed ({}):\n{}\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// The venv's python with the pinned nvidia-ml-py, created on first use.
+fn pynvml_python() -> PathBuf {
+    static PYTHON: OnceLock<PathBuf> = OnceLock::new();
+    PYTHON
+        .get_or_init(|| {
+            let version = peer_pin("nvidia_ml_py");
+            let venv = repo_root()
+                .join("target")
+                .join(format!("nvml-venv-{version}"));
+            let python = venv.join("bin/python");
+            let ready = venv.join(".installed");
+            if !ready.exists() {
+                let system = require_program(
+                    "python3",
+                    "install Python 3 with the venv module (apt-get install python3-venv)",
+                );
+                checked(
+                    Command::new(system)
+                        .args(["-m", "venv"])
+                        .arg(&venv)
+                        .output(),
+                    "python3 -m venv",
+                );
+                checked(
+                    Command::new(&python)
+                        .args([
+                            "-m",
+                            "pip",
+                            "install",
+                            "--quiet",
+                            "--disable-pip-version-check",
+                        ])
+                        .arg(format!("nvidia-ml-py=={version}"))
+                        .output(),
+                    "pip install nvidia-ml-py (needs PyPI)",
+                );
+                std::fs::write(&ready, &version)
+                    .unwrap_or_else(|err| panic!("cannot mark the venv ready: {err}"));
+            }
+            python
+        })
+        .clone()
+}
+
+fn pynvml_command(lib_dir: &Path, scenario: &Scenario) -> Command {
+    let mut command = client_command(&pynvml_python(), lib_dir, scenario);
+    command.arg(repo_root().join("tests/nvml/pynvml_client.py"));
+    command
+}
+
+#[test]
+fn pynvml_matrix() {
+    mock_nvml_library();
+    let lib_dir = mock_nvml_lib_dir();
+    for scenario in scenarios() {
+        let report = run_json(
+            pynvml_command(lib_dir.path(), &scenario),
+            &format!("pynvml, {}", scenario.label),
+        );
+        assert_eq!(text(&report, "client"), "pynvml");
+        check_report(&report, &scenario);
+    }
+}
+
+// ---------------------------------------------------------------- go-nvml
+
+/// The Go client, built once per test process into target/.
+fn go_client() -> PathBuf {
+    static CLIENT: OnceLock<PathBuf> = OnceLock::new();
+    CLIENT
+        .get_or_init(|| {
+            let go = require_program(
+                "go",
+                "install Go 1.22+ (https://go.dev/doc/install or apt-get install golang)",
+            );
+            let source = repo_root().join("tests/nvml/go");
+            let binary = repo_root().join("target/nvml-go/nvml-client");
+            checked(
+                Command::new(go)
+                    .current_dir(&source)
+                    .env("CGO_ENABLED", "1")
+                    .env("GOFLAGS", "-mod=readonly")
+                    .args(["build", "-o"])
+                    .arg(&binary)
+                    .arg(".")
+                    .output(),
+                "go build tests/nvml/go (needs the Go module proxy for go-nvml)",
+            );
+            binary
+        })
+        .clone()
+}
+
+#[test]
+fn go_nvml_is_the_pinned_version() {
+    let go_mod = repo_root().join("tests/nvml/go/go.mod");
+    let text = std::fs::read_to_string(&go_mod)
+        .unwrap_or_else(|err| panic!("cannot read {}: {err}", go_mod.display()));
+    let pin = peer_pin("go_nvml");
+    assert!(
+        text.lines()
+            .any(|line| line.trim() == format!("require github.com/NVIDIA/go-nvml {pin}")),
+        "{} must require github.com/NVIDIA/go-nvml {pin} (manifests/versions.toml [peers] go_nvml)",
+        go_mod.display()
+    );
+}
+
+#[test]
+fn go_nvml_matrix() {
+    mock_nvml_library();
+    let lib_dir = mock_nvml_lib_dir();
+    let client = go_client();
+    for scenario in scenarios() {
+        let report = run_json(
+            client_command(&client, lib_dir.path(), &scenario),
+            &format!("go-nvml, {}", scenario.label),
+        );
+        assert_eq!(text(&report, "client"), "go-nvml");
+        check_report(&report, &scenario);
+    }
+}
+
+// ---------------------------------------------------------------- misconfiguration, seen by a real client
+
+fn run_raw(mut command: Command) -> (bool, String, String) {
+    let output = command
+        .output()
+        .unwrap_or_else(|err| panic!("cannot run the client: {err}"));
+    (
+        output.status.success(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+fn mock_lines(stderr: &str) -> Vec<&str> {
+    stderr
+        .lines()
+        .filter(|line| line.starts_with("[MOCK_NVML"))
+        .collect()
+}
+
+#[test]
+fn misconfiguration_is_one_clear_line() {
+    mock_nvml_library();
+    let lib_dir = mock_nvml_lib_dir();
+    let client = go_client();
+    let worker = scenarios().remove(0);
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let bad_topology = dir.path().join("topology.yaml");
+    std::fs::write(
+        &bad_topology,
+        "version: 1\ndomains:\n  - uuid: not-a-uuid\n",
+    )
+    .expect("write the topology");
+
+    // No profile: init fails with DRIVER_NOT_LOADED and one error line.
+    let mut command = client_command(&client, lib_dir.path(), &worker);
+    command.env_remove("MOCK_NVML_CONFIG");
+    let (ok, _, stderr) = run_raw(command);
+    assert!(!ok, "init must fail without a profile");
+    let lines = mock_lines(&stderr);
+    assert_eq!(lines.len(), 1, "{stderr}");
+    assert!(
+        lines[0].starts_with("[MOCK_NVML ERROR] nvmlInit failed: MOCK_NVML_CONFIG is not set"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("Driver Not Loaded (9)"),
+        "go-nvml shows the library's error string: {stderr}"
+    );
+
+    // An invalid profile: UNKNOWN, one error line naming the file.
+    let bad_profile = dir.path().join("profile.yaml");
+    std::fs::write(&bad_profile, "version: 1\nname: broken\n").expect("write the profile");
+    let mut command = client_command(&client, lib_dir.path(), &worker);
+    command.env("MOCK_NVML_CONFIG", &bad_profile);
+    let (ok, _, stderr) = run_raw(command);
+    assert!(!ok);
+    let lines = mock_lines(&stderr);
+    assert_eq!(lines.len(), 1, "{stderr}");
+    assert!(
+        lines[0].contains(&format!(
+            "{} (MOCK_NVML_CONFIG): invalid profile",
+            bad_profile.display()
+        )),
+        "{stderr}"
+    );
+    assert!(stderr.contains("Unknown Error (999)"), "{stderr}");
+
+    // An invalid topology: one warning, the profile's defaults.
+    let mut command = client_command(&client, lib_dir.path(), &worker);
+    command
+        .env("MOCK_TOPOLOGY_CONFIG", &bad_topology)
+        .env_remove("MOCK_NVML_STRICT");
+    let (ok, stdout, stderr) = run_raw(command);
+    assert!(
+        ok,
+        "an invalid topology must not fail init without MOCK_NVML_STRICT: {stderr}"
+    );
+    let lines = mock_lines(&stderr);
+    assert_eq!(lines.len(), 1, "{stderr}");
+    assert!(
+        lines[0].starts_with(&format!(
+            "[MOCK_NVML WARNING] invalid topology {}",
+            bad_topology.display()
+        )),
+        "{stderr}"
+    );
+    let report: Value = serde_json::from_str(&stdout).expect("a JSON report");
+    let defaults = worker.profile.devices()[0].fabric.expect("fabric block");
+    let kept = Scenario {
+        expected: Fabric::Identity {
+            uuid: defaults.cluster_uuid.to_string(),
+            clique: defaults.clique_id,
+        },
+        ..worker.clone()
+    };
+    check_report(&report, &kept);
+
+    // The same under MOCK_NVML_STRICT: init fails.
+    let mut command = client_command(&client, lib_dir.path(), &worker);
+    command.env("MOCK_TOPOLOGY_CONFIG", &bad_topology);
+    let (ok, _, stderr) = run_raw(command);
+    assert!(
+        !ok,
+        "MOCK_NVML_STRICT must turn an invalid topology into an init failure"
+    );
+    let lines = mock_lines(&stderr);
+    assert_eq!(lines.len(), 1, "{stderr}");
+    assert!(
+        lines[0].starts_with("[MOCK_NVML ERROR] nvmlInit failed: invalid topology"),
+        "{stderr}"
+    );
+}
+
+// ---------------------------------------------------------------- nvml-wrapper
+
+#[test]
+fn nvml_wrapper_matrix() {
+    let library = mock_nvml_library();
+    // The library is loaded in this process, so its environment is this process's: every row
+    // runs here, one after another, and this is the only test that sets these variables.
+    for scenario in scenarios() {
+        std::env::set_var("MOCK_NVML_CONFIG", &scenario.profile_path);
+        std::env::set_var("MOCK_TOPOLOGY_CONFIG", demo_topology());
+        std::env::set_var("NODE_NAME", &scenario.node);
+        std::env::set_var("MOCK_NVML_STRICT", "1");
+        let report = wrapper::report(&library);
+        check_report(&report, &scenario);
+    }
+}
