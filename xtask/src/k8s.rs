@@ -718,3 +718,152 @@ mod tests {
         server.await.expect("server");
     }
 }
+
+/// Against a real kube-apiserver (no kubelet needed): server-side apply,
+/// watchers and status-driven waits.
+#[cfg(test)]
+mod live_tests {
+    use super::*;
+    use kube::api::PostParams;
+
+    async fn live_client() -> Client {
+        let path = std::env::var("CDSIM_LIVE_KUBECONFIG").expect(
+            "set CDSIM_LIVE_KUBECONFIG to a kubeconfig of a scratch API server (e.g. kube-apiserver + etcd, or a kind cluster)",
+        );
+        let kubeconfig = kube::config::Kubeconfig::read_from(&path).expect("kubeconfig parses");
+        let config = kube::Config::from_custom_kubeconfig(
+            kubeconfig,
+            &kube::config::KubeConfigOptions::default(),
+        )
+        .await
+        .expect("usable kubeconfig");
+        Client::try_from(config).expect("client")
+    }
+
+    #[tokio::test]
+    #[ignore = "needs a live API server: CDSIM_LIVE_KUBECONFIG=<file> cargo test -p xtask -- --ignored live_tests"]
+    async fn apply_is_idempotent_and_waits_follow_status() {
+        let client = live_client().await;
+        let yaml =
+            std::fs::read_to_string(crate::project_root().join(crate::names::WORKLOAD_MANIFEST))
+                .expect("manifest");
+        let (daemonset, policy) =
+            workload_objects(&yaml, "nvml-mock-workload:live1").expect("parses");
+        apply_workload(&client, &daemonset, &policy)
+            .await
+            .expect("first apply");
+        let api: Api<DaemonSet> = Api::namespaced(client.clone(), WORKLOAD_NS);
+        let first = api.get(crate::names::WORKLOAD_DS).await.expect("created");
+        apply_workload(&client, &daemonset, &policy)
+            .await
+            .expect("second apply");
+        let second = api
+            .get(crate::names::WORKLOAD_DS)
+            .await
+            .expect("still there");
+        assert_eq!(
+            first.metadata.generation, second.metadata.generation,
+            "an unchanged apply changes nothing"
+        );
+        assert_eq!(
+            first.metadata.resource_version,
+            second.metadata.resource_version
+        );
+
+        // The controller's part, played by hand: status catches up.
+        let generation = second.metadata.generation.unwrap_or(1);
+        let status = serde_json::json!({"status": {"observedGeneration": generation, "desiredNumberScheduled": 2,
+            "currentNumberScheduled": 2, "numberMisscheduled": 0, "updatedNumberScheduled": 2, "numberReady": 2, "numberAvailable": 2}});
+        let patcher = {
+            let api = api.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                api.patch_status(
+                    crate::names::WORKLOAD_DS,
+                    &PatchParams::default(),
+                    &Patch::Merge(&status),
+                )
+                .await
+                .expect("status patched");
+            })
+        };
+        wait_daemonset(
+            &client,
+            WORKLOAD_NS,
+            crate::names::WORKLOAD_DS,
+            WORKLOAD_SELECTOR,
+            Duration::from_secs(20),
+        )
+        .await
+        .expect("rolled out once the status says so");
+        patcher.await.expect("patcher");
+
+        // A pod on a node becomes usable only once it is running and ready.
+        let pods: Api<Pod> = Api::namespaced(client.clone(), WORKLOAD_NS);
+        let _ = pods
+            .delete(
+                "live-pod",
+                &kube::api::DeleteParams::default().grace_period(0),
+            )
+            .await;
+        let pod: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "live-pod", "labels": {"app.kubernetes.io/name": "compute-domain-demo-workload"}},
+            "spec": {"nodeName": "live-node", "containers": [{"name": "demo-workload", "image": "x:1"}]}
+        }))
+        .expect("pod");
+        for _ in 0..20 {
+            if pods.get_opt("live-pod").await.expect("get").is_none() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+        // A bare API server has no controller-manager to create the default service account.
+        let accounts: Api<k8s_openapi::api::core::v1::ServiceAccount> =
+            Api::namespaced(client.clone(), WORKLOAD_NS);
+        let account = serde_json::json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}});
+        accounts
+            .patch(
+                "default",
+                &PatchParams::apply(FIELD_MANAGER),
+                &Patch::Apply(&account),
+            )
+            .await
+            .expect("service account");
+        pods.create(&PostParams::default(), &pod)
+            .await
+            .expect("created");
+        let status = serde_json::json!({"status": {"phase": "Running", "podIP": "10.9.8.7",
+            "conditions": [{"type": "Ready", "status": "True"}]}});
+        let patcher = {
+            let pods = pods.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                pods.patch_status("live-pod", &PatchParams::default(), &Patch::Merge(&status))
+                    .await
+                    .expect("status");
+            })
+        };
+        let found = pod_on_node(&client, "live-node", Duration::from_secs(20))
+            .await
+            .expect("found through the watch");
+        assert_eq!(
+            (found.name.as_str(), found.ip.as_str()),
+            ("live-pod", "10.9.8.7")
+        );
+        patcher.await.expect("patcher");
+        let err = pod_on_node(&client, "no-such-node", Duration::from_secs(2))
+            .await
+            .expect_err("nothing there");
+        assert!(
+            err.to_string()
+                .contains("no running workload pod on node no-such-node"),
+            "{err}"
+        );
+        pods.delete(
+            "live-pod",
+            &kube::api::DeleteParams::default().grace_period(0),
+        )
+        .await
+        .expect("deleted");
+    }
+}
