@@ -574,7 +574,24 @@ pub async fn status(sh: &Shell, args: &ClusterArgs) -> anyhow::Result<()> {
             println!("node {node}: {state}");
         }
     }
-    let target = target(args).await?;
+    let (context, workers) = match &args.kube_context {
+        Some(context) => (context.clone(), Vec::new()),
+        None => {
+            let cluster = KindCluster::new(&args.cluster_name)?;
+            (cluster.context(), cluster.workers())
+        }
+    };
+    let client = k8s::client(&context).await?;
+    let workers = match workers.is_empty() {
+        true => k8s::gpu_nodes(&client).await?,
+        false => workers,
+    };
+    let target = Target {
+        kind: None,
+        context,
+        workers,
+        client,
+    };
     for (ns, ds) in [
         (MOCK_NS, STAGER_DS),
         (MOCK_NS, NRI_DS),
