@@ -398,4 +398,70 @@ mod tests {
             .0
             .contains("0 GPUs"));
     }
+
+    fn golden(name: &str) -> String {
+        let path = crate::project_root()
+            .join("tests/golden/check-fabric")
+            .join(name);
+        std::fs::read_to_string(&path).unwrap_or_else(|err| panic!("{}: {err}", path.display()))
+    }
+
+    /// check-fabric's own golden outputs (tests/golden/check-fabric), text and JSON.
+    #[test]
+    fn real_check_fabric_outputs_verify_per_worker() {
+        let demo = |clique| Expected {
+            clique,
+            uuid: "00000000-0000-0000-0000-0000000000ab".to_owned(),
+        };
+        let rebind = Expected {
+            clique: 99,
+            uuid: "00000000-0000-0000-0000-0000000000ff".to_owned(),
+        };
+        let cases = [
+            ("demo-worker", demo(0)),
+            ("demo-worker2", demo(0)),
+            ("demo-worker3", demo(1)),
+            ("demo-worker4", demo(1)),
+            ("rebind-worker", rebind.clone()),
+            ("rebind-worker4", rebind.clone()),
+        ];
+        for (name, want) in cases {
+            let text = parse_text(&golden(&format!("{name}.txt")))
+                .unwrap_or_else(|err| panic!("{name}.txt: {err}"));
+            let json = parse_json(&golden(&format!("{name}.json")))
+                .unwrap_or_else(|err| panic!("{name}.json: {err}"));
+            assert_eq!(text, json, "{name}: text and JSON agree");
+            assert_eq!(text.len(), 4, "{name}: gb200 has 4 GPUs");
+            verify(&text, &want).unwrap_or_else(|err| panic!("{name}: {err}"));
+        }
+        let wrong = parse_text(&golden("demo-worker3.txt")).expect("parses");
+        assert!(
+            verify(&wrong, &demo(0)).is_err(),
+            "worker3 is not in clique 0"
+        );
+        let rebound = parse_text(&golden("rebind-worker3.txt")).expect("parses");
+        assert!(
+            verify(&rebound, &demo(1)).is_err(),
+            "the rebind is not the demo identity"
+        );
+    }
+
+    #[test]
+    fn real_non_fabric_and_outside_outputs_are_rejected() {
+        let err = parse_text(&golden("h100.txt")).expect_err("NOT SUPPORTED blocks");
+        assert!(err.0.contains("malformed GPU line"), "{err}");
+        assert!(
+            parse_json(&golden("h100.json")).is_err(),
+            "no fabric fields"
+        );
+        let outside = parse_text(&golden("outside-control-plane.txt")).expect("parses");
+        let demo = Expected {
+            clique: 0,
+            uuid: "00000000-0000-0000-0000-0000000000ab".to_owned(),
+        };
+        assert!(
+            verify(&outside, &demo).is_err(),
+            "a node outside the topology keeps the profile defaults"
+        );
+    }
 }
