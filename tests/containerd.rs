@@ -1,0 +1,174 @@
+//! The stager and the NRI plugin against a real runtime: containerd 2.x
+//! (`go install`ed at the pinned version), Debian's runc, and crictl.
+//!
+//! One private containerd with NRI on a private socket; the stager stages the
+//! demo topology with IMEX channels on majors free on this host; the plugin
+//! registers over containerd's NRI socket. Then, through CRI:
+//! - a pod with the imex-channels annotation gets `/opt/nvml-mock` read-only,
+//!   the env, channel character devices with the chosen major, and
+//!   check-fabric prints the node's clique from the demo topology;
+//! - a pod without the annotation gets the overlay but no channel devices;
+//! - a pod in an excluded namespace gets nothing.
+//!
+//! Needs root, runc and busybox-static; `go` installs the rest on first use.
+
+#[path = "containerd/harness.rs"]
+mod harness;
+
+use harness::{Rig, RigOptions, EXCLUDED_NAMESPACE, IMEX_ANNOTATION, NODE_NAME};
+
+const CHANNELS: u32 = 16;
+
+fn env_of(rig: &Rig, container: &str) -> Vec<String> {
+    let (ok, stdout, stderr) = rig.exec(container, "env");
+    assert!(ok, "env failed in the container: {stderr}");
+    stdout.lines().map(str::to_owned).collect()
+}
+
+fn var<'a>(env: &'a [String], key: &str) -> Option<&'a str> {
+    env.iter()
+        .find_map(|line| line.strip_prefix(&format!("{key}=")))
+}
+
+/// The options of the mount at `point` in the container's /proc/mounts.
+fn mount_options(rig: &Rig, container: &str, point: &str) -> Option<String> {
+    let (ok, stdout, stderr) = rig.exec(container, "cat /proc/mounts");
+    assert!(ok, "cannot read /proc/mounts in the container: {stderr}");
+    stdout.lines().find_map(|line| {
+        let fields: Vec<&str> = line.split(' ').collect();
+        match fields.as_slice() {
+            [_, mount_point, _, options, ..] if *mount_point == point => {
+                Some((*options).to_owned())
+            }
+            _ => None,
+        }
+    })
+}
+
+#[test]
+fn containerd_injects_the_staged_tree_through_nri() {
+    let mut rig = Rig::start(&RigOptions {
+        channel_count: CHANNELS,
+    });
+    let major = rig.channel_major.get();
+
+    // A pod asking for IMEX channels.
+    let pod = rig.run_pod("imex", "cdsim-workload", &[(IMEX_ANNOTATION, "true")]);
+    let container = rig.run_container(&pod, "imex", "main");
+
+    let options = mount_options(&rig, &container, "/opt/nvml-mock")
+        .unwrap_or_else(|| panic!("/opt/nvml-mock is not mounted in the annotated container"));
+    assert!(
+        options.split(',').any(|option| option == "ro"),
+        "/opt/nvml-mock is not read-only: {options}"
+    );
+    let (wrote, ..) = rig.exec(&container, "touch /opt/nvml-mock/x");
+    assert!(!wrote, "the overlay is writable from the container");
+
+    let env = env_of(&rig, &container);
+    assert_eq!(var(&env, "NODE_NAME"), Some(NODE_NAME), "{env:?}");
+    assert_eq!(
+        var(&env, "MOCK_TOPOLOGY_CONFIG"),
+        Some("/opt/nvml-mock/topology/topology.yaml")
+    );
+    assert_eq!(
+        var(&env, "MOCK_NVML_CONFIG"),
+        Some("/opt/nvml-mock/driver/config/config.yaml")
+    );
+    assert!(
+        var(&env, "PATH").is_some_and(|path| path.starts_with("/opt/nvml-mock/driver/usr/bin:")),
+        "{env:?}"
+    );
+    assert!(
+        var(&env, "LD_LIBRARY_PATH")
+            .is_some_and(|path| path.starts_with("/opt/nvml-mock/driver/usr/lib64")),
+        "{env:?}"
+    );
+
+    let (ok, stdout, stderr) = rig.exec(
+        &container,
+        "stat -c '%F %t %T %a' /dev/nvidia-caps-imex-channels/channel0 /dev/nvidia-caps-imex-channels/channel15",
+    );
+    assert!(ok, "the channel devices are missing: {stderr}");
+    assert_eq!(
+        stdout.lines().filter(|line| !line.is_empty()).collect::<Vec<_>>(),
+        [
+            format!("character special file {major:x} 0 666"),
+            format!("character special file {major:x} f 666"),
+        ],
+        "channel devices with the wrong type, major, minor or mode"
+    );
+    let (ok, stdout, _) = rig.exec(&container, "ls /dev/nvidia-caps-imex-channels | wc -l");
+    assert!(ok);
+    assert_eq!(
+        stdout.trim(),
+        CHANNELS.to_string(),
+        "every staged channel is injected"
+    );
+
+    let (ok, stdout, stderr) = rig.exec(&container, "check-fabric");
+    assert!(
+        ok,
+        "check-fabric failed in the container:\n{stdout}{stderr}"
+    );
+    assert!(stdout.starts_with("Discovered 4 GPU(s)\n"), "{stdout}");
+    assert_eq!(
+        stdout
+            .matches("clusterUuid : 00000000-0000-0000-0000-0000000000ab\n")
+            .count(),
+        4,
+        "{stdout}"
+    );
+    assert_eq!(
+        stdout.matches("cliqueId    : 1\n").count(),
+        4,
+        "worker3 is in clique 1:\n{stdout}"
+    );
+    assert_eq!(
+        stdout.matches("state       : completed (3)\n").count(),
+        4,
+        "{stdout}"
+    );
+
+    // A selector injects only the selected channels.
+    let selected = rig.run_pod("selected", "cdsim-workload", &[(IMEX_ANNOTATION, "0,5")]);
+    let container = rig.run_container(&selected, "selected", "main");
+    let (ok, stdout, stderr) = rig.exec(&container, "ls /dev/nvidia-caps-imex-channels");
+    assert!(ok, "{stderr}");
+    assert_eq!(
+        stdout.split_whitespace().collect::<Vec<_>>(),
+        ["channel0", "channel5"]
+    );
+
+    // No annotation: the overlay, but no channels.
+    let plain = rig.run_pod("plain", "cdsim-workload", &[]);
+    let container = rig.run_container(&plain, "plain", "main");
+    assert!(mount_options(&rig, &container, "/opt/nvml-mock").is_some());
+    let (ok, stdout, _) = rig.exec(
+        &container,
+        "test -e /dev/nvidia-caps-imex-channels && echo present || echo absent",
+    );
+    assert!(ok);
+    assert_eq!(
+        stdout.trim(),
+        "absent",
+        "a pod without the annotation got channel devices"
+    );
+
+    // An excluded namespace: nothing, even with the annotation.
+    let excluded = rig.run_pod("excluded", EXCLUDED_NAMESPACE, &[(IMEX_ANNOTATION, "true")]);
+    let container = rig.run_container(&excluded, "excluded", "main");
+    assert_eq!(mount_options(&rig, &container, "/opt/nvml-mock"), None);
+    let env = env_of(&rig, &container);
+    assert_eq!(var(&env, "NODE_NAME"), None, "{env:?}");
+    assert_eq!(var(&env, "MOCK_NVML_CONFIG"), None, "{env:?}");
+    assert_eq!(var(&env, "PATH"), Some("/usr/bin:/bin"), "{env:?}");
+    let (ok, stdout, _) = rig.exec(
+        &container,
+        "test -e /dev/nvidia-caps-imex-channels && echo present || echo absent",
+    );
+    assert!(ok);
+    assert_eq!(stdout.trim(), "absent");
+
+    rig.remove_pod(&pod);
+}
