@@ -148,3 +148,53 @@ pub struct CiArgs {
     #[arg(long)]
     pub no_e2e: bool,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Xtask {
+        let mut argv = vec!["cargo xtask"];
+        argv.extend_from_slice(args);
+        Xtask::try_parse_from(argv).unwrap_or_else(|err| panic!("{args:?}: {err}"))
+    }
+
+    #[test]
+    fn force_recreate_comes_from_the_flag_or_the_environment() {
+        let Command::Up(args) = parse(&["up", "--force-recreate"]).command else {
+            panic!("up");
+        };
+        assert!(args.force_recreate);
+        // The only test touching FORCE_RECREATE.
+        std::env::set_var("FORCE_RECREATE", "true");
+        let Command::Demo(on) = parse(&["demo"]).command else {
+            panic!("demo");
+        };
+        std::env::set_var("FORCE_RECREATE", "false");
+        let Command::Demo(off) = parse(&["demo"]).command else {
+            panic!("demo");
+        };
+        std::env::remove_var("FORCE_RECREATE");
+        assert!(on.force_recreate, "FORCE_RECREATE=true");
+        assert!(!off.force_recreate, "FORCE_RECREATE=false");
+    }
+
+    #[test]
+    fn scenarios_take_a_context_and_a_report() {
+        let Command::Scenario3(args) = parse(&[
+            "scenario3",
+            "--kube-context",
+            "prod",
+            "--report",
+            "r.json",
+            "-v",
+        ])
+        .command
+        else {
+            panic!("scenario3");
+        };
+        assert_eq!(args.cluster.kube_context.as_deref(), Some("prod"));
+        assert_eq!(args.cluster.cluster_name, "nvml-mock-compute-domain");
+        assert_eq!(args.report.as_deref(), Some(std::path::Path::new("r.json")));
+    }
+}
