@@ -91,7 +91,10 @@ fn containerd_injects_the_staged_tree_through_nri() {
     );
     assert!(ok, "the channel devices are missing: {stderr}");
     assert_eq!(
-        stdout.lines().filter(|line| !line.is_empty()).collect::<Vec<_>>(),
+        stdout
+            .lines()
+            .filter(|line| !line.is_empty())
+            .collect::<Vec<_>>(),
         [
             format!("character special file {major:x} 0 666"),
             format!("character special file {major:x} f 666"),

@@ -106,9 +106,20 @@ fn main() {
             case.total.push(create + start);
         }
     }
+    let runc = std::process::Command::new("runc")
+        .arg("--version")
+        .output()
+        .map(|output| {
+            String::from_utf8_lossy(&output.stdout)
+                .lines()
+                .next()
+                .unwrap_or_default()
+                .to_owned()
+        })
+        .unwrap_or_default();
     println!(
-        "containerd {}, runc {}, {runs} runs per case (median, [min-max]) in ms:",
-        "(pinned)", "(Debian)"
+        "containerd {}, {runc}, {runs} runs per case (median, [min-max]) in ms:",
+        harness::pin("node", "containerd")
     );
     println!();
     println!("| pod annotation | injected channel devices | CreateContainer | StartContainer | create + start |");

@@ -114,7 +114,8 @@ pub fn require_root() {
     );
 }
 
-fn pin(section: &str, key: &str) -> String {
+/// A pin from `manifests/versions.toml`.
+pub fn pin(section: &str, key: &str) -> String {
     let path = repo_root().join("manifests/versions.toml");
     let text = fs::read_to_string(&path)
         .unwrap_or_else(|err| panic!("cannot read {}: {err}", path.display()));
