@@ -207,3 +207,177 @@ where
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+    use std::time::Duration;
+
+    use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
+
+    use super::*;
+    use crate::health::Health;
+    use crate::plan::Policy;
+    use crate::proto::{
+        ConfigureRequest, ConfigureResponse, Container, CreateContainerRequest,
+        CreateContainerResponse, PodSandbox, PLUGIN_SERVICE,
+    };
+    use crate::wire::{MessageDecoder, MAX_FRAME_PAYLOAD};
+
+    /// Reads frames from the plugin until one ttrpc message on `conn` is complete,
+    /// checking that no frame exceeds 4096 bytes.
+    async fn next_message(
+        runtime: &mut DuplexStream,
+        decoders: &mut [MessageDecoder; 2],
+        conn: u32,
+    ) -> wire::Message {
+        loop {
+            let mut header = [0u8; FRAME_HEADER_LEN];
+            runtime
+                .read_exact(&mut header)
+                .await
+                .expect("a frame header");
+            let header = wire::decode_frame_header(header).expect("a valid header");
+            assert!(
+                header.length <= MAX_FRAME_PAYLOAD,
+                "frame of {} bytes",
+                header.length
+            );
+            let mut payload = vec![0u8; header.length];
+            runtime
+                .read_exact(&mut payload)
+                .await
+                .expect("a frame payload");
+            let decoder = &mut decoders[(header.conn - 1) as usize];
+            let mut messages = decoder.push(&payload).expect("valid ttrpc");
+            if header.conn == conn && !messages.is_empty() {
+                return messages.remove(0);
+            }
+        }
+    }
+
+    async fn call(runtime: &mut DuplexStream, stream_id: u32, method: &str, payload: Vec<u8>) {
+        let request = Request {
+            service: PLUGIN_SERVICE.to_owned(),
+            method: method.to_owned(),
+            payload,
+            timeout_nano: 2_000_000_000,
+        };
+        let message = wire::encode_message(stream_id, MESSAGE_REQUEST, &request.encode_to_vec());
+        // Send it as one big frame, as Go may.
+        let mut frame = PLUGIN_SERVICE_CONN.to_be_bytes().to_vec();
+        frame.extend_from_slice(&(message.len() as u32).to_be_bytes());
+        frame.extend_from_slice(&message);
+        runtime.write_all(&frame).await.expect("write");
+    }
+
+    #[tokio::test]
+    async fn a_2048_device_adjustment_goes_out_in_frames_of_at_most_4096_bytes() {
+        // 2048 staged "channels": symlinks to /dev/null, a character device anyone can stat.
+        let tree = tempfile::tempdir().expect("temp dir");
+        let channels = node_layout::paths::Layout::new(tree.path().to_path_buf()).channel_dir();
+        std::fs::create_dir_all(&channels).expect("channel dir");
+        for index in 0..2048 {
+            std::os::unix::fs::symlink("/dev/null", channels.join(format!("channel{index}")))
+                .expect("symlink");
+        }
+        let policy = Policy {
+            overlay_host: tree.path().to_path_buf(),
+            overlay_mount: PathBuf::from("/opt/nvml-mock"),
+            node_name: String::new(),
+            opt_out_annotation: "inject".to_owned(),
+            device_annotation: "devices".to_owned(),
+            imex_channel_annotation: "channels".to_owned(),
+            excluded_namespaces: Policy::parse_excluded_namespaces(""),
+        };
+        let health = Arc::new(Health::default());
+        let service = Arc::new(PluginService::new(policy, health, Duration::ZERO));
+        let (plugin_end, mut runtime) = tokio::io::duplex(1 << 20);
+        let identity = Identity {
+            name: "nvml-mock".to_owned(),
+            index: "10".to_owned(),
+        };
+        let session = tokio::spawn(async move { run(plugin_end, &identity, service).await });
+        let mut decoders = [MessageDecoder::default(), MessageDecoder::default()];
+
+        // RegisterPlugin comes first; Configure is answered before its reply.
+        let register = next_message(&mut runtime, &mut decoders, RUNTIME_SERVICE_CONN).await;
+        let envelope = Request::decode(register.data.as_slice()).expect("a request");
+        assert_eq!(
+            (envelope.service.as_str(), envelope.method.as_str()),
+            (RUNTIME_SERVICE, "RegisterPlugin")
+        );
+        let registration =
+            RegisterPluginRequest::decode(envelope.payload.as_slice()).expect("a registration");
+        assert_eq!(
+            (
+                registration.plugin_name.as_str(),
+                registration.plugin_idx.as_str()
+            ),
+            ("nvml-mock", "10")
+        );
+
+        call(
+            &mut runtime,
+            1,
+            "Configure",
+            ConfigureRequest::default().encode_to_vec(),
+        )
+        .await;
+        let reply = next_message(&mut runtime, &mut decoders, PLUGIN_SERVICE_CONN).await;
+        let response = Response::decode(reply.data.as_slice()).expect("a response");
+        assert_eq!(response.status, None);
+        assert_eq!(
+            ConfigureResponse::decode(response.payload.as_slice())
+                .expect("configure")
+                .events,
+            0x8
+        );
+
+        call(&mut runtime, 3, "StateChange", Vec::new()).await;
+        let reply = next_message(&mut runtime, &mut decoders, PLUGIN_SERVICE_CONN).await;
+        let status = Response::decode(reply.data.as_slice())
+            .expect("a response")
+            .status;
+        assert_eq!(status.map(|status| status.code), Some(code::UNIMPLEMENTED));
+
+        let pod = PodSandbox {
+            namespace: "demo".to_owned(),
+            annotations: [("channels".to_owned(), "true".to_owned())]
+                .into_iter()
+                .collect(),
+            ..PodSandbox::default()
+        };
+        let create = CreateContainerRequest {
+            pod: Some(pod),
+            container: Some(Container::default()),
+        };
+        call(&mut runtime, 5, "CreateContainer", create.encode_to_vec()).await;
+        let reply = next_message(&mut runtime, &mut decoders, PLUGIN_SERVICE_CONN).await;
+        assert_eq!(reply.stream_id, 5);
+        assert!(
+            reply.data.len() > 100_000,
+            "reply of {} bytes",
+            reply.data.len()
+        );
+        let response = Response::decode(reply.data.as_slice()).expect("a response");
+        let adjust = CreateContainerResponse::decode(response.payload.as_slice())
+            .expect("a create response")
+            .adjust
+            .expect("an adjustment");
+        let devices = adjust.linux.expect("devices").devices;
+        assert_eq!(devices.len(), 2048);
+        assert_eq!(
+            devices[2047].path,
+            "/dev/nvidia-caps-imex-channels/channel2047"
+        );
+        assert_eq!((devices[2047].major, devices[2047].minor), (1, 3));
+
+        drop(runtime);
+        let end = tokio::time::timeout(Duration::from_secs(5), session)
+            .await
+            .expect("session ends")
+            .expect("join");
+        assert!(matches!(end, SessionError::Closed), "{end:?}");
+    }
+}

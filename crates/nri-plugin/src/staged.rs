@@ -172,7 +172,124 @@ fn device_node(
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeSet;
+    use std::os::unix::fs::symlink;
+    use std::path::PathBuf;
+
     use super::*;
+
+    /// A staged tree whose device nodes are symlinks to /dev/null (char 1:3), so no root is needed.
+    fn tree(channels: &[u32]) -> (tempfile::TempDir, Policy) {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let layout = Layout::new(dir.path().to_path_buf());
+        fs::create_dir_all(layout.channel_dir()).expect("channel dir");
+        for index in channels {
+            symlink("/dev/null", layout.channel_node(*index)).expect("symlink");
+        }
+        symlink("/dev/null", layout.gpu_node(0)).expect("symlink");
+        symlink("/dev/null", layout.dev_dir().join("nvidiactl")).expect("symlink");
+        fs::write(layout.dev_dir().join("nvidia-broken"), "").expect("file");
+        fs::write(layout.channel_dir().join("README"), "").expect("file");
+        let policy = Policy {
+            overlay_host: dir.path().to_path_buf(),
+            overlay_mount: PathBuf::from("/opt/nvml-mock"),
+            node_name: "n".to_owned(),
+            opt_out_annotation: String::new(),
+            device_annotation: String::new(),
+            imex_channel_annotation: String::new(),
+            excluded_namespaces: BTreeSet::new(),
+        };
+        (dir, policy)
+    }
+
+    fn wants(gpus: bool, channels: ChannelSelector) -> Wants {
+        Wants {
+            gpus,
+            channels,
+            warnings: Vec::new(),
+        }
+    }
+
+    fn paths(nodes: &[DeviceNode]) -> Vec<&str> {
+        nodes
+            .iter()
+            .map(|node| node.container_path.as_str())
+            .collect()
+    }
+
+    #[test]
+    fn all_channels_sorted_by_index_and_gpu_nodes_sorted_by_path() {
+        let (_dir, policy) = tree(&[10, 2, 0]);
+        let staged = snapshot(&policy, &wants(true, ChannelSelector::All));
+        assert!(staged.overlay_present);
+        assert!(!staged.topology_present);
+        assert_eq!(
+            paths(&staged.channel_nodes),
+            [
+                "/dev/nvidia-caps-imex-channels/channel0",
+                "/dev/nvidia-caps-imex-channels/channel2",
+                "/dev/nvidia-caps-imex-channels/channel10"
+            ]
+        );
+        assert_eq!(paths(&staged.gpu_nodes), ["/dev/nvidia0", "/dev/nvidiactl"]);
+        assert_eq!(
+            (staged.gpu_nodes[0].major, staged.gpu_nodes[0].minor),
+            (1, 3)
+        );
+        assert_eq!(staged.warnings.len(), 1, "{:?}", staged.warnings);
+        assert!(
+            staged.warnings[0].contains("nvidia-broken is not a character device"),
+            "{:?}",
+            staged.warnings
+        );
+    }
+
+    #[test]
+    fn selected_channels_report_the_missing_ones() {
+        let (_dir, policy) = tree(&[0, 1]);
+        let selector = ChannelSelector::Some([1, 5, 6].into_iter().collect());
+        let staged = snapshot(&policy, &wants(false, selector));
+        assert_eq!(
+            paths(&staged.channel_nodes),
+            ["/dev/nvidia-caps-imex-channels/channel1"]
+        );
+        assert!(staged.gpu_nodes.is_empty());
+        assert_eq!(staged.warnings.len(), 1);
+        assert!(
+            staged.warnings[0].starts_with("2 selected IMEX channel(s) not staged"),
+            "{:?}",
+            staged.warnings
+        );
+    }
+
+    #[test]
+    fn missing_pieces_become_warnings() {
+        let (dir, policy) = tree(&[]);
+        fs::remove_dir_all(Layout::new(dir.path().to_path_buf()).channel_dir()).expect("remove");
+        let staged = snapshot(&policy, &wants(false, ChannelSelector::All));
+        assert!(staged.channel_nodes.is_empty());
+        assert!(
+            staged.warnings[0].starts_with("cannot list IMEX channels"),
+            "{:?}",
+            staged.warnings
+        );
+
+        let mut gone = policy.clone();
+        gone.overlay_host = dir.path().join("absent");
+        let staged = snapshot(&gone, &wants(true, ChannelSelector::All));
+        assert_eq!(staged, Staged::default());
+    }
+
+    #[test]
+    fn topology_needs_a_node_name_and_the_file() {
+        let (dir, mut policy) = tree(&[]);
+        let topology = Layout::new(dir.path().to_path_buf()).topology();
+        fs::create_dir_all(topology.parent().expect("parent")).expect("dir");
+        fs::write(&topology, "version: v1\n").expect("file");
+        assert!(snapshot(&policy, &wants(false, ChannelSelector::None)).topology_present);
+        policy.node_name.clear();
+        assert!(!snapshot(&policy, &wants(false, ChannelSelector::None)).topology_present);
+    }
 
     #[test]
     fn rdev_decoding_matches_glibc() {
