@@ -127,7 +127,7 @@ pub fn ensure_engine(sh: &Shell) -> Result<()> {
     let runtime = if missing.is_empty() {
         None
     } else {
-        Some(install_capfilter(sh, &missing)?)
+        Some(install_capfilter(&missing)?)
     };
     if engine_answers(sh) {
         if let Some(path) = &runtime {
@@ -138,12 +138,7 @@ pub fn ensure_engine(sh: &Shell) -> Result<()> {
     if let Some(path) = &runtime {
         configure_runtime(sh, path, false)?;
     }
-    if cmd!(sh, "sh -c 'command -v dockerd'")
-        .quiet()
-        .ignore_stdout()
-        .run()
-        .is_err()
-    {
+    if find_program("dockerd").is_none() {
         bail!("no Docker engine answers and dockerd is not installed: apt-get install docker.io");
     }
     let log_path = Path::new("/var/log/dockerd.log");
@@ -302,22 +297,19 @@ exec {runc} "$@"
     )
 }
 
-fn install_capfilter(sh: &Shell, missing: &[String]) -> Result<PathBuf> {
+fn install_capfilter(missing: &[String]) -> Result<PathBuf> {
+    let mut found = Vec::new();
     for tool in ["runc", "jq"] {
-        if cmd!(sh, "sh -c 'command -v {tool}'")
-            .quiet()
-            .ignore_stdout()
-            .run()
-            .is_err()
-        {
-            bail!("this host lacks {} in its capability bounding set, and the workaround needs {tool}: apt-get install {tool}", missing.join(", "));
-        }
+        let Some(path) = find_program(tool) else {
+            bail!(
+                "this host lacks {} in its capability bounding set, and the workaround needs {tool}: apt-get install {tool}",
+                missing.join(", ")
+            );
+        };
+        found.push(path);
     }
-    let runc = cmd!(sh, "sh -c 'command -v runc'")
-        .quiet()
-        .read()
-        .context("locating runc")?;
-    let script = capfilter_script(missing, runc.trim());
+    let runc = found[0].display().to_string();
+    let script = capfilter_script(missing, &runc);
     let dir = cache_dir().join("bin");
     let path = dir.join("runc-capfilter");
     if fs::read_to_string(&path).ok().as_deref() != Some(script.as_str()) {
@@ -428,6 +420,15 @@ fn configure_runtime(sh: &Shell, wrapper: &Path, running: bool) -> Result<()> {
         thread::sleep(Duration::from_millis(300));
     }
     bail!("dockerd did not switch to the {CAPFILTER_RUNTIME} runtime after SIGHUP: see /var/log/dockerd.log")
+}
+
+/// `name` on `PATH` or in the sbin directories (which a non-login PATH may lack).
+pub fn find_program(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .chain(["/usr/local/sbin", "/usr/sbin", "/sbin"].map(PathBuf::from))
+        .map(|dir| dir.join(name))
+        .find(|candidate| candidate.is_file())
 }
 
 fn engine_answers(sh: &Shell) -> bool {

@@ -140,12 +140,7 @@ pub fn debootstrap(
         eprintln!("    reusing {}", dir.display());
         return Ok(dir);
     }
-    if cmd!(sh, "sh -c 'command -v debootstrap'")
-        .quiet()
-        .ignore_stdout()
-        .run()
-        .is_err()
-    {
+    if crate::tools::find_program("debootstrap").is_none() {
         bail!("debootstrap is not installed: apt-get install debootstrap");
     }
     let partial = dir.with_extension("partial");
