@@ -380,4 +380,52 @@ mod tests {
             .expect("join");
         assert!(matches!(end, SessionError::Closed), "{end:?}");
     }
+
+    #[tokio::test]
+    async fn a_rejected_registration_ends_the_session() {
+        let health = Arc::new(Health::default());
+        let policy = Policy {
+            overlay_host: PathBuf::from("/nonexistent"),
+            overlay_mount: PathBuf::from("/opt/nvml-mock"),
+            node_name: String::new(),
+            opt_out_annotation: String::new(),
+            device_annotation: String::new(),
+            imex_channel_annotation: String::new(),
+            excluded_namespaces: Policy::parse_excluded_namespaces(""),
+        };
+        let service = Arc::new(PluginService::new(policy, health, Duration::ZERO));
+        let (plugin_end, mut runtime) = tokio::io::duplex(1 << 16);
+        let identity = Identity {
+            name: "nvml-mock".to_owned(),
+            index: "10".to_owned(),
+        };
+        let session = tokio::spawn(async move { run(plugin_end, &identity, service).await });
+        let mut decoders = [MessageDecoder::default(), MessageDecoder::default()];
+        let register = next_message(&mut runtime, &mut decoders, RUNTIME_SERVICE_CONN).await;
+
+        let rejection = Response {
+            status: Some(crate::proto::Status {
+                code: 3,
+                message: "invalid plugin index".to_owned(),
+            }),
+            payload: Vec::new(),
+        };
+        let message = wire::encode_message(
+            register.stream_id,
+            MESSAGE_RESPONSE,
+            &rejection.encode_to_vec(),
+        );
+        runtime
+            .write_all(&wire::encode_frames(RUNTIME_SERVICE_CONN, &message))
+            .await
+            .expect("write");
+        let end = tokio::time::timeout(Duration::from_secs(5), session)
+            .await
+            .expect("session ends")
+            .expect("join");
+        assert_eq!(
+            end.to_string(),
+            "the runtime rejected the registration as 10-nvml-mock: invalid plugin index (code 3)"
+        );
+    }
 }
