@@ -2,6 +2,9 @@
 //!
 //! A change in what the chart renders shows up as a diff here. Refresh with
 //! `UPDATE_GOLDEN=1 cargo test -p integration-tests --test chart golden`.
+//! Lines are compared without trailing whitespace and without blank lines:
+//! helm 4 separates documents with extra blank lines where helm 3 does not,
+//! and neither changes what the YAML means here.
 
 use crate::helm::{fixture, Template};
 
@@ -20,11 +23,11 @@ fn check_golden(name: &str, template: &Template) {
             path.display()
         )
     });
-    if want == got {
+    let want_lines = significant_lines(&want);
+    let got_lines = significant_lines(&got);
+    if want_lines == got_lines {
         return;
     }
-    let want_lines: Vec<&str> = want.lines().collect();
-    let got_lines: Vec<&str> = got.lines().collect();
     let first = want_lines
         .iter()
         .zip(&got_lines)
@@ -41,7 +44,7 @@ fn check_golden(name: &str, template: &Template) {
             .collect()
     };
     panic!(
-        "helm template output differs from {} at line {}\n--- golden\n{}--- rendered\n{}\
+        "helm template output differs from {} at non-blank line {}\n--- golden\n{}--- rendered\n{}\
          If the change is intended, refresh with \
          `UPDATE_GOLDEN=1 cargo test -p integration-tests --test chart golden`",
         path.display(),
@@ -49,6 +52,14 @@ fn check_golden(name: &str, template: &Template) {
         context(&want_lines),
         context(&got_lines),
     );
+}
+
+/// The lines that carry meaning: trailing whitespace cut, blank lines dropped.
+fn significant_lines(text: &str) -> Vec<&str> {
+    text.lines()
+        .map(str::trim_end)
+        .filter(|line| !line.is_empty())
+        .collect()
 }
 
 #[test]
