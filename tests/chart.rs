@@ -616,8 +616,9 @@ fn update_strategy_grace_and_placement_reach_both_daemon_sets() {
         assert_eq!(tolerations.len(), 1, "{name}");
         assert_eq!(tolerations[0].key.as_deref(), Some("gpu"), "{name}");
     }
+    // The demo's rollingUpdate block is dropped: the API rejects it with OnDelete.
     let on_delete = Template::demo()
-        .set_json(r#"updateStrategy={"type":"OnDelete","rollingUpdate":null}"#)
+        .set("updateStrategy.type=OnDelete")
         .render();
     for name in [STAGER, NRI] {
         let strategy = on_delete

@@ -74,6 +74,21 @@ app.kubernetes.io/component: nri
 {{- end }}
 {{- end }}
 
+{{/*
+The DaemonSets' updateStrategy. OnDelete drops the rollingUpdate block (the
+API rejects it there), so `--set updateStrategy.type=OnDelete` is enough.
+*/}}
+{{- define "nvml-mock.updateStrategy" -}}
+{{- with .Values.updateStrategy }}
+updateStrategy:
+{{- if eq (.type | default "RollingUpdate") "OnDelete" }}
+  type: OnDelete
+{{- else }}
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
+{{- end }}
+
 {{/* The NRI plugin index as two digits, whether given as "10" or 10. */}}
 {{- define "nvml-mock.nriPluginIndex" -}}
 {{- $index := .Values.nri.pluginIndex }}
