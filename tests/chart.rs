@@ -1352,3 +1352,19 @@ fn generated_topologies_render_into_documents_the_topology_crate_reads_back() {
         }
     }
 }
+
+#[test]
+fn helm_is_the_pinned_version() {
+    // The schema messages asserted above are helm's own: they hold for the
+    // pinned version. `go install` builds report `v3.19` for v3.19.0.
+    let (ok, stdout, stderr) = run_helm(&owned(&["version", "--template", "{{.Version}}"]));
+    assert!(ok, "helm version failed:\n{stderr}");
+    let reported = stdout.trim();
+    let pinned = helm::pinned_helm_version();
+    assert!(
+        !reported.is_empty() && (pinned == reported || pinned.starts_with(&format!("{reported}."))),
+        "{} is helm {reported}, the tests pin {pinned}: install it with \
+         `go install helm.sh/helm/v3/cmd/helm@{pinned}` or put the pinned helm first on PATH",
+        helm::helm().display()
+    );
+}

@@ -1,7 +1,8 @@
 //! Running the real `helm` over the chart and reading back what it renders.
 //!
-//! `helm` is found on `PATH` or in `$(go env GOPATH)/bin`; when it is in
-//! neither place the test fails with the `go install` command of the pinned
+//! `helm` is found on `PATH`, in `$(go env GOPATH)/bin`, or in the tool cache
+//! of `cargo xtask` (`${CDSIM_CACHE_DIR:-/var/cache/cdsim}/bin`); when it is
+//! in none of them the test fails with the `go install` command of the pinned
 //! version (`manifests/versions.toml`, `[tools].helm`).
 
 use std::{
@@ -64,9 +65,17 @@ fn locate_helm() -> PathBuf {
             return candidate;
         }
     }
+    let cache = std::env::var_os("CDSIM_CACHE_DIR")
+        .filter(|dir| !dir.is_empty())
+        .map_or_else(|| PathBuf::from("/var/cache/cdsim"), PathBuf::from);
+    let candidate = cache.join("bin/helm");
+    if candidate.is_file() {
+        return candidate;
+    }
     panic!(
-        "`helm` is neither on PATH nor in $(go env GOPATH)/bin: install it with \
+        "`helm` is not on PATH, in $(go env GOPATH)/bin or in {}: install it with \
          `go install helm.sh/helm/v3/cmd/helm@{}`",
+        cache.join("bin").display(),
         pinned_helm_version()
     )
 }
