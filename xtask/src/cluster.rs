@@ -204,11 +204,14 @@ pub fn load_image<R: Runner>(
     let wanted = containerd_name(reference);
     let mut missing = Vec::new();
     for node in cluster.nodes() {
-        let out = runner.check(&Cmd::new(
+        // A node whose images cannot be listed gets the image loaded again.
+        let listed = runner.run(&Cmd::new(
             "docker",
             &["exec", &node, "ctr", "-n", "k8s.io", "images", "ls", "-q"],
-        ))?;
-        if !out.stdout.lines().any(|line| line.trim() == wanted) {
+        ));
+        let present =
+            listed.is_ok_and(|out| out.ok && out.stdout.lines().any(|line| line.trim() == wanted));
+        if !present {
             missing.push(node);
         }
     }
