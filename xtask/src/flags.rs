@@ -97,6 +97,10 @@ pub struct DemoArgs {
     /// Build the kind node image locally (no registry) and use it.
     #[arg(long)]
     pub offline: bool,
+    /// Create the cluster from this kind node image (e.g. one `cargo xtask
+    /// node-image` printed) instead of kind's default or --offline's.
+    #[arg(long, conflicts_with = "offline")]
+    pub node_image: Option<String>,
 }
 
 /// Options for the scenario commands.

@@ -232,14 +232,15 @@ async fn demo_inner(
         runner(sh)
     })
     .await?;
-    let node_image = match args.offline {
-        true => Some(
+    let node_image = match (&args.node_image, args.offline) {
+        (Some(image), _) => Some(image.clone()),
+        (None, true) => Some(
             step(report, tracker, "node image", async {
                 crate::node_image::ensure_node_image(sh, false)
             })
             .await?,
         ),
-        false => None,
+        (None, false) => None,
     };
     let decision = step(report, tracker, "cluster", async {
         crate::cluster::ensure(&runner, cluster, args.force_recreate, node_image.as_deref())
