@@ -117,6 +117,9 @@ async fn run(args: Args) -> Result<()> {
     if args.topology_configmap.is_some() && args.namespace.is_none() {
         anyhow::bail!("--topology-configmap needs --namespace (or POD_NAMESPACE)");
     }
+    // Installed first, so a SIGTERM during the initial staging still cleans up.
+    let mut sigterm = signal(SignalKind::terminate()).context("cannot watch SIGTERM")?;
+    let mut sigint = signal(SignalKind::interrupt()).context("cannot watch SIGINT")?;
     let layout = Layout::new(args.overlay_dir.clone());
     let inputs = read_inputs(&args)?;
     let plan = plan::plan(&layout, &inputs);
@@ -194,8 +197,6 @@ async fn run(args: Args) -> Result<()> {
     }
     drop(sender);
 
-    let mut sigterm = signal(SignalKind::terminate()).context("cannot watch SIGTERM")?;
-    let mut sigint = signal(SignalKind::interrupt()).context("cannot watch SIGINT")?;
     tracing::info!("ready: following the topology");
     let mut sources_open = true;
     loop {
