@@ -31,7 +31,17 @@ struct Args {
 }
 
 fn main() -> ExitCode {
-    let args = Args::parse();
+    // Usage errors exit 1, not clap's 2: exit code 2 means "fabric NOT SUPPORTED".
+    let args = match Args::try_parse() {
+        Ok(args) => args,
+        Err(err) => {
+            let _ = err.print();
+            return match err.use_stderr() {
+                true => ExitCode::from(1),
+                false => ExitCode::SUCCESS,
+            };
+        }
+    };
     let node_name = std::env::var("NODE_NAME")
         .ok()
         .filter(|name| !name.is_empty());

@@ -107,3 +107,23 @@ fn library_without_nvml_symbols_is_named() {
         "{stderr}"
     );
 }
+
+#[test]
+fn usage_errors_exit_1_not_2() {
+    let output = Command::new(CHECK_FABRIC)
+        .arg("--bogus")
+        .output()
+        .expect("run check-fabric");
+    assert_eq!(
+        output.status.code(),
+        Some(1),
+        "2 is reserved for NOT SUPPORTED"
+    );
+    assert!(String::from_utf8_lossy(&output.stderr).contains("--bogus"));
+    let help = Command::new(CHECK_FABRIC)
+        .arg("--help")
+        .output()
+        .expect("run check-fabric");
+    assert_eq!(help.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&help.stdout).contains("--json"));
+}
