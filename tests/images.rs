@@ -746,7 +746,9 @@ fn containerd_imports_both_archives_with_kinds_flags_and_runs_them() {
     for name in [MOCK, WORKLOAD] {
         let built = build_image(name);
         let path = build::write_archive_file(&built, dir.path()).expect("write archive");
-        // `kind load image-archive` runs this inside each node (kind nodes use overlayfs).
+        // `kind load image-archive` (v0.31, pkg/cluster/nodeutils.LoadImageArchive) streams the
+        // archive into exactly this command on each node; kind nodes use overlayfs.
+        let archive = std::fs::File::open(&path).expect("open archive");
         run_ok(
             daemon
                 .ctr(&bin)
@@ -755,10 +757,10 @@ fn containerd_imports_both_archives_with_kinds_flags_and_runs_them() {
                     "import",
                     "--all-platforms",
                     "--digests",
-                    "--snapshotter",
-                    "overlayfs",
+                    "--snapshotter=overlayfs",
+                    "-",
                 ])
-                .arg(&path),
+                .stdin(archive),
         );
         let reference = format!("docker.io/library/{}", built.reference());
         let check = run_ok(daemon.ctr(&bin).args(["images", "check"]));
