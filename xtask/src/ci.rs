@@ -106,8 +106,16 @@ fn build(sh: &Shell) -> Result<()> {
 }
 
 fn tests(sh: &Shell) -> Result<()> {
-    // The image and containerd tests need a running engine.
+    // The image and containerd tests need a running engine; the chart tests
+    // need the pinned helm, first on PATH.
     crate::tools::ensure_engine(sh)?;
+    let helm = crate::tools::ensure_tool(sh, crate::tools::Tool::Helm)?;
+    let mut path =
+        std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()).collect::<Vec<_>>();
+    if let Some(dir) = helm.parent() {
+        path.insert(0, dir.to_path_buf());
+    }
+    let _path = sh.push_env("PATH", std::env::join_paths(path)?);
     cmd!(sh, "cargo test --workspace --no-fail-fast").run()?;
     Ok(())
 }
