@@ -122,6 +122,40 @@ pub fn smoke_check(sh: &Shell, cluster_name: &str) -> Result<()> {
     }
 }
 
+/// Whether NetworkPolicy is enforced on every node of `cluster_name`:
+/// kube-network-policies keeps its nftables table `inet kube-network-policies`
+/// only while its rules load, which needs the kernel's `nft_queue`.
+/// Kernels without it (and without loadable modules) leave policy unenforced.
+#[allow(dead_code)] // Called by the orchestration (scenario reports) once they wire it in.
+pub fn network_policy_enforced(sh: &Shell, cluster_name: &str) -> Result<bool> {
+    let kind = tools::ensure_tool(sh, Tool::Kind)?;
+    let nodes = cmd!(sh, "{kind} get nodes --name {cluster_name}")
+        .read()
+        .context("kind get nodes")?;
+    let nodes: Vec<&str> = nodes
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    if nodes.is_empty() {
+        bail!("no kind cluster named {cluster_name}");
+    }
+    for node in nodes {
+        let table = cmd!(
+            sh,
+            "docker exec {node} nft list table inet kube-network-policies"
+        )
+        .quiet()
+        .ignore_stdout()
+        .ignore_stderr()
+        .run();
+        if table.is_err() {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
 /// Whether `containerd config dump` shows the NRI plugin enabled.
 pub fn nri_enabled(dump: &str) -> Result<bool> {
     let table: toml::Table = dump
@@ -192,6 +226,20 @@ fn condition_true(object: &Value, kind: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The real check against a running cluster: `CDSIM_SMOKE_CLUSTER=<name>
+    /// cargo test -p xtask smoke_check_on_a_real_cluster -- --ignored`.
+    #[test]
+    #[ignore = "needs a running kind cluster from the node image (set CDSIM_SMOKE_CLUSTER)"]
+    fn smoke_check_on_a_real_cluster() {
+        let Ok(cluster) = std::env::var("CDSIM_SMOKE_CLUSTER") else {
+            panic!("set CDSIM_SMOKE_CLUSTER to the name of a kind cluster made from `cargo xtask node-image`");
+        };
+        let sh = Shell::new().expect("shell");
+        smoke_check(&sh, &cluster).expect("the cluster passes the smoke check");
+        let enforced = network_policy_enforced(&sh, &cluster).expect("the nodes answer");
+        eprintln!("NetworkPolicy enforced: {enforced}");
+    }
 
     #[test]
     fn nri_section_is_read_from_the_dump() {
