@@ -52,6 +52,7 @@ pub fn ensure_node_image(sh: &Shell, rebuild: bool) -> Result<String> {
     }
     eprintln!("==> building node image {image}");
     build::build(sh, &pins, &key, &image, &inputs)?;
+    prune_old_images(sh, &image);
     Ok(image)
 }
 
@@ -73,6 +74,35 @@ fn input_files(dir: &std::path::Path) -> Result<Vec<pins::InputFile>> {
             })
         })
         .collect()
+}
+
+/// Removes other `cdsim/kind-node` tags (each is over a gigabyte); images a
+/// container still uses stay, since docker refuses to remove them.
+fn prune_old_images(sh: &Shell, keep: &str) {
+    let repo = pins::NODE_IMAGE_REPO;
+    let Ok(listed) = cmd!(
+        sh,
+        "docker images {repo} --format '{{.Repository}}:{{.Tag}}'"
+    )
+    .quiet()
+    .read() else {
+        return;
+    };
+    for old in listed
+        .lines()
+        .map(str::trim)
+        .filter(|name| !name.is_empty() && *name != keep)
+    {
+        if cmd!(sh, "docker rmi {old}")
+            .quiet()
+            .ignore_stdout()
+            .ignore_stderr()
+            .run()
+            .is_ok()
+        {
+            eprintln!("    removed the superseded node image {old}");
+        }
+    }
 }
 
 fn image_exists(sh: &Shell, image: &str) -> bool {
