@@ -273,7 +273,7 @@ impl Rig {
         let demo = topology::demo(&workers);
         fs::write(self.path("topology.yaml"), demo.to_yaml()).unwrap_or_else(|err| panic!("{err}"));
         fs::create_dir_all(self.overlay()).unwrap_or_else(|err| panic!("{err}"));
-        let stager = artifact("nvml-mock-stager", "node-stager");
+        let stager = built("nvml-mock-stager", "node-stager");
         let output = Command::new(stager)
             .current_dir(self.dir.path())
             .arg(format!("--node-name={NODE_NAME}"))
@@ -286,11 +286,11 @@ impl Rig {
             ))
             .arg(format!(
                 "--library={}",
-                artifact("libnvidia_ml.so", "mock-nvml").display()
+                built("libnvidia_ml.so", "mock-nvml").display()
             ))
             .arg(format!(
                 "--check-fabric={}",
-                artifact("check-fabric", "check-fabric").display()
+                built("check-fabric", "check-fabric").display()
             ))
             .arg(format!(
                 "--topology-file={}",
@@ -316,10 +316,10 @@ impl Rig {
             .unwrap_or_else(|err| panic!("the test image spec is invalid: {err}"));
         let cache = host::read_ld_cache()
             .unwrap_or_else(|err| panic!("cannot read the loader cache: {err}"));
-        let artifact_dir = profile_dir();
+        let artifact_dir = artifact_dir();
         // The artifacts must exist; `artifact` fails with the build command otherwise.
-        artifact("check-fabric", "check-fabric");
-        artifact("libnvidia_ml.so", "mock-nvml");
+        built("check-fabric", "check-fabric");
+        built("libnvidia_ml.so", "mock-nvml");
         let root = repo_root();
         let inputs = build::Inputs {
             repo_root: &root,
@@ -458,7 +458,7 @@ plugin_dir = ""
     }
 
     fn start_plugin(&mut self) {
-        let plugin = artifact("nvml-mock-nri", "nri-plugin");
+        let plugin = built("nvml-mock-nri", "nri-plugin");
         let log = fs::File::create(self.path("plugin.log")).unwrap_or_else(|err| panic!("{err}"));
         let child = Command::new(plugin)
             .current_dir(self.dir.path())
@@ -715,6 +715,31 @@ fn pids_with_arg(arg: &str) -> Vec<u32> {
                 .any(|part| part == arg.as_bytes())
         })
         .collect()
+}
+
+/// Where the workspace artifacts come from: `CDSIM_ARTIFACT_DIR` (e.g. `target/release`
+/// for the benchmark) or the profile the test was built in.
+fn artifact_dir() -> PathBuf {
+    match std::env::var_os("CDSIM_ARTIFACT_DIR") {
+        Some(dir) => PathBuf::from(dir),
+        None => profile_dir(),
+    }
+}
+
+/// A built workspace artifact; fails with the build command when it is missing.
+fn built(file_name: &str, package: &str) -> PathBuf {
+    match std::env::var_os("CDSIM_ARTIFACT_DIR") {
+        Some(dir) => {
+            let path = PathBuf::from(dir).join(file_name);
+            assert!(
+                path.exists(),
+                "{} is missing: build it with `cargo build --release -p {package}` or unset CDSIM_ARTIFACT_DIR",
+                path.display()
+            );
+            path
+        }
+        None => artifact(file_name, package),
+    }
 }
 
 /// Polls `done` every 50 ms until it holds or `limit` passes.
