@@ -50,6 +50,11 @@ pub fn ensure_node_image(sh: &Shell, rebuild: bool) -> Result<String> {
         );
         return Ok(image);
     }
+    let _lock = lock_builds()?;
+    if !rebuild && image_exists(sh, &image) {
+        eprintln!("==> reusing node image {image} (another run just built it)");
+        return Ok(image);
+    }
     eprintln!("==> building node image {image}");
     build::build(sh, &pins, &key, &image, &inputs)?;
     prune_old_images(sh, &image);
@@ -74,6 +79,35 @@ fn input_files(dir: &std::path::Path) -> Result<Vec<pins::InputFile>> {
             })
         })
         .collect()
+}
+
+/// One node image build per machine at a time: a second run waits here
+/// (they share the cache, the work directory and the build container name).
+fn lock_builds() -> Result<fs::File> {
+    let dir = tools::cache_dir();
+    fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let path = dir.join("node-image.lock");
+    let file = fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .with_context(|| format!("opening {}", path.display()))?;
+    match file.try_lock() {
+        Ok(()) => return Ok(file),
+        Err(fs::TryLockError::WouldBlock) => {
+            eprintln!(
+                "==> another node-image build holds {}: waiting for it",
+                path.display()
+            );
+        }
+        Err(fs::TryLockError::Error(err)) => {
+            return Err(err).with_context(|| format!("locking {}", path.display()));
+        }
+    }
+    file.lock()
+        .with_context(|| format!("locking {}", path.display()))?;
+    Ok(file)
 }
 
 /// Removes other `cdsim/kind-node` tags (each is over a gigabyte); images a

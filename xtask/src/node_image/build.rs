@@ -740,6 +740,10 @@ fn preload_and_commit(
             sh,
             "docker exec {container} ctr -n k8s.io images import --label=io.cri-containerd.pinned=pinned --all-platforms --no-unpack --digests /kind/images.tar"
         )
+        // Its progress table repeats once per image without a terminal; the
+        // check below names anything missing.
+        .quiet()
+        .ignore_stdout()
         .run()
         .context("ctr images import")?;
         let listed = cmd!(sh, "docker exec {container} ctr -n k8s.io images ls -q")
