@@ -86,28 +86,7 @@ fn input_files(dir: &std::path::Path) -> Result<Vec<pins::InputFile>> {
 fn lock_builds() -> Result<fs::File> {
     let dir = tools::cache_dir();
     fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    let path = dir.join("node-image.lock");
-    let file = fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&path)
-        .with_context(|| format!("opening {}", path.display()))?;
-    match file.try_lock() {
-        Ok(()) => return Ok(file),
-        Err(fs::TryLockError::WouldBlock) => {
-            eprintln!(
-                "==> another node-image build holds {}: waiting for it",
-                path.display()
-            );
-        }
-        Err(fs::TryLockError::Error(err)) => {
-            return Err(err).with_context(|| format!("locking {}", path.display()));
-        }
-    }
-    file.lock()
-        .with_context(|| format!("locking {}", path.display()))?;
-    Ok(file)
+    tools::lock_file(&dir.join("node-image.lock"))
 }
 
 /// Removes other `cdsim/kind-node` tags (each is over a gigabyte); images a

@@ -422,6 +422,29 @@ fn configure_runtime(sh: &Shell, wrapper: &Path, running: bool) -> Result<()> {
     bail!("dockerd did not switch to the {CAPFILTER_RUNTIME} runtime after SIGHUP: see /var/log/dockerd.log")
 }
 
+/// An exclusive lock on `path` (created if needed), held until the file is
+/// dropped; waits, saying so, when another process holds it.
+pub fn lock_file(path: &Path) -> Result<fs::File> {
+    let file = fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)
+        .with_context(|| format!("opening {}", path.display()))?;
+    match file.try_lock() {
+        Ok(()) => return Ok(file),
+        Err(fs::TryLockError::WouldBlock) => {
+            eprintln!("==> another run holds {}: waiting for it", path.display());
+        }
+        Err(fs::TryLockError::Error(err)) => {
+            return Err(err).with_context(|| format!("locking {}", path.display()));
+        }
+    }
+    file.lock()
+        .with_context(|| format!("locking {}", path.display()))?;
+    Ok(file)
+}
+
 /// `name` on `PATH` or in the sbin directories (which a non-login PATH may lack).
 pub fn find_program(name: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH").unwrap_or_default();
@@ -447,6 +470,11 @@ pub fn ensure_tool(sh: &Shell, tool: Tool) -> Result<PathBuf> {
     let bin_dir = cache_dir().join("bin");
     let dir = bin_dir.join(format!("{}-{version}", tool.name()));
     let path = dir.join(tool.name());
+    if path.is_file() {
+        return Ok(path);
+    }
+    fs::create_dir_all(&bin_dir).with_context(|| format!("creating {}", bin_dir.display()))?;
+    let _lock = lock_file(&bin_dir.join(format!(".{}.lock", tool.name())))?;
     if path.is_file() {
         return Ok(path);
     }
@@ -563,6 +591,23 @@ mod tests {
             .expect_err("foreign");
         assert!(err.to_string().contains("merge the two by hand"), "{err}");
         assert!(daemon_json_with_runtime("[1]", wrapper).is_err());
+    }
+
+    #[test]
+    fn lock_file_excludes_a_second_holder_until_dropped() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("x.lock");
+        let held = lock_file(&path).expect("first lock");
+        let other = fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .expect("open");
+        assert!(matches!(
+            other.try_lock(),
+            Err(fs::TryLockError::WouldBlock)
+        ));
+        drop(held);
+        other.try_lock().expect("free after the holder is dropped");
     }
 
     #[test]
