@@ -5,6 +5,7 @@
 //! half a file. An entry that already matches the plan is left alone.
 
 use std::{
+    collections::HashSet,
     fs,
     io::{ErrorKind, Write},
     os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt},
@@ -42,8 +43,14 @@ pub fn apply(plan: &Plan) -> Result<Applied> {
             false => applied.unchanged += 1,
         }
     }
+    // Every planned path and its ancestors: what pruning must keep.
+    let keep: HashSet<&Path> = plan
+        .entries
+        .iter()
+        .flat_map(|entry| entry.path().ancestors())
+        .collect();
     for dir in &plan.exclusive_dirs {
-        applied.removed += prune(dir, plan)?;
+        applied.removed += prune(dir, &keep)?;
     }
     Ok(applied)
 }
@@ -69,8 +76,8 @@ pub fn write_atomic(path: &Path, contents: &[u8], mode: u32) -> Result<bool> {
             .with_context(|| format!("cannot write {}", temp.display()))?;
         file.set_permissions(fs::Permissions::from_mode(mode))
             .with_context(|| format!("cannot set the mode of {}", temp.display()))?;
-        file.sync_all()
-            .with_context(|| format!("cannot sync {}", temp.display()))?;
+        // No fsync: rename already keeps readers from seeing half a file, and the
+        // tree is restaged from scratch after a crash, so durability buys nothing.
         fs::rename(&temp, path)
             .with_context(|| format!("cannot rename {} to {}", temp.display(), path.display()))
     })();
@@ -173,8 +180,8 @@ fn ensure_char_device(path: &Path, major: u32, minor: u32) -> Result<bool> {
     Ok(true)
 }
 
-/// Removes children of `dir` that the plan does not mention.
-fn prune(dir: &Path, plan: &Plan) -> Result<usize> {
+/// Removes children of `dir` that are not in `keep`.
+fn prune(dir: &Path, keep: &HashSet<&Path>) -> Result<usize> {
     let entries = match fs::read_dir(dir) {
         Ok(entries) => entries,
         Err(err) if err.kind() == ErrorKind::NotFound => return Ok(0),
@@ -185,11 +192,7 @@ fn prune(dir: &Path, plan: &Plan) -> Result<usize> {
         let child = child
             .with_context(|| format!("cannot list {}", dir.display()))?
             .path();
-        let planned = plan
-            .entries
-            .iter()
-            .any(|entry| entry.path() == child || entry.path().starts_with(&child));
-        if !planned && remove_any(&child)? {
+        if !keep.contains(child.as_path()) && remove_any(&child)? {
             removed += 1;
         }
     }
