@@ -191,7 +191,8 @@ impl PluginService {
                 .linux
                 .as_ref()
                 .map_or(0, |linux| linux.devices.len());
-            tracing::info!(container = %who, env = adjustment.env.len(), devices, "injected");
+            let elapsed_us = received.elapsed().as_micros();
+            tracing::info!(container = %who, env = adjustment.env.len(), devices, elapsed_us, "injected");
         }
         CreateContainerResponse {
             adjust: plan.adjustment,

@@ -2,6 +2,7 @@ package harness
 
 import (
 	"fmt"
+	"os"
 	"sort"
 	"testing"
 	"time"
@@ -26,7 +27,12 @@ func BenchmarkCreateContainer(b *testing.B) {
 	if err := rt.Start(b); err != nil {
 		b.Fatalf("runtime start: %v", err)
 	}
-	p := StartExternal(b, rt.Socket, tr, PluginOptions{Env: []string{"RUST_LOG=warn"}})
+	// NRI_BENCH_RUST_LOG=info makes the plugin log its own handling time per request (elapsed_us).
+	logLevel := os.Getenv("NRI_BENCH_RUST_LOG")
+	if logLevel == "" {
+		logLevel = "warn"
+	}
+	p := StartExternal(b, rt.Socket, tr, PluginOptions{Env: []string{"RUST_LOG=" + logLevel}})
 	rt.WaitSynced(b, p)
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
@@ -51,6 +57,9 @@ func BenchmarkCreateContainer(b *testing.B) {
 			b.ReportMetric(float64(p50.Microseconds()), "p50-µs")
 			b.ReportMetric(float64(p99.Microseconds()), "p99-µs")
 			if b.N >= 100 {
+				if logLevel == "info" {
+					fmt.Printf("plugin log:\n%s\n", p.Logs())
+				}
 				fmt.Printf("CreateContainer %s: n=%d p50=%v p99=%v devices=%d\n", c.name, b.N, p50, p99, devicesFor(c.selector))
 			}
 		})
