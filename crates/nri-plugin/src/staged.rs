@@ -61,8 +61,9 @@ fn gpu_nodes(dev_dir: &Path, warnings: &mut Vec<String>) -> Vec<DeviceNode> {
             let host = dev_dir.join(&name);
             match fs::metadata(&host) {
                 Ok(meta) if meta.is_dir() => None,
-                _ => device_node(
+                stat => device_node(
                     &host,
+                    stat,
                     paths::container_gpu_device(&name)
                         .to_string_lossy()
                         .into_owned(),
@@ -113,12 +114,17 @@ fn channel_nodes(
         .into_iter()
         .filter_map(|index| {
             let host = layout.channel_node(index);
-            if !host.exists() {
+            let stat = fs::metadata(&host);
+            if stat
+                .as_ref()
+                .is_err_and(|err| err.kind() == std::io::ErrorKind::NotFound)
+            {
                 missing.push(index);
                 return None;
             }
             device_node(
                 &host,
+                stat,
                 paths::container_channel_device(index)
                     .to_string_lossy()
                     .into_owned(),
@@ -138,13 +144,14 @@ fn channel_nodes(
     nodes
 }
 
-/// Stats a staged node; anything but a character device is skipped with a warning.
+/// Turns a staged node's stat into a device; anything but a character device is skipped with a warning.
 fn device_node(
     host: &Path,
+    stat: std::io::Result<fs::Metadata>,
     container_path: String,
     warnings: &mut Vec<String>,
 ) -> Option<DeviceNode> {
-    match fs::metadata(host) {
+    match stat {
         Ok(meta) if meta.file_type().is_char_device() => {
             let (major, minor) = decode_rdev(meta.rdev());
             Some(DeviceNode {
