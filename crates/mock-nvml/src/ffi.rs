@@ -454,6 +454,8 @@ getter!(
         memory: device.utilization.memory,
     })
 );
+// The pre-v3 symbols fill today's 68-byte struct too: headers since NVML 11 map the unversioned
+// name to `_v3`, so only `dlsym` users reach them, and those pass the current struct.
 getter!(nvmlDeviceGetPciInfo_v3, abi::PciInfo, |device| Ok(
     query::pci_info(device)
 ));
