@@ -384,6 +384,9 @@ fn every_export_succeeds_on_gb200() {
 #[test]
 fn every_export_is_uninitialized_before_init_and_after_shutdown() {
     let _session = Session::new(GB200, None);
+    // SAFETY: nvmlErrorString returns a static NUL-terminated string, before init too.
+    let text = unsafe { CStr::from_ptr(nvmlErrorString(abi::ERROR_UNINITIALIZED)) };
+    assert_eq!(text, c"Uninitialized");
     for round in ["before init", "after shutdown"] {
         for entry in table()
             .iter()
