@@ -2,7 +2,9 @@
 // driver uses) and prints what it reports as one JSON document, the shape
 // tests/nvml_clients.rs compares against the profile.
 //
-// go-nvml dlopens "libnvidia-ml.so.1" (RTLD_LAZY|RTLD_GLOBAL) through the loader search.
+// go-nvml dlopens "libnvidia-ml.so.1" (RTLD_LAZY|RTLD_GLOBAL) through the loader search; init
+// goes through nvmlInitWithFlags(NO_GPUS) like the DRA plugin (pynvml's client covers
+// nvmlInitWithFlags(0), nvml-wrapper's nvmlInit_v2).
 // The bad-version case calls nvmlDeviceGetGpuFabricInfoV through dlsym, because go-nvml's
 // public helpers always set a valid version tag.
 package main
@@ -86,8 +88,9 @@ func fabricOf(ret nvml.Return, uuid [16]uint8, clique uint32, state uint8, statu
 }
 
 func main() {
-	if ret := nvml.Init(); ret != nvml.SUCCESS {
-		fmt.Fprintf(os.Stderr, "nvml.Init: %v (%d)\n", ret, int(ret))
+	// As the DRA compute-domain kubelet plugin does: nvmlInitWithFlags(NVML_INIT_FLAG_NO_GPUS).
+	if ret := nvml.InitWithFlags(nvml.INIT_FLAG_NO_GPUS); ret != nvml.SUCCESS {
+		fmt.Fprintf(os.Stderr, "nvml.InitWithFlags: %v (%d)\n", ret, int(ret))
 		os.Exit(1)
 	}
 	defer nvml.Shutdown()
