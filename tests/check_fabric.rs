@@ -289,6 +289,13 @@ fn non_fabric_profile_exits_2_with_not_supported_lines() {
 
 #[test]
 fn missing_library_exits_1_naming_it() {
+    // A host with NVIDIA's driver in the ld cache would load that instead.
+    if let Ok(cache) = Command::new("/sbin/ldconfig").arg("-p").output() {
+        assert!(
+            !String::from_utf8_lossy(&cache.stdout).contains("libnvidia-ml.so.1"),
+            "this host's ld cache has a libnvidia-ml.so.1, so the library cannot be missing: run this test where no NVIDIA driver is installed"
+        );
+    }
     let empty = tempfile::tempdir().expect("temp dir");
     for json in [false, true] {
         let mut command = Command::new(artifact("check-fabric", "check-fabric"));
@@ -328,4 +335,23 @@ fn missing_profile_fails_init_with_exit_1() {
         message.lines().any(|line| line.starts_with("nvmlInit: ")),
         "{message}"
     );
+}
+
+#[test]
+fn closed_stdout_is_not_a_crash() {
+    // `check-fabric | head -6`, as the upstream README suggests: the reader
+    // goes away before check-fabric writes.
+    let fixture = Fixture::new();
+    let mut child = Command::new(artifact("check-fabric", "check-fabric"))
+        .env_clear()
+        .env("LD_LIBRARY_PATH", fixture.lib_dir.path())
+        .env("MOCK_NVML_CONFIG", profile_path("gb200"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn check-fabric");
+    drop(child.stdout.take());
+    let output = child.wait_with_output().expect("wait for check-fabric");
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert!(output.stderr.is_empty(), "{}", stderr(&output));
 }
