@@ -12,7 +12,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use image_builder::build::{self, BuiltImage, ImexState, Inputs};
@@ -75,15 +75,15 @@ fn build_with(name: &str, payload: Option<&Payload>, epoch: u64) -> BuiltImage {
 
 /// The image built without a payload at epoch 0, once per test process: the
 /// debug binaries are large, and every test but the reproducibility one only reads it.
-fn build_image(name: &str) -> BuiltImage {
-    static BUILT: OnceLock<Mutex<BTreeMap<String, BuiltImage>>> = OnceLock::new();
+fn build_image(name: &str) -> Arc<BuiltImage> {
+    static BUILT: OnceLock<Mutex<BTreeMap<String, Arc<BuiltImage>>>> = OnceLock::new();
     let cache = BUILT.get_or_init(|| Mutex::new(BTreeMap::new()));
     let mut cache = cache
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
     cache
         .entry(name.to_owned())
-        .or_insert_with(|| build_with(name, None, 0))
+        .or_insert_with(|| Arc::new(build_with(name, None, 0)))
         .clone()
 }
 
