@@ -151,5 +151,18 @@ async fn recover(cluster: &KindCluster) -> anyhow::Result<()> {
         limit,
     )
     .await?;
-    crate::k8s::wait_daemonset(&client, WORKLOAD_NS, WORKLOAD_DS, WORKLOAD_SELECTOR, limit).await
+    crate::k8s::wait_daemonset(&client, WORKLOAD_NS, WORKLOAD_DS, WORKLOAD_SELECTOR, limit).await?;
+    let healed = crate::flow::heal_workload(&client, &cluster.workers()).await?;
+    if !healed.is_empty() {
+        eprintln!("    recreated the workload pod on {}", healed.join(", "));
+    }
+    // Recovered means scenario 1 passes again.
+    let out = xtask(&["scenario1", "--cluster-name", cluster.name()])?;
+    if !out.status.success() {
+        anyhow::bail!(
+            "scenario1 still fails after the restart:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok(())
 }

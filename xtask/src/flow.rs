@@ -316,7 +316,8 @@ async fn demo_inner(
             WORKLOAD_SELECTOR,
             ROLLOUT,
         )
-        .await
+        .await?;
+        heal_workload(&client, &cluster.workers()).await.map(|_| ())
     })
     .await?;
     if !with_scenarios {
@@ -459,6 +460,13 @@ async fn run_scenario<R: Runner>(
             }
         }
     };
+    let mut result = result;
+    if let (Outcome::Failed(reason), Some(cluster)) = (&result.outcome, &target.kind) {
+        // A failure on a node that is down says so.
+        if let Err(err) = crate::cluster::preflight(&docker_only(sh), cluster) {
+            result.outcome = Outcome::Failed(format!("{reason}; {err:#}"));
+        }
+    }
     match &result.outcome {
         Outcome::Passed => eprintln!("    ✓ {name} passed in {:.1}s", result.seconds),
         Outcome::Failed(reason) => eprintln!("ERROR: {name} failed: {reason}"),
@@ -639,4 +647,51 @@ pub async fn status(sh: &Shell, args: &ClusterArgs) -> anyhow::Result<()> {
 /// A runner for docker only (kind and helm are not resolved).
 fn docker_only(sh: &Shell) -> ShellRunner<'_> {
     ShellRunner::new(sh, PathBuf::from("kind"), PathBuf::from("helm"))
+}
+
+/// Workload pods created while their node's NRI plugin was not registered (a
+/// node restart, an interrupted run) lack the injection: they are recreated,
+/// once the node's plugin is ready. Returns the nodes whose pod was recreated.
+pub async fn heal_workload(client: &Client, workers: &[String]) -> anyhow::Result<Vec<String>> {
+    let limit = Duration::from_secs(180);
+    let mut healed = Vec::new();
+    for node in workers {
+        for attempt in 1..=3 {
+            k8s::pod_on_node_in(
+                client,
+                MOCK_NS,
+                "app.kubernetes.io/name=nvml-mock-nri",
+                node,
+                limit,
+            )
+            .await?;
+            let pod = k8s::pod_on_node(client, node, limit).await?;
+            let out = k8s::exec(
+                client,
+                &pod.name,
+                &["test", "-c", names::CHANNEL0],
+                Duration::from_secs(30),
+            )
+            .await?;
+            if out.code == 0 {
+                break;
+            }
+            if attempt == 3 {
+                anyhow::bail!(
+                    "the workload pod on {node} still lacks the NRI injection after 2 recreations: check the plugin's log \
+                     (`cargo xtask status`, pods of daemonset {MOCK_NS}/{NRI_DS})"
+                );
+            }
+            eprintln!(
+                "    {node}: pod {} lacks the NRI injection (created before the plugin registered); recreating it",
+                pod.name
+            );
+            k8s::delete_pod(client, WORKLOAD_NS, &pod.name).await?;
+            if !healed.contains(node) {
+                healed.push(node.clone());
+            }
+            tokio::time::sleep(Duration::from_secs(attempt)).await;
+        }
+    }
+    Ok(healed)
 }

@@ -152,22 +152,29 @@ pub fn usable_pod(pod: &Pod) -> Option<PodInfo> {
 
 /// The workload pod on `node`, waiting (bounded) for one to be running and ready.
 pub async fn pod_on_node(client: &Client, node: &str, limit: Duration) -> anyhow::Result<PodInfo> {
-    let api: Api<Pod> = Api::namespaced(client.clone(), WORKLOAD_NS);
+    pod_on_node_in(client, WORKLOAD_NS, WORKLOAD_SELECTOR, node, limit).await
+}
+
+/// The pod matching `selector` in `ns` on `node`, running and ready (bounded wait).
+pub async fn pod_on_node_in(
+    client: &Client,
+    ns: &str,
+    selector: &str,
+    node: &str,
+    limit: Duration,
+) -> anyhow::Result<PodInfo> {
+    let api: Api<Pod> = Api::namespaced(client.clone(), ns);
     let fields = format!("spec.nodeName={node}");
-    let params = ListParams::default()
-        .labels(WORKLOAD_SELECTOR)
-        .fields(&fields);
+    let params = ListParams::default().labels(selector).fields(&fields);
     let listed = api
         .list(&params)
         .await
-        .with_context(|| format!("listing workload pods on {node}"))?;
+        .with_context(|| format!("listing {selector} pods on {node}"))?;
     if let Some(info) = listed.items.iter().find_map(usable_pod) {
         return Ok(info);
     }
-    eprintln!("    waiting for the workload pod on {node}");
-    let config = watcher::Config::default()
-        .labels(WORKLOAD_SELECTOR)
-        .fields(&fields);
+    eprintln!("    waiting for the {selector} pod on {node}");
+    let config = watcher::Config::default().labels(selector).fields(&fields);
     let stream = watcher::watcher(api, config);
     futures::pin_mut!(stream);
     let deadline = Instant::now() + limit;
@@ -185,15 +192,28 @@ pub async fn pod_on_node(client: &Client, node: &str, limit: Duration) -> anyhow
                 tokio::time::sleep(Duration::from_millis(500)).await;
             }
             Err(_) => {
-                let diagnostics = diagnose(client, WORKLOAD_NS, WORKLOAD_SELECTOR).await;
+                let diagnostics = diagnose(client, ns, selector).await;
+                let what = match selector == WORKLOAD_SELECTOR {
+                    true => "workload".to_owned(),
+                    false => selector.to_owned(),
+                };
                 anyhow::bail!(
-                    "no running workload pod on node {node} after {}s: is the node up (`docker ps`), \
-                     and was the workload applied?\n{diagnostics}",
+                    "no running {what} pod on node {node} after {}s: is the node up (`docker ps`), \
+                     and was it deployed?\n{diagnostics}",
                     limit.as_secs()
                 );
             }
         }
     }
+}
+
+/// Deletes a pod in `ns` (its DaemonSet recreates it).
+pub async fn delete_pod(client: &Client, ns: &str, name: &str) -> anyhow::Result<()> {
+    let api: Api<Pod> = Api::namespaced(client.clone(), ns);
+    api.delete(name, &kube::api::DeleteParams::default())
+        .await
+        .with_context(|| format!("deleting pod {ns}/{name}"))?;
+    Ok(())
 }
 
 /// Waits (bounded) until a named pod in the workload namespace is running and ready.

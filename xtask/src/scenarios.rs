@@ -119,6 +119,12 @@ async fn check_worker<W: Workload>(
             .await
         {
             Ok(out) if out.code == 0 => {}
+            Ok(out) if out.code < 0 => {
+                return Err(format!(
+                    "exec in pod {pod} reported no exit status ({}): is its node up?",
+                    out.stderr.trim()
+                ))
+            }
             Ok(_) => {
                 return Err(format!(
                     "{} is not a character device: the NRI plugin did not inject the IMEX channel",
