@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/containerd/nri/pkg/adaptation"
@@ -28,8 +29,9 @@ func Main(m *testing.M) {
 	updateFn := func(context.Context, []*adaptation.ContainerUpdate) ([]*adaptation.ContainerUpdate, error) {
 		return nil, nil
 	}
-	dir, err := os.MkdirTemp("/tmp", "nri-plugins-")
-	if err != nil {
+	// An empty plugin dir beside the socket, removed by the parent test.
+	dir := filepath.Join(filepath.Dir(os.Getenv(socketEnv)), "plugins")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		fmt.Fprintf(os.Stderr, "runtime process: %v\n", err)
 		os.Exit(2)
 	}
