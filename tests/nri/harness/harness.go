@@ -362,6 +362,18 @@ func (p *Plugin) Probe(t testing.TB, path string) (int, string) {
 	return rsp.StatusCode, string(body)
 }
 
+// TryProbe is Probe without failing: ok is false when nothing answered.
+func (p *Plugin) TryProbe(path string) (int, string, bool) {
+	client := http.Client{Timeout: 2 * time.Second}
+	rsp, err := client.Get("http://" + p.HealthAddr + path)
+	if err != nil {
+		return 0, "", false
+	}
+	defer rsp.Body.Close()
+	body, _ := io.ReadAll(rsp.Body)
+	return rsp.StatusCode, string(body), true
+}
+
 func freeAddr(t testing.TB) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")

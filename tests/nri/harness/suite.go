@@ -3,6 +3,7 @@ package harness
 import (
 	"bufio"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -38,6 +39,52 @@ func Suite(t *testing.T) {
 	t.Run("LargeAdjustment2048Channels", LargeAdjustment)
 	t.Run("StalledPluginIsDropped", StalledPluginIsDropped)
 	t.Run("RuntimeGoesAway", RuntimeGoesAway)
+	t.Run("NotReadyBeforeRegistration", NotReadyBeforeRegistration)
+}
+
+// NotReadyBeforeRegistration: connected to a socket that never answers, the plugin is
+// live but not ready (the readiness probe makes a plugin that injects nothing visible).
+func NotReadyBeforeRegistration(t *testing.T) {
+	tr := StageTree(t, 1)
+	socket := filepath.Join(ShortTempDir(t, "nri-"), "nri.sock")
+	l, err := net.Listen("unix", socket)
+	if err != nil {
+		t.Fatalf("listen: %v", err)
+	}
+	defer l.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		if conn, err := l.Accept(); err == nil {
+			accepted <- conn
+		}
+	}()
+	p := StartExternal(t, socket, tr, PluginOptions{})
+	select {
+	case conn := <-accepted:
+		defer conn.Close()
+	case <-time.After(startTimeout):
+		t.Fatalf("the plugin never connected\n%s", p.Logs())
+	}
+	var code int
+	var body string
+	deadline := time.Now().Add(startTimeout)
+	for {
+		if c, b, ok := p.TryProbe("/readyz"); ok {
+			code, body = c, b
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the health listener never answered\n%s", p.Logs())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	want := "not registered with the container runtime; new containers are not being injected\n"
+	if code != 503 || body != want {
+		t.Fatalf("/readyz before registration = %d %q, want 503 %q", code, body, want)
+	}
+	if code, body := p.Probe(t, "/healthz"); code != 200 || body != "ok\n" {
+		t.Fatalf("/healthz before registration = %d %q, want 200 ok", code, body)
+	}
 }
 
 // startExternal stages a tree, starts a runtime and an external plugin, and waits for registration.
