@@ -649,6 +649,9 @@ fn docker_only(sh: &Shell) -> ShellRunner<'_> {
     ShellRunner::new(sh, PathBuf::from("kind"), PathBuf::from("helm"))
 }
 
+/// How often a pod is checked (and recreated) before giving up.
+const MAX_HEAL: u64 = 5;
+
 /// Workload pods created while their node's NRI plugin was not registered (a
 /// node restart, an interrupted run) lack the injection: they are recreated,
 /// once the node's plugin is ready. Returns the nodes whose pod was recreated.
@@ -656,7 +659,7 @@ pub async fn heal_workload(client: &Client, workers: &[String]) -> anyhow::Resul
     let limit = Duration::from_secs(180);
     let mut healed = Vec::new();
     for node in workers {
-        for attempt in 1..=3 {
+        for attempt in 1..=MAX_HEAL {
             k8s::pod_on_node_in(
                 client,
                 MOCK_NS,
@@ -676,10 +679,11 @@ pub async fn heal_workload(client: &Client, workers: &[String]) -> anyhow::Resul
             if out.code == 0 {
                 break;
             }
-            if attempt == 3 {
+            if attempt == MAX_HEAL {
                 anyhow::bail!(
-                    "the workload pod on {node} still lacks the NRI injection after 2 recreations: check the plugin's log \
-                     (`cargo xtask status`, pods of daemonset {MOCK_NS}/{NRI_DS})"
+                    "the workload pod on {node} still lacks the NRI injection after {} recreations: check the plugin's log \
+                     (`cargo xtask status`, pods of daemonset {MOCK_NS}/{NRI_DS})",
+                    MAX_HEAL - 1
                 );
             }
             eprintln!(
@@ -690,7 +694,8 @@ pub async fn heal_workload(client: &Client, workers: &[String]) -> anyhow::Resul
             if !healed.contains(node) {
                 healed.push(node.clone());
             }
-            tokio::time::sleep(Duration::from_secs(attempt)).await;
+            // A restarted node's plugin may still be registering: back off.
+            tokio::time::sleep(Duration::from_secs(5 * attempt)).await;
         }
     }
     Ok(healed)
