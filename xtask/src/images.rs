@@ -115,6 +115,20 @@ pub fn build_all(
         .with_context(|| format!("cannot read {}", spec_path.display()))?;
     let spec = Spec::parse(&spec_text).with_context(|| format!("in {}", spec_path.display()))?;
 
+    // Bad input fails before the (long) cargo build.
+    let source_date_epoch = source_date_epoch()?;
+    let payload = match imex {
+        Some(path) => Some(Payload::open(path).context("cannot use the --imex payload")?),
+        None => {
+            eprintln!(
+                "no --imex payload: {WORKLOAD_IMAGE} is built without the real nvidia-imex daemon \
+                 (label cdsim.imex=absent); scenario 2 needs NVIDIA's imex archive"
+            );
+            None
+        }
+    };
+    let cache = host::read_ld_cache()?;
+
     let mut cargo_args: Vec<String> = vec!["build".to_owned()];
     if profile == CargoProfile::Release {
         cargo_args.push("--release".to_owned());
@@ -136,23 +150,12 @@ pub fn build_all(
     };
     let artifact_dir = target_dir.join(profile.dir_name());
 
-    let payload = match imex {
-        Some(path) => Some(Payload::open(path).context("cannot use the --imex payload")?),
-        None => {
-            eprintln!(
-                "no --imex payload: {WORKLOAD_IMAGE} is built without the real nvidia-imex daemon \
-                 (label cdsim.imex=absent); scenario 2 needs NVIDIA's imex archive"
-            );
-            None
-        }
-    };
     let inputs = Inputs {
         repo_root: &root,
         artifact_dir: &artifact_dir,
         payload: payload.as_ref(),
-        source_date_epoch: source_date_epoch()?,
+        source_date_epoch,
     };
-    let cache = host::read_ld_cache()?;
     let started = Instant::now();
     let mock = build_one(&spec, MOCK_IMAGE, &inputs, &cache, out_dir)?;
     let workload = build_one(&spec, WORKLOAD_IMAGE, &inputs, &cache, out_dir)?;
