@@ -102,6 +102,18 @@ pub fn judge(requirement: &Requirement, output: Option<&str>) -> Verdict {
     }
 }
 
+/// kind's known issue: every node's kubelet and containerd take inotify
+/// instances; below 512 a second 5-node cluster fails with "too many open files".
+pub fn inotify_advice(max_user_instances: u64) -> Option<String> {
+    if max_user_instances >= 512 {
+        return None;
+    }
+    Some(format!(
+        "fs.inotify.max_user_instances is {max_user_instances}: kubelets fail with \"inotify_init: too many open files\" \
+         once ~10 kind nodes run; raise it with `sysctl -w fs.inotify.max_user_instances=512`"
+    ))
+}
+
 fn probe(sh: &Shell, tool: &str) -> Option<String> {
     let cached = |tool| crate::tools::cache_dir().join("bin").join(tool);
     let run = |program: std::path::PathBuf, args: &[&str]| {
@@ -158,6 +170,14 @@ pub fn run(sh: &Shell) -> anyhow::Result<()> {
         Ok(version) => println!("✓ go       {} (installs kind, helm and the node image's components)", version.trim()),
         Err(_) => println!("✗ go       not found: install Go 1.24+ (apt-get install golang, or go.dev/dl) to build the pinned tools"),
     }
+    let instances = std::fs::read_to_string("/proc/sys/fs/inotify/max_user_instances")
+        .ok()
+        .and_then(|text| text.trim().parse::<u64>().ok());
+    match instances.map(inotify_advice) {
+        Some(None) => println!("✓ inotify  max_user_instances >= 512"),
+        Some(Some(advice)) => println!("! inotify  {advice}"),
+        None => println!("! inotify  cannot read /proc/sys/fs/inotify/max_user_instances"),
+    }
     if !blocking.is_empty() {
         anyhow::bail!("missing prerequisites: {}", blocking.join(", "));
     }
@@ -211,5 +231,15 @@ mod tests {
             judge(&REQUIREMENTS[2], Some("v4.0.0")),
             Verdict::Ok(Version(4, 0, 0))
         );
+    }
+
+    #[test]
+    fn low_inotify_limits_get_the_sysctl() {
+        let advice = inotify_advice(128).expect("too low");
+        assert!(
+            advice.contains("sysctl -w fs.inotify.max_user_instances=512"),
+            "{advice}"
+        );
+        assert_eq!(inotify_advice(512), None);
     }
 }

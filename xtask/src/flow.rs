@@ -269,6 +269,10 @@ async fn demo_inner(
     })
     .await?;
     let client = k8s::client(&cluster.context()).await?;
+    step(report, tracker, "nodes ready", async {
+        k8s::wait_nodes_ready(&client, &cluster.nodes(), Duration::from_secs(300)).await
+    })
+    .await?;
     step(report, tracker, "install", async {
         let dir = scratch_dir(cluster.name())?;
         let values = dir.join("values.yaml");

@@ -207,6 +207,60 @@ pub async fn pod_on_node_in(
     }
 }
 
+/// Whether a node reports Ready.
+pub fn node_ready(node: &Node) -> bool {
+    node.status
+        .as_ref()
+        .and_then(|status| status.conditions.as_ref())
+        .is_some_and(|conditions| {
+            conditions
+                .iter()
+                .any(|it| it.type_ == "Ready" && it.status == "True")
+        })
+}
+
+/// Waits (bounded) until every named node is Ready, printing progress.
+pub async fn wait_nodes_ready(
+    client: &Client,
+    names: &[String],
+    limit: Duration,
+) -> anyhow::Result<()> {
+    let api: Api<Node> = Api::all(client.clone());
+    let started = Instant::now();
+    let deadline = started + limit;
+    let mut ready = std::collections::BTreeSet::new();
+    let stream = watcher::watcher(api, watcher::Config::default());
+    futures::pin_mut!(stream);
+    while ready.len() < names.len() {
+        match tokio::time::timeout_at(deadline, stream.try_next()).await {
+            Ok(Ok(Some(watcher::Event::Apply(node) | watcher::Event::InitApply(node)))) => {
+                let name = node.name_any();
+                if names.contains(&name) && node_ready(&node) && ready.insert(name.clone()) {
+                    eprintln!(
+                        "    node {name} Ready ({:.0}s)",
+                        started.elapsed().as_secs_f64()
+                    );
+                }
+            }
+            Ok(Ok(Some(_))) => {}
+            Ok(Ok(None)) => anyhow::bail!("the node watch ended"),
+            Ok(Err(err)) => {
+                tracing::debug!(%err, "watch error");
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            Err(_) => {
+                let missing: Vec<&String> =
+                    names.iter().filter(|it| !ready.contains(*it)).collect();
+                anyhow::bail!(
+                    "nodes not Ready after {}s: {missing:?} (inspect with `docker logs <node>`)",
+                    limit.as_secs()
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Deletes a pod in `ns` (its DaemonSet recreates it).
 pub async fn delete_pod(client: &Client, ns: &str, name: &str) -> anyhow::Result<()> {
     let api: Api<Pod> = Api::namespaced(client.clone(), ns);
