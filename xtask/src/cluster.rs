@@ -72,10 +72,14 @@ pub fn preflight<R: Runner>(runner: &R, cluster: &KindCluster) -> anyhow::Result
             &["inspect", "-f", "{{.State.Status}}", &node],
         )) {
             Ok(out) if out.ok && out.stdout.trim() == "running" => {}
-            Ok(out) if out.ok => down.push(format!(
-                "node {node} is {} (start it with `docker start {node}`)",
-                out.stdout.trim()
-            )),
+            Ok(out) if out.ok => {
+                let state = out.stdout.trim();
+                let fix = match state {
+                    "paused" => "docker unpause",
+                    _ => "docker start",
+                };
+                down.push(format!("node {node} is {state} (start it with `{fix} {node}`)"));
+            }
             _ => down.push(format!("node {node} does not exist (run `cargo xtask up`)")),
         }
     }
