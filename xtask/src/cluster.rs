@@ -78,7 +78,9 @@ pub fn preflight<R: Runner>(runner: &R, cluster: &KindCluster) -> anyhow::Result
                     "paused" => "docker unpause",
                     _ => "docker start",
                 };
-                down.push(format!("node {node} is {state} (start it with `{fix} {node}`)"));
+                down.push(format!(
+                    "node {node} is {state} (start it with `{fix} {node}`)"
+                ));
             }
             _ => down.push(format!("node {node} does not exist (run `cargo xtask up`)")),
         }

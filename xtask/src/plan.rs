@@ -496,7 +496,17 @@ Block devices:
         let values = dir.path().join("values.yaml");
         let topology_values = dir.path().join("topology.yaml");
         let image = ImageRef::parse("nvml-mock:0123456789ab").expect("tagged");
-        std::fs::write(&values, install_values(&image, Majors { channel: 245, caps: 246 })).expect("write");
+        std::fs::write(
+            &values,
+            install_values(
+                &image,
+                Majors {
+                    channel: 245,
+                    caps: 246,
+                },
+            ),
+        )
+        .expect("write");
         let workers = topology::kind_workers("c", 4);
         std::fs::write(&topology_values, topology::demo(&workers).helm_values()).expect("write");
         let chart = crate::project_root().join(crate::names::CHART);
@@ -510,10 +520,20 @@ Block devices:
             .output()
             .expect("helm runs");
         let rendered = String::from_utf8_lossy(&out.stdout);
-        assert!(out.status.success(), "helm template failed: {}", String::from_utf8_lossy(&out.stderr));
-        assert!(rendered.contains("image: \"nvml-mock:0123456789ab\""), "{rendered}");
+        assert!(
+            out.status.success(),
+            "helm template failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            rendered.contains("image: \"nvml-mock:0123456789ab\""),
+            "{rendered}"
+        );
         assert!(rendered.contains("245"), "channel major rendered");
         assert!(rendered.contains("c-worker4"), "topology rendered");
-        assert!(rendered.contains("name: nvml-mock-nri"), "NRI DaemonSet rendered");
+        assert!(
+            rendered.contains("name: nvml-mock-nri"),
+            "NRI DaemonSet rendered"
+        );
     }
 }
