@@ -453,13 +453,27 @@ async fn run_scenario<R: Runner>(
             let scratch = scratch_dir(&target.context)?;
             match runner {
                 Some(runner) => {
-                    scenarios::scenario3(&workload, runner, &rebind, &scratch, Limits::default())
-                        .await
+                    scenarios::scenario3(
+                        &workload,
+                        runner,
+                        &rebind,
+                        &scratch,
+                        tracker,
+                        Limits::default(),
+                    )
+                    .await
                 }
                 None => {
                     let runner = self::runner(sh)?;
-                    scenarios::scenario3(&workload, &runner, &rebind, &scratch, Limits::default())
-                        .await
+                    scenarios::scenario3(
+                        &workload,
+                        &runner,
+                        &rebind,
+                        &scratch,
+                        tracker,
+                        Limits::default(),
+                    )
+                    .await
                 }
             }
         }

@@ -124,6 +124,36 @@ async fn on_interrupt(tracker: Tracker, context: String) {
             eprintln!("    could not stop them ({err:#}); the next scenario2 run stops them first");
         }
     }
+    if let Some(args) = &state.restore_topology {
+        eprintln!("    restoring the demo topology (scenario 3 was rebinding)");
+        let cached = tools::cache_dir().join("bin/helm");
+        let helm = match cached.exists() {
+            true => cached,
+            false => std::path::PathBuf::from("helm"),
+        };
+        // An upgrade of the scenario itself may still be finishing: retry once.
+        let mut last = String::new();
+        for attempt in 0..2 {
+            if attempt > 0 {
+                tokio::time::sleep(Duration::from_secs(3)).await;
+            }
+            match std::process::Command::new(&helm)
+                .args(args)
+                .current_dir(project_root())
+                .output()
+            {
+                Ok(out) if out.status.success() => {
+                    last.clear();
+                    break;
+                }
+                Ok(out) => last = String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+                Err(err) => last = err.to_string(),
+            }
+        }
+        if !last.is_empty() {
+            eprintln!("    could not restore it ({last}); `cargo xtask scenario3` or `cargo xtask up` restores it");
+        }
+    }
     eprintln!("stopped; rerun the same command to continue: it reuses the cluster and images and redoes only what is missing");
     std::process::exit(130);
 }

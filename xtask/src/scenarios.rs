@@ -73,6 +73,8 @@ pub struct TrackerState {
     pub step: String,
     /// Pods that may run nvidia-imex daemons.
     pub imex_pods: Vec<String>,
+    /// While the rebind topology is live: the helm arguments that restore the demo one.
+    pub restore_topology: Option<Vec<String>>,
 }
 
 impl Tracker {
@@ -87,6 +89,13 @@ impl Tracker {
     pub fn imex_pods(&self, pods: &[String]) {
         if let Ok(mut state) = self.0.lock() {
             state.imex_pods = pods.to_vec();
+        }
+    }
+
+    /// Records how to restore the demo topology (`None`: nothing to restore).
+    pub fn restore_topology(&self, helm_args: Option<Vec<String>>) {
+        if let Ok(mut state) = self.0.lock() {
+            state.restore_topology = helm_args;
         }
     }
 
@@ -326,6 +335,7 @@ pub async fn scenario3<W: Workload, R: Runner>(
     runner: &R,
     rebind: &Rebind,
     scratch: &Path,
+    tracker: &Tracker,
     limits: Limits,
 ) -> ScenarioResult {
     let started = Instant::now();
@@ -336,7 +346,17 @@ pub async fn scenario3<W: Workload, R: Runner>(
         workers: vec![],
         timings: vec![],
     };
-    let outcome = scenario3_inner(workload, runner, rebind, scratch, limits, &mut result).await;
+    let outcome = scenario3_inner(
+        workload,
+        runner,
+        rebind,
+        scratch,
+        tracker,
+        limits,
+        &mut result,
+    )
+    .await;
+    tracker.restore_topology(None);
     result.outcome = match outcome {
         Ok(()) => Outcome::Passed,
         Err(reason) => Outcome::Failed(reason),
@@ -350,6 +370,7 @@ async fn scenario3_inner<W: Workload, R: Runner>(
     runner: &R,
     rebind: &Rebind,
     scratch: &Path,
+    tracker: &Tracker,
     limits: Limits,
     result: &mut ScenarioResult,
 ) -> Result<(), String> {
@@ -391,6 +412,11 @@ async fn scenario3_inner<W: Workload, R: Runner>(
         uuid: crate::names::REBIND_UUID.to_owned(),
     };
     eprintln!("    helm upgrade --reuse-values with the rebind topology (clique 99, uuid …00ff)");
+    tracker.restore_topology(Some(crate::plan::helm_topology_args(
+        &rebind.chart,
+        &rebind.context,
+        &demo_file.to_string_lossy(),
+    )));
     let since = Instant::now();
     upgrade(&rebind_file)?;
     let helm_took = since.elapsed();
@@ -981,7 +1007,15 @@ mod tests {
         runner.fake.expect("helm upgrade nvml-mock chart --kube-context kind-c --namespace mokka --reuse-values -f", true, "");
         runner.fake.expect("helm upgrade nvml-mock chart --kube-context kind-c --namespace mokka --reuse-values -f", true, "");
         let dir = tempfile::tempdir().expect("tempdir");
-        let result = scenario3(&sim, &runner, &rebind(), dir.path(), Limits::default()).await;
+        let result = scenario3(
+            &sim,
+            &runner,
+            &rebind(),
+            dir.path(),
+            &Tracker::default(),
+            Limits::default(),
+        )
+        .await;
         assert_eq!(result.outcome, Outcome::Passed, "{result:?}");
         let seen = runner.fake.seen();
         assert!(
@@ -1021,7 +1055,15 @@ mod tests {
             .expect("helm upgrade", true, "")
             .expect("helm upgrade", true, "");
         let dir = tempfile::tempdir().expect("tempdir");
-        let result = scenario3(&sim, &runner, &rebind(), dir.path(), Limits::default()).await;
+        let result = scenario3(
+            &sim,
+            &runner,
+            &rebind(),
+            dir.path(),
+            &Tracker::default(),
+            Limits::default(),
+        )
+        .await;
         let Outcome::Failed(reason) = &result.outcome else {
             panic!("must fail: {result:?}");
         };
@@ -1042,7 +1084,15 @@ mod tests {
             .expect("helm upgrade", true, "");
         let dir = tempfile::tempdir().expect("tempdir");
         let started = Instant::now();
-        let result = scenario3(&sim, &runner, &rebind(), dir.path(), Limits::default()).await;
+        let result = scenario3(
+            &sim,
+            &runner,
+            &rebind(),
+            dir.path(),
+            &Tracker::default(),
+            Limits::default(),
+        )
+        .await;
         let Outcome::Failed(reason) = &result.outcome else {
             panic!("must fail: {result:?}");
         };
