@@ -55,6 +55,10 @@ pub fn run(sh: &Shell, args: &CiArgs) -> Result<()> {
             name: "e2e warm rerun",
             run: e2e_warm_rerun,
         });
+        steps.push(Step {
+            name: "e2e faults",
+            run: e2e_faults,
+        });
     }
 
     let mut outcomes = Vec::new();
@@ -141,6 +145,13 @@ fn e2e_warm_rerun(sh: &Shell) -> Result<()> {
         .and_then(|()| cmd!(sh, "cargo xtask scenario3").run());
     print_report(sh, report);
     res?;
+    Ok(())
+}
+
+/// The fault cases on the real cluster: a concurrent run is refused, an
+/// incompatible cluster is rejected with the fix, a stopped worker is named.
+fn e2e_faults(sh: &Shell) -> Result<()> {
+    cmd!(sh, "cargo xtask faults").run()?;
     Ok(())
 }
 

@@ -171,7 +171,13 @@ fn init_tracing(verbose: bool) {
 }
 
 /// The repository root: the parent of this crate's manifest directory.
+///
+/// `CDSIM_ROOT` overrides it: the Nix apps run a store-built xtask whose
+/// manifest directory no longer exists, and point it at the flake source.
 pub fn project_root() -> std::path::PathBuf {
+    if let Some(root) = std::env::var_os("CDSIM_ROOT").filter(|it| !it.is_empty()) {
+        return std::path::PathBuf::from(root);
+    }
     std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .map(std::path::Path::to_path_buf)
