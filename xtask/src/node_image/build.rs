@@ -214,31 +214,19 @@ fn go_components(sh: &Shell, cache: &Path, pins: &NodePins, inputs: &Path) -> Re
         .iter()
         .map(|p| format!("github.com/containernetworking/plugins/plugins/{p}@{version}"))
         .collect();
-        let _gobin = sh.push_env("GOBIN", out);
-        cmd!(
-            sh,
-            "nice -n 10 go install -trimpath -ldflags '-s -w' {pkgs...}"
-        )
-        .run()
-        .context("go install CNI plugins")
+        go_install(sh, out, &pkgs, "CNI plugins")
     })?;
 
     let version = pins.crictl.as_str();
     let crictl = cached(&go, "crictl", version, |out| {
-        let _gobin = sh.push_env("GOBIN", out);
         let pkg = format!("sigs.k8s.io/cri-tools/cmd/crictl@{version}");
-        cmd!(sh, "nice -n 10 go install -trimpath -ldflags '-s -w' {pkg}")
-            .run()
-            .context("go install crictl")
+        go_install(sh, out, &[pkg], "crictl")
     })?;
 
     let version = pins.coredns.as_str();
     let coredns = cached(&go, "coredns", version, |out| {
-        let _gobin = sh.push_env("GOBIN", out);
         let pkg = format!("github.com/coredns/coredns@{version}");
-        cmd!(sh, "nice -n 10 go install -trimpath -ldflags '-s -w' {pkg}")
-            .run()
-            .context("go install coredns")
+        go_install(sh, out, &[pkg], "coredns")
     })?;
 
     let version = pins.etcd.as_str();
@@ -356,11 +344,8 @@ fn go_components(sh: &Shell, cache: &Path, pins: &NodePins, inputs: &Path) -> Re
 
     let version = pins.network_policies.as_str();
     let netpol = cached(&go, "kube-network-policies", version, |out| {
-        let _gobin = sh.push_env("GOBIN", out);
         let pkg = format!("sigs.k8s.io/kube-network-policies/cmd@{version}");
-        cmd!(sh, "nice -n 10 go install -trimpath -ldflags '-s -w' {pkg}")
-            .run()
-            .context("go install kube-network-policies")?;
+        go_install(sh, out, &[pkg], "kube-network-policies")?;
         // The main package is `cmd`, so is the binary.
         fs::rename(out.join("cmd"), out.join("netpol"))
             .context("naming the kube-network-policies binary")
@@ -407,6 +392,18 @@ fn go_components(sh: &Shell, cache: &Path, pins: &NodePins, inputs: &Path) -> Re
 }
 
 /// `<go>/<name>-<version>`, made by `build` into a partial directory on first use.
+/// `go install` of pinned, stripped packages into `gobin`, at low priority
+/// (the node image build shares the machine with everything else).
+fn go_install(sh: &Shell, gobin: &Path, packages: &[String], what: &str) -> Result<()> {
+    let _gobin = sh.push_env("GOBIN", gobin);
+    cmd!(
+        sh,
+        "nice -n 10 go install -trimpath -ldflags '-s -w' {packages...}"
+    )
+    .run()
+    .with_context(|| format!("go install {what}"))
+}
+
 fn cached(
     go: &Path,
     name: &str,
