@@ -21,7 +21,7 @@ use crate::names::{
     WORKLOAD_SELECTOR,
 };
 use crate::plan::{self, ImageRef};
-use crate::report::{Outcome, Report};
+use crate::report::{Outcome, Report, StepStatus, Verdict};
 use crate::runner::{Cmd, Runner, ShellRunner};
 use crate::scenarios::{self, Limits, Rebind, Tracker, Workload};
 
@@ -148,11 +148,7 @@ async fn step<T, F: Future<Output = anyhow::Result<T>>>(
     tracker.step(name);
     let started = Instant::now();
     let res = fut.await;
-    let status = match &res {
-        Ok(_) => "ok".to_owned(),
-        Err(err) => format!("failed: {err:#}"),
-    };
-    report.step(name, started.elapsed(), &status);
+    report.step(name, started.elapsed(), StepStatus::of(&res));
     res.with_context(|| format!("step `{name}` failed"))
 }
 
@@ -211,10 +207,14 @@ pub async fn demo(
     };
     let res = demo_inner(sh, args, &cluster, with_scenarios, tracker, &mut report).await;
     finish_report(&mut report, started, args.report.as_deref())?;
-    print_summary(&report, &cluster);
+    let cluster_up = report
+        .steps
+        .iter()
+        .any(|it| it.name == "cluster" && it.status == StepStatus::Ok);
+    print_summary(&report, &cluster, cluster_up);
     res?;
     if report.failed() {
-        anyhow::bail!("a scenario failed: see the summary above");
+        anyhow::bail!("{}", report.verdict_line());
     }
     Ok(())
 }
@@ -485,13 +485,16 @@ async fn run_scenario<R: Runner>(
             result.outcome = Outcome::Failed(format!("{reason}; {err:#}"));
         }
     }
-    match &result.outcome {
-        Outcome::Passed => eprintln!("    ✓ {name} passed in {:.1}s", result.seconds),
-        Outcome::Failed(reason) => eprintln!("ERROR: {name} failed: {reason}"),
-        Outcome::Skipped(reason) => eprintln!("    - {name} SKIPPED: {reason}"),
+    match result.outcome.verdict() {
+        Verdict::Passed => eprintln!(
+            "    ✓ {name} {} in {:.1}s",
+            result.outcome.label(),
+            result.seconds
+        ),
+        Verdict::Failed => eprintln!("ERROR: {name} {}", result.outcome.label()),
+        Verdict::Skipped => eprintln!("    - {name} {}", result.outcome.label()),
     }
-    report.step(&name, Duration::from_secs_f64(result.seconds), "ok");
-    report.scenarios.push(result);
+    report.scenario(result);
     Ok(())
 }
 
@@ -525,36 +528,39 @@ pub async fn scenario(
     finish_report(&mut report, started, args.report.as_deref())?;
     res?;
     if report.failed() {
-        anyhow::bail!("scenario{which} failed");
+        anyhow::bail!("{}", report.verdict_line());
     }
     Ok(())
 }
 
-fn print_summary(report: &Report, cluster: &KindCluster) {
+fn print_summary(report: &Report, cluster: &KindCluster, cluster_up: bool) {
     eprintln!("\n==> summary ({:.1}s)", report.total_seconds);
     for step in &report.steps {
         eprintln!(
             "    {:<18} {:>7.1}s  {}",
             step.name,
             step.seconds,
-            step.status.lines().next().unwrap_or("")
+            step.status.label()
         );
     }
     for scenario in &report.scenarios {
-        let verdict = match &scenario.outcome {
-            Outcome::Passed => "PASSED".to_owned(),
-            Outcome::Failed(reason) => format!("FAILED: {}", reason.lines().next().unwrap_or("")),
-            Outcome::Skipped(reason) => format!("SKIPPED: {reason}"),
-        };
-        eprintln!("    {:<10} {verdict}", scenario.name);
+        eprintln!(
+            "    {:<18} {:>7.1}s  {}",
+            scenario.name,
+            scenario.seconds,
+            scenario.outcome.label()
+        );
     }
     for note in &report.notes {
         eprintln!("    {note}");
     }
-    eprintln!(
-        "    the cluster stays up: rerun any scenario with `cargo xtask scenario1|2|3`; tear down with `cargo xtask down --cluster-name {}`",
-        cluster.name()
-    );
+    if cluster_up {
+        eprintln!(
+            "    the cluster stays up: rerun any scenario with `cargo xtask scenario1|2|3`; tear down with `cargo xtask down --cluster-name {}`",
+            cluster.name()
+        );
+    }
+    eprintln!("    {}", report.verdict_line());
 }
 
 /// `down`: delete the cluster (and the image archives with `--images`).
