@@ -15,7 +15,7 @@ use xshell::Shell;
 use crate::fabric::Expected;
 use crate::flags::{ClusterArgs, DemoArgs, DownArgs, ScenarioArgs};
 use crate::k8s::{self, ExecOutput, PodInfo};
-use crate::lock::{self, RunnerLock};
+use crate::lock::RunnerLock;
 use crate::names::{
     self, KindCluster, CHART, MOCK_NS, NRI_DS, STAGER_DS, WORKLOAD_DS, WORKLOAD_NS,
     WORKLOAD_SELECTOR,
@@ -158,7 +158,7 @@ fn command_line() -> String {
 }
 
 fn take_lock(name: &str) -> anyhow::Result<RunnerLock> {
-    let lock = RunnerLock::acquire(&lock::lock_dir(), name, &command_line())?;
+    let lock = RunnerLock::acquire(&crate::dirs::lock_dir()?, name, &command_line())?;
     tracing::debug!(path = %lock.path().display(), "runner lock taken");
     Ok(lock)
 }
@@ -170,9 +170,7 @@ fn runner(sh: &Shell) -> anyhow::Result<ShellRunner<'_>> {
 }
 
 fn scratch_dir(name: &str) -> anyhow::Result<PathBuf> {
-    let dir = crate::project_root().join("target/cdsim").join(name);
-    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    Ok(dir)
+    crate::dirs::scratch_dir(&name.replace(['/', ':'], "_"))
 }
 
 fn finish_report(report: &mut Report, started: Instant, path: Option<&Path>) -> anyhow::Result<()> {
@@ -228,7 +226,7 @@ async fn demo_inner(
     report: &mut Report,
 ) -> anyhow::Result<()> {
     let runner = step(report, tracker, "engine and tools", async {
-        crate::tools::ensure_engine(sh)?;
+        crate::tools::ensure_host(sh, true)?;
         runner(sh)
     })
     .await?;
@@ -373,7 +371,7 @@ fn images(sh: &Shell, args: &DemoArgs) -> anyhow::Result<ImagePair> {
     let (mock, workload) = match (mock, workload) {
         (Some(mock), Some(workload)) => (mock, workload),
         (mock, workload) => {
-            let out = crate::project_root().join("target/images");
+            let out = crate::dirs::images_dir()?;
             let imex = match &args.imex {
                 Some(path) => Some(
                     std::path::absolute(path)
@@ -578,7 +576,7 @@ pub fn down(sh: &Shell, args: &DownArgs) -> anyhow::Result<()> {
         eprintln!("    no cluster {}", cluster.name());
     }
     if args.images {
-        let dir = crate::project_root().join("target/images");
+        let dir = crate::dirs::images_dir()?;
         for (path, image) in crate::archive::scan(&dir).unwrap_or_default() {
             std::fs::remove_file(&path).with_context(|| format!("removing {}", path.display()))?;
             eprintln!("    removed {image} ({})", path.display());
