@@ -63,6 +63,35 @@ pub fn probe_nodes<R: Runner>(
         .collect()
 }
 
+/// Every node's state for `status`; fails, saying how to create it, when the
+/// cluster has no node container at all.
+pub fn node_states<R: Runner>(
+    runner: &R,
+    cluster: &KindCluster,
+) -> anyhow::Result<Vec<(String, String)>> {
+    let probes = probe_nodes(runner, cluster);
+    if probes
+        .iter()
+        .all(|(_, it)| matches!(it, Err(NodeProblem::Missing)))
+    {
+        anyhow::bail!(
+            "there is no kind cluster `{}` (none of its node containers exists): create it with \
+             `cargo xtask up --cluster-name {0}` or run the whole demo with `cargo xtask demo --cluster-name {0}`",
+            cluster.name()
+        );
+    }
+    Ok(probes
+        .into_iter()
+        .map(|(node, status)| {
+            let state = match status {
+                Ok(()) => "running, NRI on".to_owned(),
+                Err(problem) => problem.to_string(),
+            };
+            (node, state)
+        })
+        .collect())
+}
+
 /// Fails naming every node container that is not running.
 pub fn preflight<R: Runner>(runner: &R, cluster: &KindCluster) -> anyhow::Result<()> {
     let mut down = Vec::new();
@@ -154,9 +183,9 @@ fn create<R: Runner>(
     let out = runner.run(&Cmd::new("kind", &args).streamed())?;
     if !out.ok {
         anyhow::bail!(
-            "`kind create cluster --name {}` failed; see its output above (retry with -v, or inspect with `docker logs {}`)",
+            "`kind create cluster --name {}` failed:\n{}",
             cluster.name(),
-            cluster.control_plane()
+            out.error_text()
         );
     }
     let problems: Vec<String> = probe_nodes(runner, cluster)
@@ -328,6 +357,57 @@ mod tests {
         let done = ensure(&fake, &cluster(), true, Some("cdsim/kind-node:v1")).expect("recreated");
         assert_eq!(done, ClusterPlan::Recreate);
         assert_eq!(fake.remaining(), 0);
+    }
+
+    #[test]
+    fn a_failed_kind_create_stops_with_kinds_own_message() {
+        let fake = FakeRunner::default();
+        fake.expect("kind get clusters", true, "").expect(
+            "kind create cluster --name c",
+            false,
+            "",
+        );
+        let err = ensure(&fake, &cluster(), false, Some("no/such:image"))
+            .expect_err("kind failed")
+            .to_string();
+        assert!(
+            err.contains("kind create cluster --name c: failed"),
+            "kind's stderr: {err}"
+        );
+        assert!(!err.contains("lack NRI"), "{err}");
+        assert_eq!(fake.remaining(), 0, "no node is probed after the failure");
+        assert_eq!(fake.seen().len(), 2);
+    }
+
+    #[test]
+    fn status_of_a_missing_cluster_says_how_to_create_it() {
+        let fake = FakeRunner::default();
+        for _ in cluster().nodes() {
+            fake.expect("docker inspect", false, "");
+        }
+        let err = node_states(&fake, &cluster())
+            .expect_err("missing")
+            .to_string();
+        assert!(err.contains("there is no kind cluster `c`"), "{err}");
+        assert!(err.contains("cargo xtask up --cluster-name c"), "{err}");
+        let fake = FakeRunner::default();
+        for node in cluster().nodes() {
+            match node == "c-worker2" {
+                true => fake.expect("docker inspect", false, ""),
+                false => {
+                    expect_node(&fake, &node, NRI_ON);
+                    &fake
+                }
+            };
+        }
+        let states = node_states(&fake, &cluster()).expect("present");
+        assert_eq!(states.len(), cluster().nodes().len());
+        assert!(
+            states
+                .iter()
+                .any(|(node, state)| node == "c-worker2" && state.contains("missing")),
+            "{states:?}"
+        );
     }
 
     #[test]

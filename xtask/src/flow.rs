@@ -596,12 +596,7 @@ pub fn down(sh: &Shell, args: &DownArgs) -> anyhow::Result<()> {
 pub async fn status(sh: &Shell, args: &ClusterArgs) -> anyhow::Result<()> {
     if args.kube_context.is_none() {
         let cluster = KindCluster::new(&args.cluster_name)?;
-        let docker = docker_only(sh);
-        for node in cluster.nodes() {
-            let state = match crate::cluster::probe_node(&docker, &node) {
-                Ok(()) => "running, NRI on".to_owned(),
-                Err(problem) => problem.to_string(),
-            };
+        for (node, state) in crate::cluster::node_states(&docker_only(sh), &cluster)? {
             println!("node {node}: {state}");
         }
     }

@@ -79,7 +79,7 @@ fn run(flags: flags::Xtask) -> anyhow::Result<()> {
         Command::Scenario2(args) => runtime.block_on(flow::scenario(&sh, 2, &args, &tracker)),
         Command::Scenario3(args) => runtime.block_on(flow::scenario(&sh, 3, &args, &tracker)),
         Command::Down(args) => flow::down(&sh, &args),
-        Command::Doctor(_) => doctor::run(&sh),
+        Command::Doctor => doctor::run(&sh),
         Command::Status(args) => runtime.block_on(flow::status(&sh, &args)),
         Command::Faults(args) => {
             let lines = runtime.block_on(faults::fault_checks(&sh, &args.cluster_name))?;
