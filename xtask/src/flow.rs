@@ -238,13 +238,31 @@ async fn demo_inner(
             })
             .await?,
         ),
-        (None, false) => None,
+        (None, false) => {
+            let pinned = crate::cluster::online_pin(&crate::tools::read_versions()?)?;
+            let online = crate::cluster::online_image(&runner, &pinned);
+            eprintln!("    {}", online.note());
+            report.notes.push(online.note());
+            Some(online.kind_image().to_owned())
+        }
     };
+    match (&args.node_image, args.offline, &node_image) {
+        (Some(image), _, _) => report
+            .notes
+            .push(format!("node image: {image} (--node-image)")),
+        (None, true, Some(image)) => report.notes.push(format!(
+            "node image: {image} (--offline: built locally from pinned sources)"
+        )),
+        _ => {}
+    }
     let decision = step(report, tracker, "cluster", async {
         crate::cluster::ensure(&runner, cluster, args.force_recreate, node_image.as_deref())
     })
     .await?;
     report.notes.push(format!("cluster: {decision:?}"));
+    if let Some(image) = crate::cluster::node_image_in_use(&runner, cluster) {
+        report.notes.push(format!("nodes run {image}"));
+    }
     let images = step(report, tracker, "images", async { images(sh, args) }).await?;
     step(report, tracker, "load images", async {
         for (archive, image) in [&images.mock, &images.workload] {
@@ -271,6 +289,15 @@ async fn demo_inner(
         k8s::wait_nodes_ready(&client, &cluster.nodes(), Duration::from_secs(300)).await
     })
     .await?;
+    match client.apiserver_version().await {
+        Ok(info) => report.notes.push(format!(
+            "Kubernetes {} (the API server's version)",
+            info.git_version
+        )),
+        Err(err) => report
+            .notes
+            .push(format!("Kubernetes version unknown: {err}")),
+    }
     step(report, tracker, "install", async {
         let dir = scratch_dir(cluster.name())?;
         let values = dir.join("values.yaml");
