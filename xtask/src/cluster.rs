@@ -206,6 +206,15 @@ pub fn probe_nodes<R: Runner>(
         .collect()
 }
 
+/// A cluster none of whose node containers exists, and how to create it.
+pub fn no_cluster_message(cluster: &KindCluster) -> String {
+    format!(
+        "there is no kind cluster `{}` (none of its node containers exists): create it with \
+         `cargo xtask up --cluster-name {0}` or run the whole demo with `cargo xtask demo --cluster-name {0}`",
+        cluster.name()
+    )
+}
+
 /// Every node's state for `status`; fails, saying how to create it, when the
 /// cluster has no node container at all.
 pub fn node_states<R: Runner>(
@@ -217,11 +226,7 @@ pub fn node_states<R: Runner>(
         .iter()
         .all(|(_, it)| matches!(it, Err(NodeProblem::Missing)))
     {
-        anyhow::bail!(
-            "there is no kind cluster `{}` (none of its node containers exists): create it with \
-             `cargo xtask up --cluster-name {0}` or run the whole demo with `cargo xtask demo --cluster-name {0}`",
-            cluster.name()
-        );
+        anyhow::bail!("{}", no_cluster_message(cluster));
     }
     Ok(probes
         .into_iter()
@@ -259,6 +264,12 @@ pub fn preflight<R: Runner>(runner: &R, cluster: &KindCluster) -> anyhow::Result
     }
     if down.is_empty() {
         return Ok(());
+    }
+    if down
+        .iter()
+        .all(|it| it.ends_with("does not exist (run `cargo xtask up`)"))
+    {
+        anyhow::bail!("{}", no_cluster_message(cluster));
     }
     anyhow::bail!(
         "cluster `{}` is not healthy: {}",
@@ -611,6 +622,19 @@ mod tests {
             .expect_err("no digest")
             .to_string()
             .contains("sha256"));
+    }
+
+    #[test]
+    fn a_scenario_on_a_missing_cluster_says_how_to_create_it() {
+        let fake = FakeRunner::default();
+        for _ in cluster().nodes() {
+            fake.expect("docker inspect", false, "");
+        }
+        let err = preflight(&fake, &cluster())
+            .expect_err("missing")
+            .to_string();
+        assert!(err.contains("there is no kind cluster `c`"), "{err}");
+        assert!(err.contains("cargo xtask demo --cluster-name c"), "{err}");
     }
 
     #[test]
