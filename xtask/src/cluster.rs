@@ -337,8 +337,9 @@ fn create<R: Runner>(
     let out = runner.run(&Cmd::new("kind", &args).streamed())?;
     if !out.ok {
         anyhow::bail!(
-            "`kind create cluster --name {}` failed:\n{}",
+            "`kind create cluster --name {}` failed: {}\n{}",
             cluster.name(),
+            out.headline(),
             out.error_text()
         );
     }

@@ -63,6 +63,28 @@ pub struct Output {
 const ERROR_LINES: usize = 12;
 
 impl Output {
+    /// The line that says what went wrong: the last stderr line that starts
+    /// with an error (kind follows it with `Command Output:` detail), else the last line.
+    pub fn headline(&self) -> String {
+        let lines: Vec<&str> = self
+            .stderr
+            .lines()
+            .map(str::trim)
+            .filter(|it| !it.is_empty())
+            .collect();
+        lines
+            .iter()
+            .rev()
+            .find(|it| {
+                it.starts_with("ERROR") || it.starts_with("Error") || it.starts_with("error")
+            })
+            .or(lines.last())
+            .map_or_else(
+                || "(it printed nothing on stderr)".to_owned(),
+                |it| (*it).to_owned(),
+            )
+    }
+
     /// The command's own message: the last lines of its stderr.
     pub fn error_text(&self) -> String {
         let lines: Vec<&str> = self
@@ -88,7 +110,12 @@ pub trait Runner {
     fn check(&self, cmd: &Cmd) -> anyhow::Result<Output> {
         let out = self.run(cmd)?;
         if !out.ok {
-            anyhow::bail!("`{}` failed:\n{}", cmd.display(), out.error_text());
+            anyhow::bail!(
+                "`{}` failed: {}\n{}",
+                cmd.display(),
+                out.headline(),
+                out.error_text()
+            );
         }
         Ok(out)
     }
@@ -259,5 +286,11 @@ mod tests {
             Output::default().error_text(),
             "(it printed nothing on stderr)"
         );
+        let kind = Output {
+            ok: false,
+            stdout: String::new(),
+            stderr: "Creating cluster\nERROR: failed to pull image \"x\"\nCommand Output: no such host\n".to_owned(),
+        };
+        assert_eq!(kind.headline(), "ERROR: failed to pull image \"x\"");
     }
 }
