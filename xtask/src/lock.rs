@@ -146,4 +146,27 @@ mod tests {
             "{refused}"
         );
     }
+
+    #[test]
+    fn an_unusable_lock_location_names_the_variable_to_set() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        // A directory where the lock file goes: opening it for writing fails, even as root.
+        std::fs::create_dir(dir.path().join("demo.lock")).expect("mkdir");
+        let err = RunnerLock::acquire(dir.path(), "demo", "test").expect_err("a directory");
+        assert!(
+            err.to_string()
+                .contains("set CDSIM_CACHE_DIR to a directory you can write"),
+            "{err}"
+        );
+        // A lock directory below a regular file cannot be created.
+        let file = dir.path().join("file");
+        std::fs::write(&file, "").expect("write");
+        let err =
+            RunnerLock::acquire(&file.join("locks"), "demo", "test").expect_err("below a file");
+        assert!(
+            err.to_string()
+                .contains("set CDSIM_CACHE_DIR to a directory you can write"),
+            "{err}"
+        );
+    }
 }
