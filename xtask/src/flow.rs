@@ -487,6 +487,10 @@ async fn run_scenario<R: Runner>(
     }
     match &result.outcome {
         Outcome::Passed => eprintln!("    ✓ {name} passed in {:.1}s", result.seconds),
+        Outcome::PassedTestDouble => eprintln!(
+            "    ✓ {name} passed against the IMEX TEST DOUBLE (not NVIDIA's nvidia-imex) in {:.1}s",
+            result.seconds
+        ),
         Outcome::Failed(reason) => eprintln!("ERROR: {name} failed: {reason}"),
         Outcome::Skipped(reason) => eprintln!("    - {name} SKIPPED: {reason}"),
     }
@@ -543,6 +547,7 @@ fn print_summary(report: &Report, cluster: &KindCluster) {
     for scenario in &report.scenarios {
         let verdict = match &scenario.outcome {
             Outcome::Passed => "PASSED".to_owned(),
+            Outcome::PassedTestDouble => "PASSED (IMEX test double)".to_owned(),
             Outcome::Failed(reason) => format!("FAILED: {}", reason.lines().next().unwrap_or("")),
             Outcome::Skipped(reason) => format!("SKIPPED: {reason}"),
         };

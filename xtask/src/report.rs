@@ -12,6 +12,10 @@ use serde::Serialize;
 pub enum Outcome {
     /// Every assertion held.
     Passed,
+    /// Every assertion held against the IMEX test double (`crates/imex-double`),
+    /// not NVIDIA's nvidia-imex: it proves the orchestration, not the daemon.
+    #[serde(rename = "passed (IMEX test double)")]
+    PassedTestDouble,
     /// An assertion failed or an error stopped it.
     Failed(String),
     /// It could not run (never counted as passed).
@@ -47,6 +51,26 @@ pub struct ScenarioResult {
     pub timings: Vec<(String, f64)>,
 }
 
+/// What an nvidia-imex payload is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum PayloadIdentity {
+    /// NVIDIA's redistributable (an archive, or a tree extracted from one).
+    Nvidia {
+        /// The payload's path.
+        path: String,
+        /// The version in the archive's name (`595.91.07`), when it has one.
+        version: Option<String>,
+        /// sha256 of the archive, or of `usr/bin/nvidia-imex` for a tree.
+        sha256: String,
+    },
+    /// The IMEX test double's payload directory (`cargo xtask imex-double-payload`).
+    TestDouble {
+        /// The payload's path.
+        path: String,
+    },
+}
+
 /// One step's wall time.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Step {
@@ -71,6 +95,10 @@ pub struct Report {
     pub scenarios: Vec<ScenarioResult>,
     /// Notes (e.g. NetworkPolicy enforcement).
     pub notes: Vec<String>,
+    /// The nvidia-imex payload the workload image was built with, when this
+    /// run built it (`--imex`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub imex_payload: Option<PayloadIdentity>,
     /// Total wall time in seconds.
     pub total_seconds: f64,
 }
@@ -136,6 +164,9 @@ impl Report {
             ));
             match &scenario.outcome {
                 Outcome::Passed => {}
+                Outcome::PassedTestDouble => out.push_str(
+                    "<properties><property name=\"imex\" value=\"IMEX test double, not NVIDIA's nvidia-imex\"/></properties>",
+                ),
                 Outcome::Failed(reason) => {
                     out.push_str(&format!("<failure message=\"{}\"/>", xml(reason)))
                 }
@@ -267,6 +298,30 @@ mod tests {
             "{xml}"
         );
         assert!(xml.contains("4/4 GPUs clique=0 &lt;ok&gt;"), "{xml}");
+    }
+
+    #[test]
+    fn a_pass_against_the_double_is_named_so() {
+        let mut report = sample();
+        report.scenarios[1].outcome = Outcome::PassedTestDouble;
+        report.imex_payload = Some(PayloadIdentity::TestDouble {
+            path: "/p".to_owned(),
+        });
+        let doc: serde_json::Value = serde_json::from_str(&report.to_json()).expect("json");
+        assert_eq!(doc["scenarios"][1]["outcome"], "passed (IMEX test double)");
+        assert_eq!(doc["imex_payload"]["kind"], "test_double");
+        assert!(!report.failed());
+        let xml = report.to_junit();
+        assert!(xml.contains("IMEX test double, not NVIDIA"), "{xml}");
+        assert!(xml.contains("failures=\"0\" skipped=\"0\""), "{xml}");
+        let nvidia = PayloadIdentity::Nvidia {
+            path: "/a.tar.xz".to_owned(),
+            version: Some("595.91.07".to_owned()),
+            sha256: "ab".to_owned(),
+        };
+        let json = serde_json::to_value(&nvidia).expect("json");
+        assert_eq!(json["kind"], "nvidia");
+        assert_eq!(json["version"], "595.91.07");
     }
 
     #[test]
