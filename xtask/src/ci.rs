@@ -127,7 +127,6 @@ fn tests(sh: &Shell) -> Result<()> {
 /// The whole demo on a fresh or reused offline kind cluster; the JSON report is
 /// printed into the log as the CI artefact.
 fn e2e_demo(sh: &Shell) -> Result<()> {
-    raise_inotify_limits()?;
     let report = "target/ci/demo-report.json";
     sh.create_dir("target/ci")?;
     let res = cmd!(sh, "cargo xtask demo --offline --report {report}").run();
@@ -160,24 +159,4 @@ fn print_report(sh: &Shell, path: &str) {
         Ok(text) => eprintln!("--- {path} ---\n{text}\n--- end of {path} ---"),
         Err(err) => eprintln!("(no report at {path}: {err})"),
     }
-}
-
-/// kind's known issue: five kubelets exhaust the default inotify instances
-/// (128) and fail with "too many open files". CI owns its machine, so it raises
-/// the limits; `cargo xtask doctor` only warns users about them.
-fn raise_inotify_limits() -> Result<()> {
-    for (knob, wanted) in [
-        ("max_user_instances", 512u64),
-        ("max_user_watches", 524_288),
-    ] {
-        let path = format!("/proc/sys/fs/inotify/{knob}");
-        let current: u64 = std::fs::read_to_string(&path)?.trim().parse()?;
-        if current < wanted {
-            std::fs::write(&path, wanted.to_string()).map_err(|err| {
-                anyhow::format_err!("cannot raise {path} to {wanted} (run as root): {err}")
-            })?;
-            eprintln!("    raised fs.inotify.{knob} from {current} to {wanted}");
-        }
-    }
-    Ok(())
 }

@@ -59,6 +59,11 @@ pub enum Command {
     Images(ImagesArgs),
     /// The project's whole test suite, as .ci/run runs it.
     Ci(CiArgs),
+    /// As root: prepare this host for kind (start dockerd, install the
+    /// capability-filtering runc wrapper, raise the inotify limits), each only
+    /// when its check shows it is needed. Other commands print this command
+    /// when they need it and do not run as root.
+    HostSetup,
 }
 
 /// Which cluster to act on.
@@ -137,9 +142,10 @@ pub struct NodeImageArgs {
 /// Options for `images`.
 #[derive(Debug, Clone, Args)]
 pub struct ImagesArgs {
-    /// Directory for the image archives.
-    #[arg(long, default_value = "target/images")]
-    pub out: PathBuf,
+    /// Directory for the image archives (default: `images/` in the cache
+    /// directory, see ARCHITECTURE.md "Directories").
+    #[arg(long)]
+    pub out: Option<PathBuf>,
     /// The nvidia-imex payload for the workload image.
     #[arg(long)]
     pub imex: Option<PathBuf>,
