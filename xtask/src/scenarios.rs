@@ -1540,3 +1540,7 @@ mod tests {
         assert!(!sim.daemons.lock().expect("lock").values().any(|it| *it));
     }
 }
+
+#[cfg(test)]
+#[path = "scenarios_double_tests.rs"]
+mod double_tests;
