@@ -560,6 +560,12 @@ pub async fn scenario(
             .name()
             .to_owned(),
     };
+    if let (2, Some(payload)) = (which, &args.imex) {
+        // A bad payload is named before anything touches the cluster.
+        let payload = std::path::absolute(payload)
+            .with_context(|| format!("resolving {}", payload.display()))?;
+        crate::images::payload_identity(&payload)?;
+    }
     let _lock = take_lock(&lock_name)?;
     let started = Instant::now();
     if args.cluster.kube_context.is_none() {
