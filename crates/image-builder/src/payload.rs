@@ -206,12 +206,14 @@ fn read_archive(path: &Path, reader: Box<dyn Read>) -> Result<BTreeMap<String, A
             let target = target.trim_start_matches("./");
             let below = match target.split_once('/') {
                 Some((first, below)) if top.as_deref() == Some(first) => below.to_owned(),
-                _ => return Err(payload_error(
-                    path,
-                    format!(
+                _ => {
+                    return Err(payload_error(
+                        path,
+                        format!(
                         "hard link {entry_path} points outside the top-level directory: {target}"
                     ),
-                )),
+                    ))
+                }
             };
             entries.insert(rest, ArchiveEntry::HardLink(below));
         }
