@@ -575,3 +575,126 @@ fn nix_and_rust_derive_the_same_image_contents_from_the_spec() {
         );
     }
 }
+
+/// Payload fidelity across both builders: a synthetic archive with the real
+/// layout (one top directory, a pax global header, a name past 100 bytes, a
+/// hard link) unpacked as stdenv's unpackPhase does (GNU tar, then the single
+/// top directory) and run through the nvidia-imex derivation's installPhase
+/// (evaluated from the flake against the stub) puts the same bytes and modes
+/// at the paths the image spec's `imex` entries name as the Rust image
+/// builder's payload reader does. (The libstdc++ resolution is
+/// autoPatchelfHook's, which needs nixpkgs; not run here.)
+#[test]
+fn nvidia_imex_install_phase_and_the_rust_reader_agree_on_the_payload() {
+    require_program("tar", "install GNU tar (Debian package tar)");
+    require_program("xz", "install xz-utils");
+    let install = nix_with_stub(
+        &repo_root(),
+        &[
+            "eval",
+            "--raw",
+            ".#packages.x86_64-linux.nvidia-imex.installPhase",
+        ],
+    )
+    .unwrap_or_else(|err| panic!("nix eval installPhase failed against the stub:\n{err}"));
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let top_name = "imex-linux-x86_64-595.91.07-archive";
+    let top = tmp.path().join("src").join(top_name);
+    let files: [(&str, &[u8], u32); 5] = [
+        ("usr/bin/nvidia-imex", b"\x7fELF daemon", 0o755),
+        ("usr/bin/nvidia-imex-ctl", b"\x7fELF ctl", 0o755),
+        ("etc/nvidia-imex/config.cfg", b"DAEMONIZE=1\n", 0o644),
+        ("LICENSE", b"license\n", 0o644),
+        ("usr/share/doc/third-party-notices.txt", b"notices\n", 0o644),
+    ];
+    for (rel, bytes, mode) in files {
+        let path = top.join(rel);
+        std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+        std::fs::write(&path, bytes).expect("write");
+        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(mode))
+            .expect("chmod");
+    }
+    let long_dir = top.join("usr/share/doc").join("d".repeat(120));
+    std::fs::create_dir_all(&long_dir).expect("mkdir long");
+    std::fs::write(long_dir.join("notes.txt"), b"long").expect("write long");
+    std::fs::hard_link(
+        top.join("usr/bin/nvidia-imex"),
+        top.join("usr/bin/nvidia-imex-hardlink"),
+    )
+    .expect("hard link");
+    let archive = tmp.path().join(format!("{top_name}.tar.xz"));
+    let status = Command::new("tar")
+        .current_dir(tmp.path().join("src"))
+        .args(["--format=pax", "--pax-option=comment=cdsim", "-cJf"])
+        .arg(&archive)
+        .arg(top_name)
+        .status()
+        .expect("tar runs");
+    assert!(status.success());
+    // stdenv's unpackPhase: unpack, then exactly one directory is the source root.
+    let unpack = tmp.path().join("unpack");
+    std::fs::create_dir_all(&unpack).expect("mkdir");
+    let status = Command::new("tar")
+        .current_dir(&unpack)
+        .arg("xf")
+        .arg(&archive)
+        .status()
+        .expect("tar runs");
+    assert!(status.success());
+    let roots: Vec<_> = std::fs::read_dir(&unpack)
+        .expect("read")
+        .map(|it| it.expect("entry").path())
+        .collect();
+    assert_eq!(
+        roots.len(),
+        1,
+        "unpackPhase needs one top directory: {roots:?}"
+    );
+    let out = tmp.path().join("out");
+    let script = format!("set -eu\nrunHook() {{ :; }}\n{install}");
+    let run = Command::new("bash")
+        .current_dir(&roots[0])
+        .env("out", &out)
+        .args(["-c", &script])
+        .output()
+        .expect("bash runs");
+    assert!(
+        run.status.success(),
+        "installPhase failed:\n{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let payload =
+        image_builder::payload::Payload::open(&archive).expect("the Rust reader opens it");
+    let spec_text =
+        std::fs::read_to_string(repo_root().join("manifests/images.toml")).expect("spec");
+    let spec: toml::Value = toml::from_str(&spec_text).expect("toml");
+    let imex_paths: Vec<String> = spec["images"]["nvml-mock-workload"]["files"]
+        .as_array()
+        .expect("files")
+        .iter()
+        .filter_map(|it| it.get("imex").and_then(|v| v.as_str()).map(str::to_owned))
+        .collect();
+    assert_eq!(imex_paths.len(), 3, "{imex_paths:?}");
+    for rel in &imex_paths {
+        let from_nix =
+            std::fs::read(out.join(rel)).unwrap_or_else(|err| panic!("nix out lacks {rel}: {err}"));
+        let mode = std::os::unix::fs::PermissionsExt::mode(
+            &std::fs::metadata(out.join(rel))
+                .expect("meta")
+                .permissions(),
+        ) & 0o7777;
+        let from_rust = payload.read(rel).expect(rel);
+        assert_eq!(from_nix, from_rust.bytes, "{rel}: bytes differ");
+        assert_eq!(mode, from_rust.mode, "{rel}: modes differ");
+    }
+    // The Rust reader also sees the long name and the hard link.
+    let long_rel = format!("usr/share/doc/{}/notes.txt", "d".repeat(120));
+    assert_eq!(payload.read(&long_rel).expect("long").bytes, b"long");
+    assert_eq!(
+        payload
+            .read("usr/bin/nvidia-imex-hardlink")
+            .expect("hard link")
+            .bytes,
+        b"\x7fELF daemon"
+    );
+}

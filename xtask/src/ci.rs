@@ -53,6 +53,10 @@ pub fn run(sh: &Shell, args: &CiArgs) -> Result<()> {
             run: e2e_demo,
         });
         steps.push(Step {
+            name: "e2e scenario 2 (IMEX test double), twice",
+            run: e2e_scenario2_double,
+        });
+        steps.push(Step {
             name: "e2e warm rerun",
             run: e2e_warm_rerun,
         });
@@ -141,7 +145,55 @@ fn e2e_demo(sh: &Shell) -> Result<()> {
     let res = cmd!(sh, "cargo xtask demo --offline --report {report}").run();
     print_report(sh, report);
     res?;
+    // Without a payload scenario 2 is skipped, never passed.
+    let outcome = scenario_outcome(sh, report, "scenario2")?;
+    anyhow::ensure!(
+        outcome == "skipped",
+        "{report}: scenario2 without a payload must be skipped, was {outcome:?}"
+    );
     Ok(())
+}
+
+/// The unmodified scenario 2 against the IMEX test double, twice in a row
+/// (the second run proves the rerun cleanup); each report must name the
+/// double, both as the payload and in the outcome.
+fn e2e_scenario2_double(sh: &Shell) -> Result<()> {
+    let payload = crate::project_root().join("target/ci/imex-double");
+    crate::images::write_imex_double_payload(sh, &payload)?;
+    for run in 1..=2 {
+        let report = format!("target/ci/scenario2-double-{run}.json");
+        let res = cmd!(
+            sh,
+            "cargo xtask scenario2 --imex {payload} --report {report}"
+        )
+        .run();
+        print_report(sh, &report);
+        res?;
+        let outcome = scenario_outcome(sh, &report, "scenario2")?;
+        anyhow::ensure!(
+            outcome == "passed (IMEX test double)",
+            "{report}: scenario2 against the double must pass as the double, was {outcome:?}"
+        );
+        let text = sh.read_file(&report)?;
+        let doc: serde_json::Value = serde_json::from_str(&text)?;
+        anyhow::ensure!(
+            doc["imex_payload"]["kind"] == "test_double",
+            "{report}: the payload is not recorded as the IMEX test double"
+        );
+    }
+    Ok(())
+}
+
+/// A scenario's `outcome` in a JSON report.
+fn scenario_outcome(sh: &Shell, report: &str, name: &str) -> Result<String> {
+    let doc: serde_json::Value = serde_json::from_str(&sh.read_file(report)?)
+        .map_err(|err| anyhow::format_err!("{report} is not JSON: {err}"))?;
+    doc["scenarios"]
+        .as_array()
+        .and_then(|it| it.iter().find(|s| s["name"] == name))
+        .and_then(|s| s["outcome"].as_str())
+        .map(str::to_owned)
+        .ok_or_else(|| anyhow::format_err!("{report} has no {name} outcome"))
 }
 
 /// Scenarios 1 and 3 again against the running setup: the warm path users rerun.

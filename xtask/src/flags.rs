@@ -36,8 +36,11 @@ pub enum Command {
     Scenario1(ScenarioArgs),
     /// Scenario 2: a real nvidia-imex domain in NO GPU mode.
     ///
-    /// Needs the workload image built with the nvidia-imex payload (`up --imex`);
-    /// without it the scenario is SKIPPED with the reason, never passed.
+    /// Needs the workload image built with the nvidia-imex payload: `--imex
+    /// PATH` builds it (or reuses it by its content tag), loads it and rolls the
+    /// workload first. Without a payload the scenario is SKIPPED with the
+    /// reason, never passed; against the IMEX test double it is reported as
+    /// "passed (IMEX test double)".
     Scenario2(ScenarioArgs),
     /// Scenario 3: live topology rebinding, then the demo topology restored.
     ///
@@ -57,6 +60,12 @@ pub enum Command {
     NodeImage(NodeImageArgs),
     /// Build the mock and workload images as reproducible archives.
     Images(ImagesArgs),
+    /// Write the IMEX TEST DOUBLE's payload directory (for tests only).
+    ///
+    /// Builds `crates/imex-double` and lays it out as NVIDIA's imex archive is
+    /// (usr/bin/nvidia-imex, usr/bin/nvidia-imex-ctl, etc/nvidia-imex/config.cfg,
+    /// …), so `scenario2 --imex DIR` takes it; reports name it as the double.
+    ImexDoublePayload(ImexDoublePayloadArgs),
     /// The project's whole test suite, as .ci/run runs it.
     Ci(CiArgs),
     /// As root: prepare this host for kind (start dockerd, install the
@@ -175,6 +184,14 @@ pub struct ImagesArgs {
     /// The nvidia-imex payload for the workload image.
     #[arg(long, value_parser = imex_path)]
     pub imex: Option<PathBuf>,
+}
+
+/// Options for `imex-double-payload`.
+#[derive(Debug, Clone, Args)]
+pub struct ImexDoublePayloadArgs {
+    /// The directory to write (created).
+    #[arg(long)]
+    pub out: PathBuf,
 }
 
 /// Options for `ci`.

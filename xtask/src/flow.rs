@@ -333,20 +333,7 @@ async fn demo_inner(
     })
     .await?;
     step(report, tracker, "workload", async {
-        let path = crate::project_root().join(names::WORKLOAD_MANIFEST);
-        let yaml = std::fs::read_to_string(&path)
-            .with_context(|| format!("reading {}", path.display()))?;
-        let (daemonset, policy) = k8s::workload_objects(&yaml, &images.workload.1.to_string())?;
-        k8s::apply_workload(&client, &daemonset, &policy).await?;
-        k8s::wait_daemonset(
-            &client,
-            WORKLOAD_NS,
-            WORKLOAD_DS,
-            WORKLOAD_SELECTOR,
-            ROLLOUT,
-        )
-        .await?;
-        heal_workload(&client, &cluster.workers()).await.map(|_| ())
+        roll_workload(&client, &images.workload.1.to_string(), &cluster.workers()).await
     })
     .await?;
     if !with_scenarios {
@@ -377,6 +364,70 @@ async fn demo_inner(
         Err(err) => report.notes.push(format!("network policy: {err:#}")),
     }
     Ok(())
+}
+
+/// Applies the demo workload with `image` and waits until it runs, injected,
+/// on every worker.
+async fn roll_workload(client: &Client, image: &str, workers: &[String]) -> anyhow::Result<()> {
+    let path = crate::project_root().join(names::WORKLOAD_MANIFEST);
+    let yaml =
+        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    let (daemonset, policy) = k8s::workload_objects(&yaml, image)?;
+    k8s::apply_workload(client, &daemonset, &policy).await?;
+    k8s::wait_daemonset(client, WORKLOAD_NS, WORKLOAD_DS, WORKLOAD_SELECTOR, ROLLOUT).await?;
+    heal_workload(client, workers).await.map(|_| ())
+}
+
+/// `scenario2 --imex PATH`: builds the workload image with the payload (its
+/// tag follows its content, so an unchanged payload gives the same image and
+/// the load is skipped), loads it into the kind cluster and rolls the
+/// workload onto it.
+async fn install_payload(
+    sh: &Shell,
+    args: &ScenarioArgs,
+    payload: &Path,
+    tracker: &Tracker,
+    report: &mut Report,
+) -> anyhow::Result<()> {
+    if args.cluster.kube_context.is_some() {
+        anyhow::bail!(
+            "--imex builds and loads the workload image into the kind cluster, which --kube-context \
+             does not name: build it with `cargo xtask images --imex {}`, load it into your \
+             cluster, and rerun without --imex",
+            payload.display()
+        );
+    }
+    let payload =
+        std::path::absolute(payload).with_context(|| format!("resolving {}", payload.display()))?;
+    let identity = crate::images::payload_identity(&payload)?;
+    eprintln!("    payload: {}", crate::images::describe(&identity));
+    report.imex_payload = Some(identity);
+    let cluster = KindCluster::new(&args.cluster.cluster_name)?;
+    let built = step(report, tracker, "images", async {
+        crate::images::build_all(
+            sh,
+            &crate::dirs::images_dir()?,
+            Some(&payload),
+            crate::images::CargoProfile::Release,
+        )
+    })
+    .await?;
+    let reference = built.workload.reference.clone();
+    step(report, tracker, "load images", async {
+        let loaded =
+            crate::cluster::load_image(&runner(sh)?, &cluster, &built.workload.path, &reference)?;
+        match loaded.is_empty() {
+            true => eprintln!("    {reference}: already on every node"),
+            false => eprintln!("    {reference}: loaded into {}", loaded.join(", ")),
+        }
+        Ok(())
+    })
+    .await?;
+    let client = k8s::client(&cluster.context()).await?;
+    step(report, tracker, "workload", async {
+        roll_workload(&client, &reference, &cluster.workers()).await
+    })
+    .await
 }
 
 fn images(sh: &Shell, args: &DemoArgs) -> anyhow::Result<ImagePair> {
@@ -536,6 +587,12 @@ pub async fn scenario(
             .name()
             .to_owned(),
     };
+    if let (2, Some(payload)) = (which, &args.imex) {
+        // A bad payload is named before anything touches the cluster.
+        let payload = std::path::absolute(payload)
+            .with_context(|| format!("resolving {}", payload.display()))?;
+        crate::images::payload_identity(&payload)?;
+    }
     let _lock = take_lock(&lock_name)?;
     let started = Instant::now();
     if args.cluster.kube_context.is_none() {
@@ -543,12 +600,18 @@ pub async fn scenario(
         crate::tools::ensure_engine(sh)?;
         crate::cluster::preflight(&docker_only(sh), &cluster)?;
     }
-    let target = target(&args.cluster).await?;
     let mut report = Report {
         command: command_line(),
-        cluster: target.label(),
         ..Report::default()
     };
+    if let (2, Some(payload)) = (which, &args.imex) {
+        if let Err(err) = install_payload(sh, args, payload, tracker, &mut report).await {
+            finish_report(&mut report, started, args.report.as_deref())?;
+            return Err(err);
+        }
+    }
+    let target = target(&args.cluster).await?;
+    report.cluster = target.label();
     let res = run_scenario::<ShellRunner<'_>>(sh, &target, which, None, tracker, &mut report).await;
     finish_report(&mut report, started, args.report.as_deref())?;
     res?;

@@ -15,6 +15,7 @@ use image_builder::spec::Spec;
 use xshell::{cmd, Shell};
 
 use crate::flags::ImagesArgs;
+use crate::report::PayloadIdentity;
 
 /// The mock image's repository name in the spec.
 pub const MOCK_IMAGE: &str = "nvml-mock";
@@ -197,6 +198,133 @@ fn build_one(
     })
 }
 
+/// The files a payload must have, as the image spec names them.
+const PAYLOAD_FILES: [&str; 3] = [
+    "usr/bin/nvidia-imex",
+    "usr/bin/nvidia-imex-ctl",
+    "etc/nvidia-imex/config.cfg",
+];
+
+/// Opens and checks a payload (NVIDIA's archive or a tree, or the IMEX test
+/// double's directory) and says what it is; the error names the path and
+/// what is wrong.
+pub fn payload_identity(path: &Path) -> Result<PayloadIdentity> {
+    let shown = path.display().to_string();
+    if !path.exists() {
+        anyhow::bail!(
+            "the --imex payload {shown} does not exist: pass NVIDIA's \
+             imex-linux-x86_64-595.*-archive.tar.xz, a tree extracted from it, or the IMEX test \
+             double's directory (`cargo xtask imex-double-payload --out DIR`)"
+        );
+    }
+    let payload = Payload::open(path).with_context(|| format!("the --imex payload {shown}"))?;
+    for rel in PAYLOAD_FILES {
+        payload.read(rel).with_context(|| {
+            format!("the --imex payload {shown} is not an nvidia-imex payload: it lacks {rel}")
+        })?;
+    }
+    if path.is_dir() {
+        if imex_double::payload::is_double_dir(path) {
+            return Ok(PayloadIdentity::TestDouble { path: shown });
+        }
+        let daemon = payload.read("usr/bin/nvidia-imex")?;
+        return Ok(PayloadIdentity::Nvidia {
+            path: shown,
+            version: None,
+            sha256: hex_sha256(&daemon.bytes),
+        });
+    }
+    let bytes = std::fs::read(path).with_context(|| format!("reading {shown}"))?;
+    let name = path
+        .file_name()
+        .map(|it| it.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    Ok(PayloadIdentity::Nvidia {
+        path: shown,
+        version: archive_version(&name),
+        sha256: hex_sha256(&bytes),
+    })
+}
+
+/// One line for messages.
+pub fn describe(identity: &PayloadIdentity) -> String {
+    match identity {
+        PayloadIdentity::Nvidia {
+            path,
+            version,
+            sha256,
+        } => format!(
+            "NVIDIA nvidia-imex {} (sha256 {sha256}) from {path}",
+            version.as_deref().unwrap_or("of unknown version")
+        ),
+        PayloadIdentity::TestDouble { path } => {
+            format!("the IMEX TEST DOUBLE (not NVIDIA's nvidia-imex) from {path}")
+        }
+    }
+}
+
+/// `595.91.07` from `imex-linux-x86_64-595.91.07-archive.tar.xz`.
+fn archive_version(name: &str) -> Option<String> {
+    let stem = name
+        .strip_suffix(".tar.xz")
+        .or_else(|| name.strip_suffix(".txz"))?;
+    let stem = stem.strip_suffix("-archive")?;
+    let version = stem.rsplit('-').next()?;
+    version
+        .split('.')
+        .all(|part| !part.is_empty() && part.chars().all(|c| c.is_ascii_digit()))
+        .then(|| version.to_owned())
+}
+
+fn hex_sha256(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// `cargo xtask imex-double-payload --out DIR`: builds the IMEX test double
+/// and writes its payload directory (the real archive's layout) to `DIR`.
+pub fn imex_double_payload(sh: &Shell, out: &Path) -> Result<()> {
+    let out = absolute(out)?;
+    let dir = write_imex_double_payload(sh, &out)?;
+    println!("{}", dir.display());
+    eprintln!(
+        "the IMEX TEST DOUBLE's payload (not NVIDIA's nvidia-imex, for tests only): \
+         `cargo xtask scenario2 --imex {}`",
+        dir.display()
+    );
+    Ok(())
+}
+
+/// Builds `imex-double` (release) and writes its payload into `out`; the one
+/// producer of the double's payload (scenario 2 in CI, and any flow that
+/// wants the double).
+pub fn write_imex_double_payload(sh: &Shell, out: &Path) -> Result<PathBuf> {
+    let root = crate::project_root();
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    {
+        let _dir = sh.push_dir(&root);
+        cmd!(sh, "{cargo} build --release -p imex-double")
+            .run()
+            .context("cannot build the IMEX test double")?;
+    }
+    let bin = crate::dirs::target_dir()?.join("release");
+    imex_double::payload::write_dir(
+        out,
+        &bin.join("nvidia-imex-double"),
+        &bin.join("nvidia-imex-ctl-double"),
+    )
+    .with_context(|| {
+        format!(
+            "writing the IMEX test double's payload to {}",
+            out.display()
+        )
+    })?;
+    Ok(out.to_owned())
+}
+
 /// `SOURCE_DATE_EPOCH` (seconds), or 0 when unset.
 fn source_date_epoch() -> Result<u64> {
     match std::env::var("SOURCE_DATE_EPOCH") {
@@ -213,5 +341,68 @@ fn absolute(path: &Path) -> Result<PathBuf> {
         false => Ok(std::env::current_dir()
             .context("cannot read the current directory")?
             .join(path)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn archive_names_give_the_version() {
+        assert_eq!(
+            archive_version("imex-linux-x86_64-595.91.07-archive.tar.xz").as_deref(),
+            Some("595.91.07")
+        );
+        assert_eq!(archive_version("imex.tar.xz"), None);
+        assert_eq!(
+            archive_version("imex-linux-x86_64-latest-archive.tar.xz"),
+            None
+        );
+    }
+
+    #[test]
+    fn bad_payloads_name_the_path_and_the_fault() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let missing = dir.path().join("nope.tar.xz");
+        let err = payload_identity(&missing).expect_err("missing");
+        assert!(
+            format!("{err:#}").contains("nope.tar.xz does not exist")
+                && format!("{err:#}").contains("imex-double-payload"),
+            "{err:#}"
+        );
+        std::fs::create_dir_all(dir.path().join("usr/bin")).expect("mkdir");
+        std::fs::write(dir.path().join("usr/bin/nvidia-imex"), b"x").expect("write");
+        let err = payload_identity(dir.path()).expect_err("incomplete");
+        assert!(
+            format!("{err:#}").contains("it lacks usr/bin/nvidia-imex-ctl"),
+            "{err:#}"
+        );
+        let zip = dir.path().join("imex.zip");
+        std::fs::write(&zip, b"PK").expect("write");
+        let err = payload_identity(&zip).expect_err("zip");
+        assert!(format!("{err:#}").contains("imex.zip"), "{err:#}");
+    }
+
+    #[test]
+    fn the_double_and_a_tree_are_told_apart() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let bin = dir.path().join("bin");
+        std::fs::write(&bin, b"\x7fELF").expect("write");
+        let double = dir.path().join("double");
+        imex_double::payload::write_dir(&double, &bin, &bin).expect("payload");
+        assert!(matches!(
+            payload_identity(&double).expect("double"),
+            PayloadIdentity::TestDouble { .. }
+        ));
+        std::fs::remove_file(double.join(imex_double::payload::MARKER_FILE)).expect("rm");
+        let PayloadIdentity::Nvidia {
+            sha256, version, ..
+        } = payload_identity(&double).expect("tree")
+        else {
+            panic!("a tree without the marker is NVIDIA's");
+        };
+        assert_eq!(version, None);
+        assert_eq!(sha256.len(), 64);
     }
 }

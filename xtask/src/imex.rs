@@ -12,6 +12,8 @@ pub const CONFIG: &str = "/tmp/imex.cfg";
 pub const NODES: &str = "/tmp/nodes.cfg";
 /// The daemon's log inside each pod.
 pub const LOG: &str = "/tmp/nvidia-imex.log";
+/// The daemon's stdout and stderr inside each pod.
+pub const STDOUT: &str = "/tmp/imex.stdout";
 /// The daemon's pid file inside each pod.
 pub const PID: &str = "/tmp/imex.pid";
 /// The package's default config.
@@ -19,29 +21,46 @@ pub const PACKAGE_CONFIG: &str = "/etc/nvidia-imex/config.cfg";
 /// The real daemon behind the shim; its absence means no payload.
 pub const REAL_DAEMON: &str = "/usr/bin/nvidia-imex.real";
 
-/// Renders the per-pod config: foreground, our nodes file, a pod-local log.
-///
-/// Keys the package lacks are appended, so the result never depends on the
-/// package's defaults for these three.
+/// The keys the rendered config owns, with their values: foreground, our
+/// nodes file, a pod-local log, and the command service that
+/// `nvidia-imex-ctl` talks to, set explicitly as NVIDIA's DRA driver template
+/// does rather than left to the package default.
+pub const OWNED: [(&str, &str); 5] = [
+    ("DAEMONIZE", "0"),
+    ("IMEX_NODE_CONFIG_FILE", NODES),
+    ("LOG_FILE_NAME", LOG),
+    ("IMEX_CMD_ENABLED", "1"),
+    ("IMEX_CMD_PORT", "50005"),
+];
+
+/// Renders the per-pod config from the package's: every line of an owned
+/// key (each occurrence) gets our value, every other line is kept byte for
+/// byte (line endings become `\n`), and owned keys the package lacks are
+/// appended.
 pub fn render_config(package_cfg: &str) -> String {
-    let mut wanted: BTreeMap<&str, String> = BTreeMap::from([
-        ("DAEMONIZE", "0".to_owned()),
-        ("IMEX_NODE_CONFIG_FILE", NODES.to_owned()),
-        ("LOG_FILE_NAME", LOG.to_owned()),
-    ]);
-    let mut out = String::new();
-    for line in package_cfg.lines() {
-        let key = line.split_once('=').map(|(key, _)| key.trim());
-        match key.and_then(|key| wanted.remove_entry(key)) {
-            Some((key, value)) => out.push_str(&format!("{key}={value}\n")),
+    let mut seen = [false; OWNED.len()];
+    let mut out = String::with_capacity(package_cfg.len() + 128);
+    for line in package_cfg.split_inclusive('\n') {
+        let body = line.trim_end_matches(['\n', '\r']);
+        let key = body
+            .split_once('=')
+            .map(|(key, _)| key.trim())
+            .filter(|key| !key.starts_with('#'));
+        match key.and_then(|key| OWNED.iter().position(|(owned, _)| *owned == key)) {
+            Some(idx) => {
+                seen[idx] = true;
+                out.push_str(&format!("{}={}\n", OWNED[idx].0, OWNED[idx].1));
+            }
             None => {
-                out.push_str(line);
+                out.push_str(body);
                 out.push('\n');
             }
         }
     }
-    for (key, value) in wanted {
-        out.push_str(&format!("{key}={value}\n"));
+    for (idx, (key, value)) in OWNED.iter().enumerate() {
+        if !seen[idx] {
+            out.push_str(&format!("{key}={value}\n"));
+        }
     }
     out
 }
@@ -59,11 +78,56 @@ pub fn is_ready(q_output: &str) -> bool {
     q_output == "READY\n" || q_output == "READY"
 }
 
+/// The words `-q` may print (nvml-abi-and-imex §13.1).
+pub const Q_WORDS: [&str; 8] = [
+    "INITIALIZING",
+    "STARTING_AUTH_SERVER",
+    "WAITING_FOR_PEERS",
+    "WAITING_FOR_RECOVERY",
+    "INIT_GPU",
+    "READY",
+    "SHUTTING_DOWN",
+    "UNAVAILABLE",
+];
+
+/// The documented state word `-q` printed (one word and a newline), if any.
+pub fn q_word(q_output: &str) -> Option<&'static str> {
+    let word = q_output.strip_suffix('\n').unwrap_or(q_output);
+    Q_WORDS.iter().copied().find(|it| *it == word)
+}
+
+/// The domain status `-N -j` reports.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum DomainStatus {
+    /// Every member READY and connected.
+    Up,
+    /// Some members missing.
+    Degraded,
+    /// No member serving.
+    Down,
+    /// Anything else (reported as seen).
+    #[serde(other)]
+    Other,
+}
+
+impl DomainStatus {
+    /// The word, for messages.
+    pub fn word(&self) -> &'static str {
+        match self {
+            DomainStatus::Up => "UP",
+            DomainStatus::Degraded => "DEGRADED",
+            DomainStatus::Down => "DOWN",
+            DomainStatus::Other => "an unknown status",
+        }
+    }
+}
+
 /// The domain as `-N -j` reports it.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 pub struct Domain {
     /// `UP`, `DEGRADED` or `DOWN`.
-    pub status: String,
+    pub status: DomainStatus,
     /// Members keyed by decimal index ("0", "1", …).
     pub nodes: BTreeMap<String, Member>,
 }
@@ -74,16 +138,44 @@ pub struct Member {
     /// READY, UNAVAILABLE or a `-q` word.
     pub status: String,
     /// The member's IP.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_empty")]
     pub host: String,
-    /// Driver version, or `NO_GPU`; empty for a dead member.
-    #[serde(default)]
+    /// Driver version, or `NO_GPU`; empty (or null) for a dead member.
+    #[serde(default, deserialize_with = "null_as_empty")]
     pub version: String,
 }
 
-/// Parses `-N -j`; `None` when the daemon is not answering (no JSON yet).
-pub fn parse_domain(output: &str) -> Option<Domain> {
-    serde_json::from_str(output.trim()).ok()
+fn null_as_empty<'de, D: serde::Deserializer<'de>>(de: D) -> Result<String, D::Error> {
+    Ok(Option::<String>::deserialize(de)?.unwrap_or_default())
+}
+
+/// Parses `-N -j`'s stdout. A banner line before the document is tolerated;
+/// anything that is not the document (the daemon still starting, an error
+/// message) is an error quoting what was printed.
+pub fn parse_domain(output: &str) -> Result<Domain, String> {
+    let text = output.trim();
+    let first = serde_json::from_str::<Domain>(text);
+    let err = match first {
+        Ok(domain) => return Ok(domain),
+        Err(err) => err,
+    };
+    if let (Some(start), Some(end)) = (text.find('{'), text.rfind('}')) {
+        if start > 0 && start < end {
+            if let Ok(domain) = serde_json::from_str::<Domain>(&text[start..=end]) {
+                return Ok(domain);
+            }
+        }
+    }
+    Err(format!("not the -N -j document ({err}): {}", excerpt(text)))
+}
+
+/// At most 300 characters of `text`, for messages.
+pub fn excerpt(text: &str) -> String {
+    let text = text.trim();
+    match text.char_indices().nth(300) {
+        Some((cut, _)) => format!("{:?}…", &text[..cut]),
+        None => format!("{text:?}"),
+    }
 }
 
 impl Domain {
@@ -108,23 +200,68 @@ impl Domain {
 mod tests {
     use super::*;
 
-    /// The lines of the package default that matter (nvml-abi-and-imex §9, §14).
-    const PACKAGE: &str = "# IMEX config\nLOG_LEVEL=4\nLOG_FILE_NAME=/var/log/nvidia-imex.log\nDAEMONIZE=1\nSERVER_PORT=50000\nIMEX_NODE_CONFIG_FILE=/etc/nvidia-imex/nodes_config.cfg\nIMEX_CMD_PORT=50005\n";
+    /// A full, commented, package-shaped config (the IMEX test double's,
+    /// written in the package's shape), with the variations a hand-edited one
+    /// has: a commented-out owned key, spaces around `=`, CRLF, a duplicate.
+    fn package_config() -> String {
+        let mut cfg = include_str!("../../crates/imex-double/payload/config.cfg").to_owned();
+        cfg.push_str(
+            "#IMEX_CMD_PORT=50010\n LOG_LEVEL = 3\r\nDAEMONIZE=1\nLOG_FILE_NAME =/var/log/x.log\n",
+        );
+        while cfg.len() < 10_000 {
+            cfg.push_str("# padding comment of a package-shaped config, kept byte for byte\n");
+        }
+        cfg
+    }
 
     #[test]
-    fn config_is_foreground_with_our_nodes_file_and_log() {
-        let cfg = render_config(PACKAGE);
-        assert!(cfg.contains("\nDAEMONIZE=0\n"), "{cfg}");
+    fn render_changes_only_the_keys_it_owns() {
+        let package = package_config();
+        let rendered = render_config(&package);
+        let (input, output): (Vec<&str>, Vec<&str>) =
+            (package.lines().collect(), rendered.lines().collect());
+        assert!(output.len() >= input.len());
+        let owned_key = |line: &str| {
+            line.split_once('=').is_some_and(|(key, _)| {
+                let key = key.trim();
+                !key.starts_with('#') && OWNED.iter().any(|(it, _)| *it == key)
+            })
+        };
+        for (idx, (before, after)) in input.iter().zip(&output).enumerate() {
+            if owned_key(before) {
+                let key = before
+                    .split_once('=')
+                    .map(|(k, _)| k.trim())
+                    .unwrap_or_default();
+                let value = OWNED
+                    .iter()
+                    .find(|(k, _)| *k == key)
+                    .map(|(_, v)| *v)
+                    .unwrap_or_default();
+                assert_eq!(*after, format!("{key}={value}"), "line {}", idx + 1);
+            } else {
+                assert_eq!(
+                    before.trim_end_matches('\r'),
+                    *after,
+                    "line {} changed",
+                    idx + 1
+                );
+            }
+        }
+        // Nothing appended: the package has every owned key.
+        assert_eq!(output.len(), input.len());
+        for (key, value) in OWNED {
+            assert!(rendered.contains(&format!("\n{key}={value}\n")), "{key}");
+        }
+        assert!(!output.contains(&"DAEMONIZE=1"));
+        assert!(!output
+            .iter()
+            .any(|it| it.starts_with("LOG_FILE_NAME=/var/log")));
         assert!(
-            cfg.contains("\nIMEX_NODE_CONFIG_FILE=/tmp/nodes.cfg\n"),
-            "{cfg}"
+            rendered.contains("\n#IMEX_CMD_PORT=50010\n"),
+            "comments stay"
         );
-        assert!(
-            cfg.contains("\nLOG_FILE_NAME=/tmp/nvidia-imex.log\n"),
-            "{cfg}"
-        );
-        assert!(cfg.contains("\nSERVER_PORT=50000\n") && cfg.starts_with("# IMEX config\n"));
-        assert!(!cfg.contains("DAEMONIZE=1") && !cfg.contains("/var/log/nvidia-imex.log"));
+        assert!(rendered.contains("\nSTATS_FILE_NAME=/var/log/nvidia-imex-stats.log\n"));
     }
 
     #[test]
@@ -132,7 +269,7 @@ mod tests {
         let cfg = render_config("LOG_LEVEL=4\n");
         assert_eq!(
             cfg,
-            "LOG_LEVEL=4\nDAEMONIZE=0\nIMEX_NODE_CONFIG_FILE=/tmp/nodes.cfg\nLOG_FILE_NAME=/tmp/nvidia-imex.log\n"
+            "LOG_LEVEL=4\nDAEMONIZE=0\nIMEX_NODE_CONFIG_FILE=/tmp/nodes.cfg\nLOG_FILE_NAME=/tmp/nvidia-imex.log\nIMEX_CMD_ENABLED=1\nIMEX_CMD_PORT=50005\n"
         );
     }
 
@@ -150,6 +287,14 @@ mod tests {
         }
     }
 
+    #[test]
+    fn q_words_are_the_documented_ones() {
+        assert_eq!(q_word("WAITING_FOR_PEERS\n"), Some("WAITING_FOR_PEERS"));
+        assert_eq!(q_word("READY"), Some("READY"));
+        assert_eq!(q_word("garbage\n"), None);
+        assert_eq!(q_word("READY\nREADY\n"), None);
+    }
+
     /// `-N -j` with both daemons up in NO GPU mode (nvml-abi-and-imex §13.3).
     const UP: &str = r#"{
   "nodes": {
@@ -163,20 +308,62 @@ mod tests {
     /// One member dead: rebuilt from the nodes file, UNAVAILABLE, empty version.
     const DEGRADED: &str = r#"{"nodes":{"0":{"status":"READY","host":"10.244.1.5","hostName":"","connections":{"1":{"host":"10.244.2.7","status":"INVALID","changed":true}},"changed":true,"version":"NO_GPU"},"1":{"status":"UNAVAILABLE","host":"10.244.2.7","hostName":"","connections":{},"changed":true,"version":""}},"timestamp":"9/4/2026 00:38:01.114","status":"DEGRADED"}"#;
 
+    /// Started nowhere: DOWN, every member UNAVAILABLE, versions null.
+    const DOWN: &str = r#"{"nodes":{"0":{"status":"UNAVAILABLE","host":"10.0.0.1","hostName":"","connections":{"1":{"host":"10.0.0.2","status":"INVALID","changed":false}},"changed":false,"version":null},"1":{"status":"UNAVAILABLE","host":"10.0.0.2","hostName":null,"connections":{},"changed":false,"version":null}},"timestamp":"9/4/2026 00:40:00.000","status":"DOWN"}"#;
+
+    /// Driver-mode members (a real version) in a larger domain, keys past 9.
+    const DRIVER: &str = r#"{"nodes":{"0":{"status":"READY","host":"10.0.0.1","hostName":"gb200-0","connections":{},"changed":true,"version":"580.95.05"},"10":{"status":"READY","host":"10.0.0.11","hostName":"gb200-10","connections":{},"changed":true,"version":"580.95.05"}},"timestamp":"12/31/2026 23:59:59.999","status":"UP"}"#;
+
     #[test]
     fn domain_json_is_keyed_by_index_strings() {
         let up = parse_domain(UP).expect("json");
-        assert_eq!(up.status, "UP");
+        assert_eq!(up.status, DomainStatus::Up);
         assert_eq!((up.ready(), up.no_gpu()), (2, 2));
         assert_eq!(up.nodes["1"].host, "10.244.2.7");
         let degraded = parse_domain(DEGRADED).expect("json");
-        assert_eq!(degraded.status, "DEGRADED");
+        assert_eq!(degraded.status, DomainStatus::Degraded);
         assert_eq!((degraded.ready(), degraded.no_gpu()), (1, 1));
+        assert_eq!(degraded.nodes["1"].version, "");
+    }
+
+    #[test]
+    fn every_public_sample_shape_parses() {
+        let down = parse_domain(DOWN).expect("null versions");
+        assert_eq!(down.status, DomainStatus::Down);
+        assert_eq!((down.ready(), down.no_gpu()), (0, 0));
+        assert_eq!(down.nodes["0"].version, "", "null is empty");
+        let driver = parse_domain(DRIVER).expect("driver mode");
+        assert_eq!((driver.ready(), driver.no_gpu()), (2, 0));
+        assert!(driver.nodes.contains_key("10"));
+        // A banner line on stdout before the document.
+        let noisy = format!("IMEX command service: connected\n{UP}\n");
         assert_eq!(
-            parse_domain("Failed to read node configuration file\n"),
-            None
+            parse_domain(&noisy).expect("banner").status,
+            DomainStatus::Up
         );
-        assert_eq!(parse_domain(""), None);
+        // An unknown status word is kept as Other, never taken for UP.
+        let odd = UP.replace("\"status\": \"UP\"", "\"status\": \"RECOVERING\"");
+        assert_eq!(parse_domain(&odd).expect("odd").status, DomainStatus::Other);
+    }
+
+    #[test]
+    fn non_json_is_an_error_that_quotes_the_output() {
+        // What the ctl prints while the local daemon is still starting, or
+        // when the nodes file is unreadable; stderr never reaches the parser.
+        for text in [
+            "",
+            "Failed to read node configuration file\n",
+            "Connection refused\n",
+            "{\"nodes\": {\"0\": ",
+            "{\"status\": \"UP\"}",
+        ] {
+            let err = parse_domain(text).expect_err(text);
+            assert!(err.starts_with("not the -N -j document"), "{err}");
+            assert!(
+                err.contains(&format!("{:?}", text.trim()).trim_matches('"').to_owned()),
+                "{err}"
+            );
+        }
     }
 
     #[test]

@@ -92,6 +92,7 @@ fn run(flags: flags::Xtask) -> anyhow::Result<()> {
         Command::HostSetup => host_setup(&sh),
         Command::NodeImage(args) => node_image::run(&sh, &args),
         Command::Images(args) => images::run(&sh, &args),
+        Command::ImexDoublePayload(args) => images::imex_double_payload(&sh, &args.out),
     }
 }
 

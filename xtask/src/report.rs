@@ -17,6 +17,10 @@ use serde::Serialize;
 pub enum Outcome {
     /// Every assertion held.
     Passed,
+    /// Every assertion held against the IMEX test double (`crates/imex-double`),
+    /// not NVIDIA's nvidia-imex: it proves the orchestration, not the daemon.
+    #[serde(rename = "passed (IMEX test double)")]
+    PassedTestDouble,
     /// An assertion failed or an error stopped it.
     Failed(String),
     /// It could not run (never counted as passed).
@@ -38,7 +42,7 @@ impl Outcome {
     /// How this outcome counts.
     pub fn verdict(&self) -> Verdict {
         match self {
-            Outcome::Passed => Verdict::Passed,
+            Outcome::Passed | Outcome::PassedTestDouble => Verdict::Passed,
             Outcome::Failed(_) => Verdict::Failed,
             Outcome::Skipped(_) => Verdict::Skipped,
         }
@@ -48,6 +52,9 @@ impl Outcome {
     pub fn label(&self) -> String {
         match self {
             Outcome::Passed => "PASSED".to_owned(),
+            Outcome::PassedTestDouble => {
+                "PASSED (IMEX test double, not NVIDIA's nvidia-imex)".to_owned()
+            }
             Outcome::Failed(reason) => format!("FAILED: {}", first_line(reason)),
             Outcome::Skipped(reason) => format!("SKIPPED: {}", first_line(reason)),
         }
@@ -56,7 +63,7 @@ impl Outcome {
     /// The reason, for failures and skips.
     pub fn reason(&self) -> Option<&str> {
         match self {
-            Outcome::Passed => None,
+            Outcome::Passed | Outcome::PassedTestDouble => None,
             Outcome::Failed(reason) | Outcome::Skipped(reason) => Some(reason),
         }
     }
@@ -120,6 +127,26 @@ pub struct ScenarioResult {
     pub timings: Vec<(String, f64)>,
 }
 
+/// What an nvidia-imex payload is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum PayloadIdentity {
+    /// NVIDIA's redistributable (an archive, or a tree extracted from one).
+    Nvidia {
+        /// The payload's path.
+        path: String,
+        /// The version in the archive's name (`595.91.07`), when it has one.
+        version: Option<String>,
+        /// sha256 of the archive, or of `usr/bin/nvidia-imex` for a tree.
+        sha256: String,
+    },
+    /// The IMEX test double's payload directory (`cargo xtask imex-double-payload`).
+    TestDouble {
+        /// The payload's path.
+        path: String,
+    },
+}
+
 /// One step's wall time.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Step {
@@ -145,6 +172,10 @@ pub struct Report {
     pub scenarios: Vec<ScenarioResult>,
     /// Notes (e.g. NetworkPolicy enforcement).
     pub notes: Vec<String>,
+    /// The nvidia-imex payload the workload image was built with, when this
+    /// run built it (`--imex`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub imex_payload: Option<PayloadIdentity>,
     /// Total wall time in seconds.
     pub total_seconds: f64,
 }
@@ -247,6 +278,9 @@ impl Report {
             ));
             let reason = scenario.outcome.reason().unwrap_or_default();
             match scenario.outcome.verdict() {
+                Verdict::Passed if scenario.outcome == Outcome::PassedTestDouble => out.push_str(
+                    "<properties><property name=\"imex\" value=\"IMEX test double, not NVIDIA's nvidia-imex\"/></properties>",
+                ),
                 Verdict::Passed => {}
                 Verdict::Failed => out.push_str(&format!("<failure message=\"{}\"/>", xml(reason))),
                 Verdict::Skipped => {
@@ -383,6 +417,30 @@ mod tests {
             "{xml}"
         );
         assert!(xml.contains("4/4 GPUs clique=0 &lt;ok&gt;"), "{xml}");
+    }
+
+    #[test]
+    fn a_pass_against_the_double_is_named_so() {
+        let mut report = sample();
+        report.scenarios[1].outcome = Outcome::PassedTestDouble;
+        report.imex_payload = Some(PayloadIdentity::TestDouble {
+            path: "/p".to_owned(),
+        });
+        let doc: serde_json::Value = serde_json::from_str(&report.to_json()).expect("json");
+        assert_eq!(doc["scenarios"][1]["outcome"], "passed (IMEX test double)");
+        assert_eq!(doc["imex_payload"]["kind"], "test_double");
+        assert!(!report.failed());
+        let xml = report.to_junit();
+        assert!(xml.contains("IMEX test double, not NVIDIA"), "{xml}");
+        assert!(xml.contains("failures=\"0\" skipped=\"0\""), "{xml}");
+        let nvidia = PayloadIdentity::Nvidia {
+            path: "/a.tar.xz".to_owned(),
+            version: Some("595.91.07".to_owned()),
+            sha256: "ab".to_owned(),
+        };
+        let json = serde_json::to_value(&nvidia).expect("json");
+        assert_eq!(json["kind"], "nvidia");
+        assert_eq!(json["version"], "595.91.07");
     }
 
     #[test]

@@ -39,7 +39,9 @@ pub trait Workload {
 pub struct Limits {
     /// Poll interval.
     pub poll: Duration,
-    /// Daemon A's `-q` READY.
+    /// Daemon A's `-q` READY, from the start exec's return (60 s: upstream's
+    /// 30 polls at 1 s plus exec latency come to 39–60 s under CI's load;
+    /// BENCHMARKS.md "Scenario 2 transitions").
     pub local_ready: Duration,
     /// The domain UP after B starts (reconnect backoff 15 s, 31 s, 62 s, 125 s…).
     pub domain_up: Duration,
@@ -53,7 +55,7 @@ impl Default for Limits {
     fn default() -> Limits {
         Limits {
             poll: Duration::from_secs(1),
-            local_ready: Duration::from_secs(30),
+            local_ready: Duration::from_secs(60),
             domain_up: Duration::from_secs(240),
             domain_down: Duration::from_secs(60),
             converge: Duration::from_secs(60),
@@ -105,15 +107,37 @@ impl Tracker {
     }
 }
 
-/// Stops daemons an interrupted or failed scenario 2 may have left.
+/// Stops daemons an interrupted or failed scenario 2 may have left (each
+/// stop waits for the daemon to exit, see [`STOP_DAEMON`]).
 pub async fn stop_daemons<W: Workload>(workload: &W, pods: &[String]) {
     for pod in pods {
         let _ = workload.exec(pod, &["sh", "-c", STOP_DAEMON]).await;
     }
 }
 
-const STOP_DAEMON: &str =
-    "if [ -f /tmp/imex.pid ]; then kill -TERM \"$(cat /tmp/imex.pid)\" 2>/dev/null; rm -f /tmp/imex.pid; fi; true";
+/// A shell test: the pid file's daemon is alive (a zombie, which the pod's
+/// pid 1 may never reap, counts as gone).
+const ALIVE: &str = "p=$(cat /tmp/imex.pid 2>/dev/null) && [ -n \"$p\" ] && [ -d /proc/$p ] \
+     && [ \"$(cut -d' ' -f3 /proc/$p/stat 2>/dev/null)\" != Z ]";
+
+/// SIGTERM, then wait up to 10 s for the daemon to exit (it releases its
+/// ports only then), SIGKILL after that, and remove the pid file. Prints
+/// `stopped`, `killed` or nothing (no daemon).
+pub const STOP_DAEMON: &str =
+    "alive() { [ -d /proc/$1 ] && [ \"$(cut -d' ' -f3 /proc/$1/stat 2>/dev/null)\" != Z ]; }; \
+     p=$(cat /tmp/imex.pid 2>/dev/null); \
+     if [ -n \"$p\" ] && alive $p; then kill -TERM $p 2>/dev/null; i=0; \
+       while alive $p && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done; \
+       if alive $p; then kill -KILL $p; sleep 0.5; echo killed; else echo stopped; fi; fi; \
+     rm -f /tmp/imex.pid; true";
+
+/// Before a run: what a previous run left (its files and the daemon's
+/// persistence file), as a fresh pod would not have it.
+const CLEAN: &str =
+    "rm -rf /tmp/imex.cfg /tmp/nodes.cfg /tmp/nvidia-imex.log /tmp/imex.stdout /var/run/nvidia-imex";
+
+/// How long one `nvidia-imex-ctl` may take before it counts as hung.
+pub const CTL_LIMIT_SECS: u32 = 10;
 
 /// Checks one worker once: channel node, check-fabric, identity.
 async fn check_worker<W: Workload>(
@@ -472,6 +496,15 @@ async fn scenario3_inner<W: Workload, R: Runner>(
     restored.map_err(|err| format!("restoring the demo topology: {err}"))
 }
 
+/// Which nvidia-imex the workload pods run, read from the daemon itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Daemon {
+    /// NVIDIA's (no test-double marker in the binary).
+    Nvidia,
+    /// The IMEX test double (`crates/imex-double`).
+    TestDouble,
+}
+
 /// Scenario 2's two pods (clique 0's first two workers).
 pub async fn scenario2<W: Workload>(
     workload: &W,
@@ -521,7 +554,8 @@ pub async fn scenario2<W: Workload>(
                 started,
                 Outcome::Skipped(format!(
                     "no nvidia-imex payload: {} is absent from the workload image; rerun with \
-                     --imex <NVIDIA's imex-linux-x86_64-595.*-archive.tar.xz or an extracted tree>",
+                     `cargo xtask scenario2 --imex <NVIDIA's imex-linux-x86_64-595.*-archive.tar.xz \
+                     or an extracted tree>` (it builds and loads the workload image with it)",
                     imex::REAL_DAEMON
                 )),
             )
@@ -534,10 +568,49 @@ pub async fn scenario2<W: Workload>(
             )
         }
     }
+    let daemon = match workload
+        .exec(
+            &names[0],
+            &["grep", "-q", imex_double::MARKER, imex::REAL_DAEMON],
+        )
+        .await
+    {
+        Ok(out) if out.code == 0 => Daemon::TestDouble,
+        Ok(out) if out.code == 1 => Daemon::Nvidia,
+        Ok(out) => {
+            return finish(
+                result,
+                started,
+                Outcome::Failed(format!(
+                    "cannot tell which nvidia-imex {} is: grep exited {}: {}",
+                    imex::REAL_DAEMON,
+                    out.code,
+                    out.stderr.trim()
+                )),
+            )
+        }
+        Err(err) => {
+            return finish(
+                result,
+                started,
+                Outcome::Failed(format!("{}: {err:#}", nodes[0])),
+            )
+        }
+    };
+    if daemon == Daemon::TestDouble {
+        eprintln!("    the workload image carries the IMEX TEST DOUBLE, not NVIDIA's nvidia-imex");
+    }
     tracker.imex_pods(&names);
     let outcome = scenario2_inner(workload, nodes, &pods, limits, &mut result).await;
     stop_daemons(workload, &names).await;
     tracker.imex_pods(&[]);
+    let outcome = match (outcome, daemon) {
+        (Outcome::Passed, Daemon::TestDouble) => Outcome::PassedTestDouble,
+        (Outcome::Failed(reason), Daemon::TestDouble) => {
+            Outcome::Failed(format!("(against the IMEX test double) {reason}"))
+        }
+        (other, _) => other,
+    };
     finish(result, started, outcome)
 }
 
@@ -561,28 +634,95 @@ async fn run_ok<W: Workload>(workload: &W, pod: &str, argv: &[&str]) -> Result<E
     }
 }
 
-async fn domain<W: Workload>(workload: &W, pod: &str) -> Option<imex::Domain> {
-    let cfg = imex::CONFIG;
-    let out = workload
-        .exec(pod, &["nvidia-imex-ctl", "-c", cfg, "-N", "-j"])
-        .await
-        .ok()?;
-    imex::parse_domain(&out.stdout)
+/// What one `nvidia-imex-ctl` poll gave.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Poll<T> {
+    /// It exited 0 and printed what was asked.
+    Answer(T),
+    /// It failed, hung past [`CTL_LIMIT_SECS`] or printed something else:
+    /// never taken as a domain state. The text says what it printed.
+    Unreachable(String),
 }
 
-async fn log_tail<W: Workload>(workload: &W, pod: &str) -> String {
-    match workload.exec(pod, &["tail", "-n", "20", imex::LOG]).await {
-        Ok(out) => format!(
-            "\n  last lines of {} in {pod}:\n{}",
-            imex::LOG,
-            indent(&out.stdout)
-        ),
-        Err(err) => format!("\n  no log from {pod}: {err:#}"),
+/// Runs `nvidia-imex-ctl -c CONFIG ARGS…` under `timeout`.
+async fn ctl<W: Workload>(workload: &W, pod: &str, args: &[&str]) -> Result<ExecOutput, String> {
+    let limit = CTL_LIMIT_SECS.to_string();
+    let mut argv = vec![
+        "timeout",
+        limit.as_str(),
+        "nvidia-imex-ctl",
+        "-c",
+        imex::CONFIG,
+    ];
+    argv.extend_from_slice(args);
+    let shown = argv[2..].join(" ");
+    match workload.exec(pod, &argv).await {
+        Ok(out) if out.code == 0 => Ok(out),
+        Ok(out) => {
+            let why = match out.code {
+                // busybox and coreutils timeout: 143 (TERM) and 124.
+                143 | 124 => format!("did not finish within {CTL_LIMIT_SECS}s (killed)"),
+                code => format!("exited {code}"),
+            };
+            Err(format!(
+                "`{shown}` in {pod} {why}; stdout: {}; stderr: {}",
+                imex::excerpt(&out.stdout),
+                imex::excerpt(&out.stderr)
+            ))
+        }
+        Err(err) => Err(format!("`{shown}` in {pod}: {err:#}")),
     }
+}
+
+/// `-N -j`, parsed.
+async fn domain<W: Workload>(workload: &W, pod: &str) -> Poll<imex::Domain> {
+    match ctl(workload, pod, &["-N", "-j"]).await {
+        Ok(out) => match imex::parse_domain(&out.stdout) {
+            Ok(domain) => Poll::Answer(domain),
+            Err(err) => Poll::Unreachable(format!(
+                "`nvidia-imex-ctl -N -j` in {pod} printed {err}; stderr: {}",
+                imex::excerpt(&out.stderr)
+            )),
+        },
+        Err(err) => Poll::Unreachable(err),
+    }
+}
+
+/// `-q`: the word it printed.
+async fn query<W: Workload>(workload: &W, pod: &str) -> Poll<String> {
+    match ctl(workload, pod, &["-q"]).await {
+        Ok(out) => Poll::Answer(out.stdout),
+        Err(err) => Poll::Unreachable(err),
+    }
+}
+
+/// The last lines of the daemon's log and of its stdout/stderr (loader
+/// errors, the shim's exit 127 and early config errors land there).
+async fn log_tail<W: Workload>(workload: &W, pod: &str) -> String {
+    let mut out = String::new();
+    for file in [imex::LOG, imex::STDOUT] {
+        match workload.exec(pod, &["tail", "-n", "20", file]).await {
+            Ok(tail) if tail.code == 0 => out.push_str(&format!(
+                "\n  last lines of {file} in {pod}:\n{}",
+                indent(&tail.stdout)
+            )),
+            Ok(tail) => out.push_str(&format!("\n  no {file} in {pod}: {}", tail.stderr.trim())),
+            Err(err) => out.push_str(&format!("\n  no {file} from {pod}: {err:#}")),
+        }
+    }
+    out
 }
 
 fn indent(text: &str) -> String {
     text.lines().map(|line| format!("    {line}\n")).collect()
+}
+
+/// Whether the daemon the pid file names still runs.
+async fn alive<W: Workload>(workload: &W, pod: &str) -> bool {
+    workload
+        .exec(pod, &["sh", "-c", ALIVE])
+        .await
+        .is_ok_and(|out| out.code == 0)
 }
 
 async fn scenario2_inner<W: Workload>(
@@ -605,10 +745,9 @@ async fn scenario2_inner<W: Workload>(
     let config = imex::render_config(&package);
     let nodes_file = imex::nodes_file(&[pods[0].ip.clone(), pods[1].ip.clone()]);
     let write = format!(
-        "printf '%s' \"$1\" > {} && printf '%s' \"$2\" > {} && rm -f {}",
+        "{CLEAN} && printf '%s' \"$1\" > {} && printf '%s' \"$2\" > {}",
         imex::CONFIG,
         imex::NODES,
-        imex::LOG
     );
     for pod in [a, b] {
         if let Err(err) = run_ok(
@@ -622,35 +761,43 @@ async fn scenario2_inner<W: Workload>(
         }
     }
     let start = format!(
-        "nvidia-imex -c {} >/tmp/imex.stdout 2>&1 & echo $! > {}",
+        "nvidia-imex -c {} >{} 2>&1 & echo $! > {}",
         imex::CONFIG,
+        imex::STDOUT,
         imex::PID
     );
 
     // Daemon A alone: locally READY, domain not UP.
-    let since = Instant::now();
     if let Err(err) = run_ok(workload, a, &["sh", "-c", &start]).await {
         return Outcome::Failed(format!("starting daemon A: {err}"));
     }
+    // The budget runs from the start exec's return: its own latency under
+    // load is not the daemon's.
+    let since = Instant::now();
     let deadline = since + limits.local_ready;
+    let mut polls = 0u32;
     loop {
-        let q = workload
-            .exec(a, &["nvidia-imex-ctl", "-c", imex::CONFIG, "-q"])
-            .await;
-        if q.as_ref()
-            .is_ok_and(|out| out.code == 0 && imex::is_ready(&out.stdout))
-        {
+        polls += 1;
+        let q = query(workload, a).await;
+        if matches!(&q, Poll::Answer(word) if imex::is_ready(word)) {
             break;
         }
-        if Instant::now() >= deadline {
-            let seen = q
-                .map(|out| out.stdout)
-                .unwrap_or_else(|err| format!("{err:#}"));
+        let dead = !alive(workload, a).await;
+        if dead || Instant::now() >= deadline {
+            let seen = match q {
+                Poll::Answer(word) => format!("{:?}", word.trim()),
+                Poll::Unreachable(err) => err,
+            };
             let tail = log_tail(workload, a).await;
+            let why = match dead {
+                true => format!("exited after {:.0}s", since.elapsed().as_secs_f64()),
+                false => format!(
+                    "not READY within {}s ({polls} polls)",
+                    limits.local_ready.as_secs()
+                ),
+            };
             return Outcome::Failed(format!(
-                "daemon A: `nvidia-imex-ctl -q` not READY within {}s (last: {:?}){tail}",
-                limits.local_ready.as_secs(),
-                seen.trim()
+                "daemon A {why} (last `nvidia-imex-ctl -q`: {seen}){tail}"
             ));
         }
         tokio::time::sleep(limits.poll).await;
@@ -658,8 +805,20 @@ async fn scenario2_inner<W: Workload>(
     result
         .timings
         .push(("daemon A READY".to_owned(), round(since.elapsed())));
-    let alone = domain(workload, a).await;
-    if alone.as_ref().is_some_and(|it| it.status == "UP") {
+    // Alone, the domain must answer and not be UP.
+    let alone = loop {
+        match domain(workload, a).await {
+            Poll::Answer(state) => break state,
+            Poll::Unreachable(err) if Instant::now() >= deadline => {
+                let tail = log_tail(workload, a).await;
+                return Outcome::Failed(format!(
+                    "daemon A alone: READY but the domain status is unreachable: {err}{tail}"
+                ));
+            }
+            Poll::Unreachable(_) => tokio::time::sleep(limits.poll).await,
+        }
+    };
+    if alone.status == imex::DomainStatus::Up {
         return Outcome::Failed(
             "daemon A alone: the domain is UP with one of two daemons".to_owned(),
         );
@@ -667,39 +826,34 @@ async fn scenario2_inner<W: Workload>(
     result.workers.push(WorkerDetail {
         node: nodes[0].to_owned(),
         pod: a.clone(),
-        detail: format!(
-            "daemon A alone: -q READY, domain {}",
-            alone.map_or("UNREACHABLE".to_owned(), |it| it.status)
-        ),
+        detail: format!("daemon A alone: -q READY, domain {}", alone.status.word()),
         passed: true,
     });
 
     // Daemon B joins: UP, 2 nodes READY, NO_GPU.
-    let since = Instant::now();
     if let Err(err) = run_ok(workload, b, &["sh", "-c", &start]).await {
         return Outcome::Failed(format!("starting daemon B: {err}"));
     }
+    let since = Instant::now();
     let deadline = since + limits.domain_up;
-    let mut last_status = String::from("UNREACHABLE");
+    let mut last = String::from("no answer yet");
     let up = loop {
-        if let Some(state) = domain(workload, a).await {
-            if state.status == "UP" {
-                break state;
+        match domain(workload, a).await {
+            Poll::Answer(state) if state.status == imex::DomainStatus::Up => break state,
+            Poll::Answer(state) => {
+                let seen = state.status.word().to_owned();
+                if seen != last {
+                    eprintln!("    domain {seen} ({:.0}s)", since.elapsed().as_secs_f64());
+                }
+                last = seen;
             }
-            if state.status != last_status {
-                eprintln!(
-                    "    domain {} ({:.0}s)",
-                    state.status,
-                    since.elapsed().as_secs_f64()
-                );
-            }
-            last_status = state.status;
+            Poll::Unreachable(err) => last = format!("unreachable: {err}"),
         }
         if Instant::now() >= deadline {
             let tail_a = log_tail(workload, a).await;
             let tail_b = log_tail(workload, b).await;
             return Outcome::Failed(format!(
-                "domain not UP within {}s after daemon B started (last {last_status}){tail_a}{tail_b}",
+                "domain not UP within {}s after daemon B started (last {last}){tail_a}{tail_b}",
                 limits.domain_up.as_secs()
             ));
         }
@@ -724,29 +878,65 @@ async fn scenario2_inner<W: Workload>(
         passed: true,
     });
 
-    // B terminated: the domain leaves UP.
-    let since = Instant::now();
-    if let Err(err) = run_ok(workload, b, &["sh", "-c", STOP_DAEMON]).await {
-        return Outcome::Failed(format!("stopping daemon B: {err}"));
+    // B terminated: the domain leaves UP, as a working ctl on A says.
+    let stopped = match run_ok(workload, b, &["sh", "-c", STOP_DAEMON]).await {
+        Ok(out) => out.stdout.trim().to_owned(),
+        Err(err) => return Outcome::Failed(format!("stopping daemon B: {err}")),
+    };
+    if stopped != "stopped" {
+        let tail = log_tail(workload, b).await;
+        return Outcome::Failed(format!(
+            "daemon B did not exit within 10s of SIGTERM ({}){tail}",
+            if stopped.is_empty() {
+                "it was not running"
+            } else {
+                stopped.as_str()
+            }
+        ));
     }
+    let since = Instant::now();
     let deadline = since + limits.domain_down;
+    let mut last_unreachable: Option<String> = None;
     loop {
-        let state = domain(workload, a).await;
-        if state.as_ref().is_none_or(|it| it.status != "UP") {
-            let status = state.map_or("UNREACHABLE".to_owned(), |it| it.status);
+        let left = match domain(workload, a).await {
+            Poll::Answer(state) if state.status != imex::DomainStatus::Up => {
+                Some(format!("domain {}", state.status.word()))
+            }
+            Poll::Answer(_) => {
+                last_unreachable = None;
+                None
+            }
+            Poll::Unreachable(err) => match query(workload, a).await {
+                Poll::Answer(word) if imex::q_word(&word).is_some_and(|it| it != "READY") => {
+                    Some(format!("daemon A -q {}", word.trim()))
+                }
+                _ => {
+                    last_unreachable = Some(err);
+                    None
+                }
+            },
+        };
+        if let Some(left) = left {
             result.workers.push(WorkerDetail {
                 node: nodes[0].to_owned(),
                 pod: a.clone(),
-                detail: format!("daemon B terminated: domain {status}"),
+                detail: format!("daemon B terminated: {left}"),
                 passed: true,
             });
             break;
         }
         if Instant::now() >= deadline {
-            return Outcome::Failed(format!(
-                "domain still UP {}s after daemon B was terminated",
-                limits.domain_down.as_secs()
-            ));
+            return Outcome::Failed(match last_unreachable {
+                Some(err) => format!(
+                    "after daemon B was terminated the domain status was unreachable for {}s, \
+                     so it was never seen leaving UP: {err}",
+                    limits.domain_down.as_secs()
+                ),
+                None => format!(
+                    "domain still UP {}s after daemon B was terminated",
+                    limits.domain_down.as_secs()
+                ),
+            });
         }
         tokio::time::sleep(limits.poll).await;
     }
@@ -787,6 +977,13 @@ mod tests {
         /// The domain never leaves UP once it was UP.
         sticky: bool,
         ever_up: Mutex<bool>,
+        /// The payload is the IMEX test double (its marker is in the daemon).
+        double: bool,
+        /// The daemon exits at once (a bad config, the shim's exit 127).
+        dies: bool,
+        /// Once daemon B is stopped, every ctl gives this.
+        ctl_fault_after_b_stops: Option<ExecOutput>,
+        b_stopped: Mutex<bool>,
         execs: Mutex<Vec<String>>,
         recycle_on_upgrade: bool,
     }
@@ -850,33 +1047,52 @@ mod tests {
                     ok(&format!(r#"{{"driverVersion":"580.65.06","nodeName":"{node}","gpus":[{}]}}"#, gpus.join(",")))
                 }
                 ["cat", _] => ok("DAEMONIZE=1\nIMEX_NODE_CONFIG_FILE=/etc/nvidia-imex/nodes_config.cfg\nLOG_FILE_NAME=/var/log/nvidia-imex.log\n"),
-                ["sh", "-c", script, ..] if script.starts_with("printf") => ok(""),
+                ["grep", "-q", _, _] => code(if self.double { 0 } else { 1 }),
+                ["sh", "-c", script, ..] if script.starts_with("rm -rf") => ok(""),
                 ["sh", "-c", script] if script.starts_with("nvidia-imex -c") => {
-                    self.daemons.lock().expect("lock").insert(pod.to_owned(), true);
-                    ok("")
-                }
-                ["sh", "-c", script] if script.starts_with("if [ -f /tmp/imex.pid ]") => {
-                    self.daemons.lock().expect("lock").insert(pod.to_owned(), false);
-                    ok("")
-                }
-                ["nvidia-imex-ctl", _, _, "-q"] => ok(if running(pod) { "READY\n" } else { "UNAVAILABLE\n" }),
-                ["nvidia-imex-ctl", _, _, "-N", "-j"] => {
-                    if !running(pod) {
-                        return code(255);
+                    if !self.dies {
+                        self.daemons.lock().expect("lock").insert(pod.to_owned(), true);
                     }
-                    let daemons = self.daemons.lock().expect("lock");
-                    let both = daemons.values().filter(|it| **it).count() == 2 && !self.blocked;
-                    let mut ever_up = self.ever_up.lock().expect("lock");
-                    *ever_up |= both;
-                    let was_up = self.sticky && *ever_up;
-                    let (status, b) = if both || was_up {
-                        ("UP", r#"{"status":"READY","host":"b","version":"NO_GPU"}"#)
-                    } else {
-                        ("DEGRADED", r#"{"status":"UNAVAILABLE","host":"b","version":""}"#)
-                    };
-                    ok(&format!(
-                        r#"{{"nodes":{{"0":{{"status":"READY","host":"a","version":"NO_GPU"}},"1":{b}}},"timestamp":"t","status":"{status}"}}"#
-                    ))
+                    ok("")
+                }
+                ["sh", "-c", script] if script.starts_with("alive()") => {
+                    let was = self.daemons.lock().expect("lock").insert(pod.to_owned(), false);
+                    if was == Some(true) && pod == "pod-w2" {
+                        *self.b_stopped.lock().expect("lock") = true;
+                    }
+                    ok(if was == Some(true) { "stopped\n" } else { "" })
+                }
+                ["sh", "-c", script] if script.starts_with("p=$(cat") => {
+                    code(if running(pod) { 0 } else { 1 })
+                }
+                ["timeout", _, "nvidia-imex-ctl", _, _, rest @ ..] => {
+                    if *self.b_stopped.lock().expect("lock") {
+                        if let Some(fault) = &self.ctl_fault_after_b_stops {
+                            return Ok(fault.clone());
+                        }
+                    }
+                    match rest {
+                        ["-q"] => ok(if running(pod) { "READY\n" } else { "UNAVAILABLE\n" }),
+                        ["-N", "-j"] => {
+                            if !running(pod) {
+                                return code(255);
+                            }
+                            let daemons = self.daemons.lock().expect("lock");
+                            let both = daemons.values().filter(|it| **it).count() == 2 && !self.blocked;
+                            let mut ever_up = self.ever_up.lock().expect("lock");
+                            *ever_up |= both;
+                            let was_up = self.sticky && *ever_up;
+                            let (status, b) = if both || was_up {
+                                ("UP", r#"{"status":"READY","host":"b","version":"NO_GPU"}"#)
+                            } else {
+                                ("DEGRADED", r#"{"status":"UNAVAILABLE","host":"b","version":""}"#)
+                            };
+                            ok(&format!(
+                                r#"{{"nodes":{{"0":{{"status":"READY","host":"a","version":"NO_GPU"}},"1":{b}}},"timestamp":"t","status":"{status}"}}"#
+                            ))
+                        }
+                        other => anyhow::bail!("unexpected ctl {other:?}"),
+                    }
                 }
                 ["tail", ..] => ok("imex log line\n"),
                 other => anyhow::bail!("unexpected exec {other:?}"),
@@ -1146,7 +1362,8 @@ mod tests {
             panic!("must be skipped: {result:?}");
         };
         assert!(
-            reason.contains("no nvidia-imex payload") && reason.contains("--imex"),
+            reason.contains("no nvidia-imex payload")
+                && reason.contains("`cargo xtask scenario2 --imex <"),
             "{reason}"
         );
     }
@@ -1191,6 +1408,119 @@ mod tests {
         );
     }
 
+    fn after_b_stops(fault: ExecOutput) -> Sim {
+        let mut sim = demo_sim();
+        sim.payload = true;
+        sim.ctl_fault_after_b_stops = Some(fault);
+        sim
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn scenario2_fails_with_the_output_of_a_hung_ctl_after_b_stops() {
+        let sim = after_b_stops(ExecOutput {
+            code: 143,
+            stdout: String::new(),
+            stderr: "Terminated".to_owned(),
+        });
+        let result = scenario2(&sim, ["w", "w2"], &Tracker::default(), Limits::default()).await;
+        let Outcome::Failed(reason) = &result.outcome else {
+            panic!("a hung ctl must not count as the domain leaving UP: {result:?}");
+        };
+        assert!(
+            reason.contains("the domain status was unreachable")
+                && reason.contains("did not finish within 10s (killed)")
+                && reason.contains("stderr: \"Terminated\""),
+            "{reason}"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn scenario2_fails_with_the_output_of_a_failing_or_garbled_ctl() {
+        let failing = after_b_stops(ExecOutput {
+            code: 1,
+            stdout: String::new(),
+            stderr: "nvidia-imex-ctl: injected failure".to_owned(),
+        });
+        let result = scenario2(
+            &failing,
+            ["w", "w2"],
+            &Tracker::default(),
+            Limits::default(),
+        )
+        .await;
+        let Outcome::Failed(reason) = &result.outcome else {
+            panic!("must fail: {result:?}");
+        };
+        assert!(
+            reason.contains("exited 1") && reason.contains("injected failure"),
+            "{reason}"
+        );
+        let garbled = after_b_stops(ExecOutput {
+            code: 0,
+            stdout: "garbage, not JSON\n".to_owned(),
+            stderr: String::new(),
+        });
+        let result = scenario2(
+            &garbled,
+            ["w", "w2"],
+            &Tracker::default(),
+            Limits::default(),
+        )
+        .await;
+        let Outcome::Failed(reason) = &result.outcome else {
+            panic!("must fail: {result:?}");
+        };
+        assert!(
+            reason.contains("printed not the -N -j document")
+                && reason.contains("garbage, not JSON"),
+            "{reason}"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn scenario2_against_the_double_is_named_so() {
+        let mut sim = demo_sim();
+        sim.payload = true;
+        sim.double = true;
+        let result = scenario2(&sim, ["w", "w2"], &Tracker::default(), Limits::default()).await;
+        assert_eq!(result.outcome, Outcome::PassedTestDouble, "{result:?}");
+        let execs = sim.execs.lock().expect("lock").clone();
+        assert!(
+            execs
+                .iter()
+                .any(|it| it.contains("grep -q cdsim-imex-test-double")),
+            "{execs:?}"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn scenario2_reports_an_early_exit_with_the_daemon_stdout() {
+        let mut sim = demo_sim();
+        sim.payload = true;
+        sim.dies = true;
+        let started = Instant::now();
+        let result = scenario2(&sim, ["w", "w2"], &Tracker::default(), Limits::default()).await;
+        let Outcome::Failed(reason) = &result.outcome else {
+            panic!("must fail: {result:?}");
+        };
+        assert!(reason.starts_with("daemon A exited after 0s"), "{reason}");
+        assert!(
+            reason.contains("last lines of /tmp/imex.stdout in pod-w:"),
+            "{reason}"
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "no wait for a dead daemon"
+        );
+    }
+
+    #[test]
+    fn the_stop_waits_for_the_exit_and_the_run_starts_clean() {
+        assert!(STOP_DAEMON.contains("kill -TERM") && STOP_DAEMON.contains("while alive"));
+        assert!(STOP_DAEMON.find("while alive") < STOP_DAEMON.find("rm -f /tmp/imex.pid"));
+        assert!(CLEAN.contains("/var/run/nvidia-imex") && CLEAN.contains("/tmp/imex.stdout"));
+    }
+
     #[tokio::test]
     async fn interruption_cleanup_stops_tracked_daemons() {
         let mut sim = demo_sim();
@@ -1212,3 +1542,7 @@ mod tests {
         assert!(!sim.daemons.lock().expect("lock").values().any(|it| *it));
     }
 }
+
+#[cfg(test)]
+#[path = "scenarios_double_tests.rs"]
+mod double_tests;

@@ -33,6 +33,8 @@ pub enum ArchiveEntry {
     File(HostFile),
     /// A symlink and its target.
     Symlink(String),
+    /// A hard link to an earlier entry (its path below the top directory).
+    HardLink(String),
 }
 
 impl Payload {
@@ -100,6 +102,7 @@ impl Payload {
                         Some(ArchiveEntry::Symlink(target)) => {
                             current = resolve_link(&current, target)
                         }
+                        Some(ArchiveEntry::HardLink(target)) => current = target.clone(),
                         None => {
                             return Err(payload_error(
                                 path,
@@ -134,6 +137,19 @@ fn read_archive(path: &Path, reader: Box<dyn Read>) -> Result<BTreeMap<String, A
     for entry in iter {
         let mut entry =
             entry.map_err(|err| payload_error(path, format!("cannot read the archive: {err}")))?;
+        let kind = entry.header().entry_type();
+        // Metadata records, not members: a pax global header (git archive,
+        // `tar --format=pax`) and the GNU long-name records, whose effect the
+        // reader has already applied to the next entry's path.
+        if matches!(
+            kind,
+            tar::EntryType::XGlobalHeader
+                | tar::EntryType::XHeader
+                | tar::EntryType::GNULongName
+                | tar::EntryType::GNULongLink
+        ) {
+            continue;
+        }
         let entry_path = entry
             .path()
             .map_err(|err| payload_error(path, format!("bad entry path: {err}")))?
@@ -158,7 +174,6 @@ fn read_archive(path: &Path, reader: Box<dyn Read>) -> Result<BTreeMap<String, A
             Some(_) => (),
             None => top = Some(first),
         }
-        let kind = entry.header().entry_type();
         if rest.is_empty() {
             if !kind.is_dir() {
                 return Err(payload_error(
@@ -182,6 +197,25 @@ fn read_archive(path: &Path, reader: Box<dyn Read>) -> Result<BTreeMap<String, A
                 .map(|target| target.to_string_lossy().into_owned())
                 .unwrap_or_default();
             entries.insert(rest, ArchiveEntry::Symlink(target));
+        } else if kind == tar::EntryType::Link {
+            let target = entry
+                .link_name()
+                .map_err(|err| payload_error(path, format!("bad link {entry_path}: {err}")))?
+                .map(|target| target.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let target = target.trim_start_matches("./");
+            let below = match target.split_once('/') {
+                Some((first, below)) if top.as_deref() == Some(first) => below.to_owned(),
+                _ => {
+                    return Err(payload_error(
+                        path,
+                        format!(
+                        "hard link {entry_path} points outside the top-level directory: {target}"
+                    ),
+                    ))
+                }
+            };
+            entries.insert(rest, ArchiveEntry::HardLink(below));
         }
     }
     Ok(entries)
@@ -315,6 +349,81 @@ mod tests {
             .expect_err("zip")
             .to_string()
             .contains(".tar.xz"));
+    }
+
+    /// The real archive's layout: one top directory, a pax global header (as
+    /// `git archive` and `tar --format=pax` write it), a name longer than the
+    /// 100 bytes of a ustar header, and a hard link.
+    #[test]
+    fn reads_the_real_layout_with_pax_header_long_name_and_hard_link() {
+        let top = "imex-linux-x86_64-595.91.07-archive";
+        let mut builder = tar::Builder::new(Vec::new());
+        let mut global = tar::Header::new_ustar();
+        let record = b"52 comment=0123456789abcdef0123456789abcdef01234567\n";
+        global.set_entry_type(tar::EntryType::XGlobalHeader);
+        global.set_size(record.len() as u64);
+        global.set_mode(0o644);
+        builder
+            .append_data(&mut global, "pax_global_header", &record[..])
+            .expect("global header");
+        let long = format!("{top}/usr/share/doc/{}/notes.txt", "d".repeat(120));
+        let files: [(&str, &[u8], u32); 5] = [
+            ("usr/bin/nvidia-imex", b"\x7fELF daemon", 0o755),
+            ("usr/bin/nvidia-imex-ctl", b"\x7fELF ctl", 0o755),
+            ("etc/nvidia-imex/config.cfg", b"DAEMONIZE=1\n", 0o644),
+            ("LICENSE", b"license", 0o644),
+            ("usr/share/doc/third-party-notices.txt", b"notices", 0o644),
+        ];
+        let mut dir = tar::Header::new_gnu();
+        dir.set_entry_type(tar::EntryType::Directory);
+        dir.set_mode(0o755);
+        dir.set_size(0);
+        builder
+            .append_data(&mut dir, format!("{top}/"), &[][..])
+            .expect("dir");
+        for (rel, data, mode) in files {
+            let mut header = tar::Header::new_gnu();
+            header.set_mode(mode);
+            header.set_size(data.len() as u64);
+            builder
+                .append_data(&mut header, format!("{top}/{rel}"), data)
+                .expect("file");
+        }
+        let mut header = tar::Header::new_gnu();
+        header.set_mode(0o644);
+        header.set_size(4);
+        builder
+            .append_data(&mut header, &long, &b"long"[..])
+            .expect("long name");
+        let mut link = tar::Header::new_gnu();
+        link.set_entry_type(tar::EntryType::Link);
+        link.set_size(0);
+        link.set_mode(0o755);
+        builder
+            .append_link(
+                &mut link,
+                format!("{top}/usr/bin/nvidia-imex-hardlink"),
+                format!("{top}/usr/bin/nvidia-imex"),
+            )
+            .expect("hard link");
+        let bytes = builder.into_inner().expect("finish");
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let path = tmp.path().join(format!("{top}.tar.xz"));
+        std::fs::write(&path, xz(&bytes)).expect("write");
+        let payload = Payload::open(&path).expect("the real layout opens");
+        for (rel, data, mode) in files {
+            let file = payload.read(rel).expect(rel);
+            assert_eq!((file.bytes.as_slice(), file.mode), (data, mode), "{rel}");
+        }
+        let long_rel = long.split_once('/').expect("top").1;
+        assert_eq!(payload.read(long_rel).expect("long").bytes, b"long");
+        assert_eq!(
+            payload
+                .read("usr/bin/nvidia-imex-hardlink")
+                .expect("hard link")
+                .bytes,
+            b"\x7fELF daemon"
+        );
     }
 
     #[test]

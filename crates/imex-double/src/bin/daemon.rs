@@ -1,0 +1,551 @@
+//! `nvidia-imex-double`: the IMEX TEST DOUBLE's daemon, installed as
+//! `usr/bin/nvidia-imex` only inside the double's payload directory.
+//!
+//! `nvidia-imex [-c CONFIG] [-p|--port N] [--nogpu]` (see the crate docs).
+
+use std::collections::BTreeSet;
+use std::io::Write;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use imex_double::config::{self, Config, LogTarget};
+use imex_double::domain::{self, LocalState, Member, View};
+use imex_double::nodes::{self, EntryKind, Nodes};
+use imex_double::{clock, wire, MARKER, NO_GPU_VERSION};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+
+const NAME: &str = "nvidia-imex (IMEX test double)";
+const DAEMONIZED_ENV: &str = "IMEX_DOUBLE_DAEMONIZED";
+
+struct Args {
+    config: String,
+    port: Option<u16>,
+    nogpu: bool,
+}
+
+fn parse_args() -> Result<Args, String> {
+    let mut args = Args {
+        config: config::DEFAULT_PATH.to_owned(),
+        port: None,
+        nogpu: false,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(arg) = it.next() {
+        match arg.as_str() {
+            "-c" | "--config" => args.config = it.next().ok_or("-c needs a path")?,
+            "-p" | "--port" => {
+                let value = it.next().ok_or("-p needs a port")?;
+                args.port = Some(
+                    value
+                        .parse()
+                        .map_err(|_| format!("-p {value}: not a port"))?,
+                );
+            }
+            "--nogpu" | "-nogpu" => args.nogpu = true,
+            other => {
+                return Err(format!(
+                    "unknown option {other}; usage: nvidia-imex [-c CONFIG] [-p PORT] [--nogpu]"
+                ))
+            }
+        }
+    }
+    Ok(args)
+}
+
+fn main() -> ExitCode {
+    match parse_args().and_then(run) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(msg) => {
+            eprintln!("{NAME}: {msg}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The log sink, filtered by `LOG_LEVEL`.
+struct Log {
+    level: u8,
+    sink: Mutex<Box<dyn Write + Send>>,
+}
+
+impl Log {
+    fn at(&self, level: u8, tag: &str, msg: &str) {
+        if level > self.level {
+            return;
+        }
+        if let Ok(mut sink) = self.sink.lock() {
+            let _ = writeln!(sink, "[{}] [{tag}] {msg}", clock::now());
+            let _ = sink.flush();
+        }
+    }
+    fn info(&self, msg: &str) {
+        self.at(4, "INFO", msg);
+    }
+    fn warn(&self, msg: &str) {
+        self.at(3, "WARNING", msg);
+    }
+}
+
+fn open_log(cfg: &Config) -> Result<Log, String> {
+    let level = match cfg.get("LOG_LEVEL") {
+        None => 4,
+        Some(text) => text
+            .parse()
+            .map_err(|_| format!("{}: LOG_LEVEL={text:?} is not 0-4", cfg.path()))?,
+    };
+    let append = cfg.append_log().map_err(|e| e.to_string())?;
+    let sink: Box<dyn Write + Send> = match cfg.log_target() {
+        LogTarget::Stderr => Box::new(std::io::stderr()),
+        // Unopenable: stderr, as documented.
+        LogTarget::File(path) => match std::fs::OpenOptions::new()
+            .create(true)
+            .append(append)
+            .write(true)
+            .truncate(!append)
+            .open(&path)
+        {
+            Ok(file) => Box::new(file),
+            Err(err) => {
+                eprintln!("{NAME}: cannot open log file {path} ({err}); logging to stderr");
+                Box::new(std::io::stderr())
+            }
+        },
+    };
+    Ok(Log {
+        level,
+        sink: Mutex::new(sink),
+    })
+}
+
+/// Shared daemon state.
+struct Shared {
+    own: usize,
+    hosts: Vec<IpAddr>,
+    digest: String,
+    server_port: u16,
+    cmd_port: u16,
+    state: Mutex<LocalState>,
+    links: Mutex<Vec<u32>>,
+    log: Log,
+}
+
+impl Shared {
+    fn view(&self) -> View {
+        let links = self.links.lock().map(|it| it.clone()).unwrap_or_default();
+        View {
+            state: self
+                .state
+                .lock()
+                .map(|it| *it)
+                .unwrap_or(LocalState::Unavailable),
+            version: NO_GPU_VERSION.to_owned(),
+            connected: links
+                .iter()
+                .enumerate()
+                .filter(|(_, n)| **n > 0)
+                .map(|(idx, _)| idx)
+                .collect::<BTreeSet<usize>>(),
+        }
+    }
+
+    fn link(&self, peer: usize, delta: i32) -> u32 {
+        let mut links = match self.links.lock() {
+            Ok(links) => links,
+            Err(_) => return 0,
+        };
+        let before = links[peer];
+        links[peer] = before.saturating_add_signed(delta);
+        let after = links[peer];
+        drop(links);
+        match (before, after) {
+            (0, 1..) => self.log.info(&format!(
+                "Connection to node #{peer} ({}) established",
+                self.hosts[peer]
+            )),
+            (1.., 0) => self.log.warn(&format!(
+                "Connection to node #{peer} ({}) lost",
+                self.hosts[peer]
+            )),
+            _ => {}
+        }
+        after
+    }
+}
+
+fn run(args: Args) -> Result<(), String> {
+    let cfg = Config::read(&args.config).map_err(|e| e.to_string())?;
+    if !args.nogpu {
+        let ctl = imex_double::fixed_path("/dev/nvidiactl");
+        return Err(match ctl.exists() {
+            true => "a GPU is present, but the IMEX test double runs only in NO GPU mode (--nogpu)"
+                .to_owned(),
+            false => format!(
+                "no NVIDIA GPU found ({} is absent); run with --nogpu for NO GPU mode",
+                ctl.display()
+            ),
+        });
+    }
+    if cfg.daemonize().map_err(|e| e.to_string())? && std::env::var_os(DAEMONIZED_ENV).is_none() {
+        // DAEMONIZE=1: continue in the background, as the real daemon forks.
+        let exe = std::env::current_exe().map_err(|e| format!("cannot find myself: {e}"))?;
+        std::process::Command::new(exe)
+            .args(std::env::args_os().skip(1))
+            .env(DAEMONIZED_ENV, "1")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .map_err(|e| format!("cannot daemonize: {e}"))?;
+        return Ok(());
+    }
+    let log = open_log(&cfg)?;
+    log.info(&format!(
+        "IMEX version {NO_GPU_VERSION} ({MARKER}) is running with the following configuration options"
+    ));
+    for (key, value) in cfg.entries() {
+        log.info(&format!("{key}={value}"));
+    }
+    match cfg.stats_file() {
+        Some(path) if LogTarget::File(path.clone()) != cfg.log_target() => {
+            match std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&path)
+            {
+                Ok(mut file) => {
+                    let _ = writeln!(file, "[{}] stats: started ({MARKER})", clock::now());
+                }
+                Err(err) => log.warn(&format!("cannot open stats file {path}: {err}")),
+            }
+        }
+        _ => {}
+    }
+    let server_port = args
+        .port
+        .map_or_else(|| cfg.server_port(), Ok)
+        .map_err(|e| e.to_string())?;
+    let cmd_port = cfg.cmd_port().map_err(|e| e.to_string())?;
+    let nodes_path = cfg.nodes_file().to_owned();
+    let text = std::fs::read_to_string(&nodes_path)
+        .map_err(|e| format!("Failed to read node configuration file {nodes_path}: {e}"))?;
+    let nodes = Nodes::parse(&text);
+    if nodes.entries.is_empty() {
+        return Err(format!(
+            "Failed to read node configuration file {nodes_path}: no entries"
+        ));
+    }
+    let mut hosts = Vec::new();
+    for entry in &nodes.entries {
+        let (ip, kind) = nodes::resolve(entry).map_err(|e| e.to_string())?;
+        if kind == EntryKind::HostName {
+            log.info(&format!(
+                "Treating node config entry '{entry}' as a host name."
+            ));
+        }
+        hosts.push(ip);
+    }
+    let bind = cfg.bind_ip().map_err(|e| e.to_string())?;
+    let Some(own) = nodes::own_index(&hosts, bind) else {
+        let msg = "No matching network interface found for any IP addresses in the node configuration file";
+        log.at(1, "CRITICAL", msg);
+        return Err(format!("{msg} {nodes_path}"));
+    };
+    log.info(&format!("Identified this node as ID {own}"));
+    let run_dir = imex_double::fixed_path("/var/run/nvidia-imex");
+    if !run_dir.is_dir() {
+        std::fs::create_dir(&run_dir)
+            .map_err(|e| format!("cannot create {} for persist.dat: {e}", run_dir.display()))?;
+    }
+    let persist = run_dir.join("persist.dat");
+    std::fs::write(&persist, format!("{}\n", nodes.digest))
+        .map_err(|e| format!("cannot write {}: {e}", persist.display()))?;
+    let Some(cmd_port) = cmd_port else {
+        log.warn("IMEX_CMD_ENABLED=0: nvidia-imex-ctl cannot reach this daemon");
+        return Err(
+            "the IMEX test double needs the command service (IMEX_CMD_ENABLED=1)".to_owned(),
+        );
+    };
+    let cmd_ip = cfg
+        .cmd_bind_ip()
+        .map_err(|e| e.to_string())?
+        .unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED));
+    let shared = Arc::new(Shared {
+        own,
+        links: Mutex::new(vec![0; hosts.len()]),
+        hosts,
+        digest: nodes.digest,
+        server_port,
+        cmd_port,
+        state: Mutex::new(LocalState::Initializing),
+        log,
+    });
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start: {e}"))?;
+    runtime.block_on(serve(shared, SocketAddr::new(cmd_ip, cmd_port)))
+}
+
+async fn serve(shared: Arc<Shared>, cmd_addr: SocketAddr) -> Result<(), String> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let peer_addr = SocketAddr::new(shared.hosts[shared.own], shared.server_port);
+    let peers = TcpListener::bind(peer_addr)
+        .await
+        .map_err(|e| format!("cannot listen on {peer_addr} (SERVER_PORT): {e}"))?;
+    let cmds = TcpListener::bind(cmd_addr)
+        .await
+        .map_err(|e| format!("cannot listen on {cmd_addr} (IMEX_CMD_PORT): {e}"))?;
+    let mut term = signal(SignalKind::terminate()).map_err(|e| e.to_string())?;
+    let mut int = signal(SignalKind::interrupt()).map_err(|e| e.to_string())?;
+    let mut quit = signal(SignalKind::quit()).map_err(|e| e.to_string())?;
+    let mut usr1 = signal(SignalKind::user_defined1()).map_err(|e| e.to_string())?;
+    let mut hup = signal(SignalKind::hangup()).map_err(|e| e.to_string())?;
+    let (stop_tx, stop_rx) = watch::channel(false);
+
+    tokio::spawn(accept_peers(peers, shared.clone(), stop_rx.clone()));
+    tokio::spawn(accept_cmds(cmds, shared.clone()));
+    for peer in 0..shared.hosts.len() {
+        if peer != shared.own {
+            tokio::spawn(connect_peer(peer, shared.clone(), stop_rx.clone()));
+        }
+    }
+    if let Ok(mut state) = shared.state.lock() {
+        *state = LocalState::Ready;
+    }
+    shared.log.info(&format!(
+        "listening for peers on {peer_addr} and for commands on {cmd_addr}; state READY"
+    ));
+    let signal_name = loop {
+        tokio::select! {
+            _ = term.recv() => break "SIGTERM",
+            _ = int.recv() => break "SIGINT",
+            _ = quit.recv() => break "SIGQUIT",
+            _ = usr1.recv() => shared.log.info("SIGUSR1: restarting outgoing connections"),
+            _ = hup.recv() => shared.log.info("SIGHUP: nothing buffered to dump"),
+        }
+    };
+    shared.log.info(&format!(
+        "{signal_name} received: shutting down, notifying peers"
+    ));
+    if let Ok(mut state) = shared.state.lock() {
+        *state = LocalState::ShuttingDown;
+    }
+    let _ = stop_tx.send(true);
+    // Let the links send BYE.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    shared.log.info("shutdown complete");
+    Ok(())
+}
+
+async fn read_line(reader: &mut BufReader<TcpStream>, limit: Duration) -> Option<String> {
+    let mut line = String::new();
+    match tokio::time::timeout(limit, reader.read_line(&mut line)).await {
+        Ok(Ok(n)) if n > 0 => Some(line.trim().to_owned()),
+        _ => None,
+    }
+}
+
+async fn accept_peers(listener: TcpListener, shared: Arc<Shared>, stop: watch::Receiver<bool>) {
+    while let Ok((stream, from)) = listener.accept().await {
+        let shared = shared.clone();
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            let mut reader = BufReader::new(stream);
+            let Some(line) = read_line(&mut reader, Duration::from_secs(5)).await else {
+                return;
+            };
+            let Some((peer, digest)) = wire::parse_hello(&line) else {
+                shared
+                    .log
+                    .warn(&format!("{from}: not a peer greeting: {line:?}"));
+                return;
+            };
+            if digest != shared.digest || peer >= shared.hosts.len() || peer == shared.own {
+                shared.log.warn(&format!(
+                    "{from} (node #{peer}): node map mismatch (!M!), connection refused"
+                ));
+                let _ = reader
+                    .get_mut()
+                    .write_all(format!("{}\n", wire::MISMATCH).as_bytes())
+                    .await;
+                return;
+            }
+            let welcome = format!("{} {}\n", wire::WELCOME, shared.own);
+            if reader
+                .get_mut()
+                .write_all(welcome.as_bytes())
+                .await
+                .is_err()
+            {
+                return;
+            }
+            link(reader, peer, &shared, stop).await;
+        });
+    }
+}
+
+/// One live peer connection: PING both ways each second, down after 5 s of
+/// silence, on EOF or on BYE; BYE on shutdown.
+async fn link(
+    mut reader: BufReader<TcpStream>,
+    peer: usize,
+    shared: &Shared,
+    mut stop: watch::Receiver<bool>,
+) {
+    shared.link(peer, 1);
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    loop {
+        let mut line = String::new();
+        tokio::select! {
+            read = tokio::time::timeout(Duration::from_secs(5), reader.read_line(&mut line)) => {
+                match read {
+                    Ok(Ok(n)) if n > 0 && line.trim() != wire::BYE => {}
+                    _ => break,
+                }
+            }
+            _ = tick.tick() => {
+                if reader.get_mut().write_all(format!("{}\n", wire::PING).as_bytes()).await.is_err() {
+                    break;
+                }
+            }
+            _ = stop.changed() => {
+                let _ = reader.get_mut().write_all(format!("{}\n", wire::BYE).as_bytes()).await;
+                break;
+            }
+        }
+    }
+    shared.link(peer, -1);
+}
+
+async fn connect_peer(peer: usize, shared: Arc<Shared>, stop: watch::Receiver<bool>) {
+    let base = std::env::var(imex_double::BACKOFF_ENV)
+        .ok()
+        .and_then(|it| it.parse::<u64>().ok())
+        .map_or(Duration::from_secs(15), Duration::from_millis);
+    let mut delay = base;
+    let addr = SocketAddr::new(shared.hosts[peer], shared.server_port);
+    loop {
+        if *stop.borrow() {
+            return;
+        }
+        let connected = shared.links.lock().map(|it| it[peer] > 0).unwrap_or(false);
+        if connected {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            continue;
+        }
+        match handshake(addr, &shared).await {
+            Ok(reader) => {
+                link(reader, peer, &shared, stop.clone()).await;
+                delay = base;
+            }
+            Err(err) => {
+                shared.log.info(&format!(
+                    "node #{peer} ({addr}) not reachable ({err}); retrying in {}s",
+                    delay.as_secs_f64()
+                ));
+                let mut stop = stop.clone();
+                tokio::select! {
+                    _ = tokio::time::sleep(delay) => {}
+                    _ = stop.changed() => return,
+                }
+                delay = delay * 2 + Duration::from_secs(1);
+            }
+        }
+    }
+}
+
+async fn handshake(addr: SocketAddr, shared: &Shared) -> Result<BufReader<TcpStream>, String> {
+    let stream = tokio::time::timeout(Duration::from_secs(3), TcpStream::connect(addr))
+        .await
+        .map_err(|_| "connect timed out".to_owned())?
+        .map_err(|e| e.to_string())?;
+    let mut reader = BufReader::new(stream);
+    reader
+        .get_mut()
+        .write_all(wire::hello(shared.own, &shared.digest).as_bytes())
+        .await
+        .map_err(|e| e.to_string())?;
+    match read_line(&mut reader, Duration::from_secs(5)).await {
+        Some(line) if line.starts_with(wire::WELCOME) => Ok(reader),
+        Some(line) if line.starts_with(wire::MISMATCH) => {
+            Err("node map mismatch (!M!): the nodes files differ".to_owned())
+        }
+        other => Err(format!("no greeting ({other:?})")),
+    }
+}
+
+async fn accept_cmds(listener: TcpListener, shared: Arc<Shared>) {
+    while let Ok((stream, _)) = listener.accept().await {
+        let shared = shared.clone();
+        tokio::spawn(async move {
+            let mut reader = BufReader::new(stream);
+            let Some(line) = read_line(&mut reader, Duration::from_secs(5)).await else {
+                return;
+            };
+            let answer = match line.as_str() {
+                wire::QUERY => format!("{}\n", shared.view().state.word()),
+                wire::VIEW => serde_json::to_string(&shared.view()).unwrap_or_default() + "\n",
+                wire::DOMAIN_JSON | wire::DOMAIN_TEXT => {
+                    let doc = domain::document(&members(&shared).await, clock::now());
+                    match line.as_str() {
+                        wire::DOMAIN_JSON => {
+                            serde_json::to_string_pretty(&doc).unwrap_or_default() + "\n"
+                        }
+                        _ => domain::text(&doc),
+                    }
+                }
+                other => format!("ERROR unknown request {other:?}\n"),
+            };
+            let _ = reader.get_mut().write_all(answer.as_bytes()).await;
+        });
+    }
+}
+
+/// Every member's view: ours, and each peer's over its command port.
+async fn members(shared: &Arc<Shared>) -> Vec<Member> {
+    let mut set = tokio::task::JoinSet::new();
+    for (idx, ip) in shared.hosts.iter().enumerate() {
+        if idx == shared.own {
+            continue;
+        }
+        let addr = SocketAddr::new(*ip, shared.cmd_port);
+        set.spawn(async move { (idx, peer_view(addr).await) });
+    }
+    let mut views: Vec<Option<View>> = vec![None; shared.hosts.len()];
+    views[shared.own] = Some(shared.view());
+    while let Some(Ok((idx, view))) = set.join_next().await {
+        views[idx] = view;
+    }
+    shared
+        .hosts
+        .iter()
+        .zip(views)
+        .map(|(ip, view)| Member {
+            host: ip.to_string(),
+            view,
+        })
+        .collect()
+}
+
+async fn peer_view(addr: SocketAddr) -> Option<View> {
+    let ask = async {
+        let stream = TcpStream::connect(addr).await.ok()?;
+        let mut reader = BufReader::new(stream);
+        reader
+            .get_mut()
+            .write_all(format!("{}\n", wire::VIEW).as_bytes())
+            .await
+            .ok()?;
+        let mut line = String::new();
+        reader.read_line(&mut line).await.ok()?;
+        serde_json::from_str(line.trim()).ok()
+    };
+    tokio::time::timeout(Duration::from_secs(2), ask)
+        .await
+        .ok()
+        .flatten()
+}

@@ -1,0 +1,117 @@
+//! The nodes file: one IPv4, IPv6 or host name per line; line order is the
+//! node index; byte-identical on every member (nvml-abi-and-imex §10).
+
+use std::io::ErrorKind;
+use std::net::{IpAddr, TcpListener, ToSocketAddrs};
+
+use sha2::{Digest, Sha256};
+
+use crate::{Error, Result};
+
+/// The nodes file as read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Nodes {
+    /// The entries, in order (index = position).
+    pub entries: Vec<String>,
+    /// sha256 of the file's bytes: members compare it (node map).
+    pub digest: String,
+}
+
+impl Nodes {
+    /// Parses the file's text; blank lines and `#` comments are skipped.
+    pub fn parse(text: &str) -> Nodes {
+        let entries = text
+            .lines()
+            .map(str::trim)
+            .filter(|it| !it.is_empty() && !it.starts_with('#'))
+            .map(str::to_owned)
+            .collect();
+        let digest = Sha256::digest(text.as_bytes())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        Nodes { entries, digest }
+    }
+}
+
+/// How an entry was taken, for the log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EntryKind {
+    /// A literal IP address.
+    Address,
+    /// A host name, resolved through the system resolver.
+    HostName,
+}
+
+/// Resolves an entry to one address.
+pub fn resolve(entry: &str) -> Result<(IpAddr, EntryKind)> {
+    if let Ok(ip) = entry.parse::<IpAddr>() {
+        return Ok((ip, EntryKind::Address));
+    }
+    let mut addrs = (entry, 0u16)
+        .to_socket_addrs()
+        .map_err(|err| Error::Resolve {
+            entry: entry.to_owned(),
+            reason: err.to_string(),
+        })?;
+    match addrs.next() {
+        Some(addr) => Ok((addr.ip(), EntryKind::HostName)),
+        None => Err(Error::Resolve {
+            entry: entry.to_owned(),
+            reason: "no address".to_owned(),
+        }),
+    }
+}
+
+/// Whether `ip` is an address of this host: binding a socket to it succeeds
+/// only then (EADDRNOTAVAIL otherwise).
+pub fn is_local(ip: IpAddr) -> bool {
+    match TcpListener::bind((ip, 0)) {
+        Ok(_) => true,
+        Err(err) => err.kind() != ErrorKind::AddrNotAvailable,
+    }
+}
+
+/// This node's index: the position of `bind` when set, else of the first
+/// entry that is a local address.
+pub fn own_index(resolved: &[IpAddr], bind: Option<IpAddr>) -> Option<usize> {
+    match bind {
+        Some(bind) => resolved.iter().position(|it| *it == bind),
+        None => resolved.iter().position(|it| is_local(*it)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entries_keep_their_order_and_the_digest_covers_the_bytes() {
+        let a = Nodes::parse("10.0.0.1\n10.0.0.2\n");
+        assert_eq!(a.entries, ["10.0.0.1", "10.0.0.2"]);
+        let b = Nodes::parse("10.0.0.1\n10.0.0.2");
+        assert_ne!(a.digest, b.digest, "byte-identical, not just equal entries");
+        assert_eq!(Nodes::parse("# x\n\n a \n").entries, ["a"]);
+    }
+
+    #[test]
+    fn own_index_matches_a_local_address() {
+        let ips: Vec<IpAddr> = ["192.0.2.1", "127.0.0.1"]
+            .iter()
+            .map(|it| it.parse().expect("ip"))
+            .collect();
+        assert_eq!(own_index(&ips, None), Some(1));
+        assert_eq!(own_index(&ips[..1], None), None, "TEST-NET-1 is not local");
+        assert_eq!(own_index(&ips, Some(ips[0])), Some(0));
+    }
+
+    #[test]
+    fn host_names_resolve_through_the_system() {
+        assert_eq!(
+            resolve("localhost").expect("localhost").1,
+            EntryKind::HostName
+        );
+        assert_eq!(resolve("10.1.2.3").expect("ip").1, EntryKind::Address);
+        assert!(resolve("no-such-host.invalid").is_err());
+    }
+}

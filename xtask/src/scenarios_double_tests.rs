@@ -1,0 +1,240 @@
+//! Scenario 2, unmodified, against two real processes of the IMEX test
+//! double (`crates/imex-double`) behind the real shim (`crates/imex-shim`)
+//! on this host, instead of two pods.
+//!
+//! Each "pod" is a directory: the harness maps the pod paths the scenario
+//! uses (`/tmp/…`, `/var/…`, `/etc/nvidia-imex/…`, the daemon behind the
+//! shim) into it, and sets each pod's `BIND_INTERFACE_IP` and
+//! `IMEX_CMD_BIND_INTERFACE_IP` to its own loopback address, because the
+//! pods share this host's network namespace. Everything else (the commands,
+//! the config rendering, the ctl calls, the stop script) runs as in a pod.
+//! Needs the workspace's debug build (`cargo build -p imex-double -p
+//! imex-shim`), which `cargo xtask ci` runs first.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use super::*;
+use crate::k8s::{ExecOutput, PodInfo};
+
+struct LocalPods {
+    root: tempfile::TempDir,
+    payload: PathBuf,
+    daemon: PathBuf,
+    ips: BTreeMap<String, String>,
+    /// Once daemon B reported `stopped`, every ctl runs with this
+    /// `IMEX_DOUBLE_CTL_FAULT`.
+    fault_after_b_stops: Option<&'static str>,
+    b_stopped: Mutex<bool>,
+}
+
+fn built(name: &str) -> PathBuf {
+    let path = crate::project_root().join("target/debug").join(name);
+    assert!(
+        path.exists(),
+        "{} is missing: run `cargo build -p imex-double -p imex-shim` (cargo xtask ci builds it first)",
+        path.display()
+    );
+    path
+}
+
+impl LocalPods {
+    fn new(ips: [&str; 2], fault_after_b_stops: Option<&'static str>) -> LocalPods {
+        // Not under /tmp: the harness maps the pods' /tmp/ into it.
+        let target = crate::project_root().join("target");
+        let root = tempfile::tempdir_in(&target).expect("tempdir");
+        let daemon = built("nvidia-imex-double");
+        let ctl = built("nvidia-imex-ctl-double");
+        let shim = built("nvidia-imex-shim");
+        let payload = root.path().join("payload");
+        imex_double::payload::write_dir(&payload, &daemon, &ctl).expect("payload");
+        let mut map = BTreeMap::new();
+        for (name, ip) in ["pod-a", "pod-b"].iter().zip(ips) {
+            let dir = root.path().join(name);
+            for sub in ["tmp", "var/run", "var/log", "bin"] {
+                std::fs::create_dir_all(dir.join(sub)).expect("mkdir");
+            }
+            std::os::unix::fs::symlink(&shim, dir.join("bin/nvidia-imex")).expect("link");
+            std::os::unix::fs::symlink(
+                payload.join("usr/bin/nvidia-imex-ctl"),
+                dir.join("bin/nvidia-imex-ctl"),
+            )
+            .expect("link");
+            map.insert((*name).to_owned(), ip.to_owned());
+        }
+        LocalPods {
+            daemon: payload.join("usr/bin/nvidia-imex"),
+            root,
+            payload,
+            ips: map,
+            fault_after_b_stops,
+            b_stopped: Mutex::new(false),
+        }
+    }
+
+    fn dir(&self, pod: &str) -> PathBuf {
+        self.root.path().join(pod)
+    }
+
+    /// A pod path on this host.
+    fn map(&self, pod: &str, arg: &str) -> String {
+        let dir = self.dir(pod);
+        let dir = dir.display();
+        let mut out = arg
+            .replace("/tmp/", &format!("{dir}/tmp/"))
+            .replace("/var/", &format!("{dir}/var/"))
+            .replace(crate::names::CHANNEL0, "/dev/null")
+            .replace(imex::REAL_DAEMON, &self.daemon.display().to_string())
+            .replace(
+                "/etc/nvidia-imex/",
+                &format!("{}/etc/nvidia-imex/", self.payload.display()),
+            );
+        if out.contains("BIND_INTERFACE_IP=") {
+            let ip = &self.ips[pod];
+            out = out
+                .lines()
+                .map(|line| match line.split_once('=') {
+                    Some(("BIND_INTERFACE_IP" | "IMEX_CMD_BIND_INTERFACE_IP", _)) => {
+                        format!("{}={ip}", line.split_once('=').map_or("", |it| it.0))
+                    }
+                    _ => line.to_owned(),
+                })
+                .collect::<Vec<_>>()
+                .join("\n")
+                + "\n";
+        }
+        out
+    }
+}
+
+impl Workload for LocalPods {
+    async fn pod_on_node(&self, node: &str) -> anyhow::Result<PodInfo> {
+        let name = format!("pod-{node}");
+        Ok(PodInfo {
+            ip: self.ips[&name].clone(),
+            uid: name.clone(),
+            name,
+        })
+    }
+
+    async fn exec(&self, pod: &str, argv: &[&str]) -> anyhow::Result<ExecOutput> {
+        let args: Vec<String> = argv.iter().map(|it| self.map(pod, it)).collect();
+        let dir = self.dir(pod);
+        let mut cmd = tokio::process::Command::new(&args[0]);
+        cmd.args(&args[1..])
+            .env(
+                "PATH",
+                format!("{}:/usr/bin:/bin", dir.join("bin").display()),
+            )
+            .env("IMEX_SHIM_REAL_BIN", &self.daemon)
+            .env(imex_double::ROOT_ENV, &dir)
+            .env(imex_double::BACKOFF_ENV, "1000")
+            .stdin(std::process::Stdio::null())
+            .kill_on_drop(true);
+        if *self.b_stopped.lock().expect("lock") {
+            if let Some(fault) = self.fault_after_b_stops {
+                cmd.env(imex_double::CTL_FAULT_ENV, fault);
+            }
+        }
+        let out = tokio::time::timeout(Duration::from_secs(60), cmd.output())
+            .await
+            .map_err(|_| anyhow::format_err!("`{}` did not finish within 60s", argv.join(" ")))??;
+        let out = ExecOutput {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        };
+        if pod == "pod-b"
+            && argv.get(2).is_some_and(|it| *it == STOP_DAEMON)
+            && out.stdout.trim() == "stopped"
+        {
+            *self.b_stopped.lock().expect("lock") = true;
+        }
+        Ok(out)
+    }
+
+    async fn pod_uids(&self) -> anyhow::Result<BTreeMap<String, String>> {
+        Ok(BTreeMap::new())
+    }
+}
+
+fn quick() -> Limits {
+    Limits {
+        poll: Duration::from_millis(200),
+        local_ready: Duration::from_secs(20),
+        domain_up: Duration::from_secs(30),
+        domain_down: Duration::from_secs(15),
+        converge: Duration::from_secs(10),
+    }
+}
+
+fn shown(path: &Path) -> String {
+    path.display().to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scenario2_passes_twice_against_the_double_and_is_named_so() {
+    let pods = LocalPods::new(["127.0.0.21", "127.0.0.22"], None);
+    for run in 1..=2 {
+        let result = scenario2(&pods, ["a", "b"], &Tracker::default(), quick()).await;
+        assert_eq!(
+            result.outcome,
+            Outcome::PassedTestDouble,
+            "run {run}: {result:#?}"
+        );
+        eprintln!("run {run} timings: {:?}", result.timings);
+        let details: Vec<&str> = result.workers.iter().map(|it| it.detail.as_str()).collect();
+        assert_eq!(
+            details,
+            [
+                "daemon A alone: -q READY, domain DEGRADED",
+                "daemon B joined: domain UP, 2/2 READY, version NO_GPU",
+                "daemon B terminated: domain DEGRADED"
+            ],
+            "run {run}"
+        );
+    }
+    // The double wrote what the real daemon writes, where the pod has it.
+    let a = pods.dir("pod-a");
+    assert!(
+        a.join("var/run/nvidia-imex/persist.dat").exists(),
+        "{}",
+        shown(&a)
+    );
+    let log = std::fs::read_to_string(a.join("tmp/nvidia-imex.log")).expect("log");
+    assert!(log.contains("Identified this node as ID 0"), "{log}");
+    assert!(
+        log.contains("IMEX_CMD_PORT=50005") && log.contains("DAEMONIZE=0"),
+        "{log}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scenario2_fails_with_the_output_of_the_double_ctl_hanging_after_b_stops() {
+    let pods = LocalPods::new(["127.0.0.23", "127.0.0.24"], Some("hang"));
+    let result = scenario2(&pods, ["a", "b"], &Tracker::default(), quick()).await;
+    let Outcome::Failed(reason) = &result.outcome else {
+        panic!("a hung ctl must fail scenario 2: {result:#?}");
+    };
+    assert!(
+        reason.contains("(against the IMEX test double)")
+            && reason.contains("unreachable")
+            && reason.contains("did not finish within 10s (killed)"),
+        "{reason}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scenario2_fails_with_the_output_of_the_double_ctl_failing_after_b_stops() {
+    let pods = LocalPods::new(["127.0.0.25", "127.0.0.26"], Some("fail"));
+    let result = scenario2(&pods, ["a", "b"], &Tracker::default(), quick()).await;
+    let Outcome::Failed(reason) = &result.outcome else {
+        panic!("a failing ctl must fail scenario 2: {result:#?}");
+    };
+    assert!(
+        reason.contains("exited 1") && reason.contains("injected failure"),
+        "{reason}"
+    );
+}
