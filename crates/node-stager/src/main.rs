@@ -53,6 +53,9 @@ struct Args {
     /// The check-fabric binary to stage.
     #[arg(long, default_value = "/usr/local/bin/check-fabric")]
     check_fabric: PathBuf,
+    /// The mock driver's nvidia-smi to stage.
+    #[arg(long, default_value = "/usr/local/bin/nvidia-smi")]
+    nvidia_smi: PathBuf,
     /// A topology file to stage and follow (instead of, or besides, the ConfigMap).
     #[arg(long)]
     topology_file: Option<PathBuf>,
@@ -276,6 +279,7 @@ fn read_inputs(args: &Args) -> Result<plan::Inputs> {
     for (what, path) in [
         ("library", &args.library),
         ("check-fabric", &args.check_fabric),
+        ("nvidia-smi", &args.nvidia_smi),
     ] {
         if !path.is_file() {
             anyhow::bail!(
@@ -289,6 +293,7 @@ fn read_inputs(args: &Args) -> Result<plan::Inputs> {
         gpu_count,
         library: args.library.clone(),
         check_fabric: args.check_fabric.clone(),
+        nvidia_smi: args.nvidia_smi.clone(),
         profile_yaml,
         imex,
     })
