@@ -69,7 +69,7 @@ fn containerd_injects_the_staged_tree_through_nri() {
     assert_eq!(var(&env, "NODE_NAME"), Some(NODE_NAME), "{env:?}");
     assert_eq!(
         var(&env, "MOCK_TOPOLOGY_CONFIG"),
-        Some("/opt/nvml-mock/topology/topology.yaml")
+        Some("/opt/nvml-mock/driver/topology/topology.yaml")
     );
     assert_eq!(
         var(&env, "MOCK_NVML_CONFIG"),

@@ -293,6 +293,10 @@ impl Rig {
                 built("check-fabric", "check-fabric").display()
             ))
             .arg(format!(
+                "--nvidia-smi={}",
+                built("nvidia-smi", "nvidia-smi").display()
+            ))
+            .arg(format!(
                 "--topology-file={}",
                 self.path("topology.yaml").display()
             ))

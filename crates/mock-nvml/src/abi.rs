@@ -42,6 +42,12 @@ pub const GPU_FABRIC_INFO_V3: u32 = struct_version(size_of::<GpuFabricInfoV3>(),
 /// `nvmlMemory_v2`.
 pub const MEMORY_V2: u32 = struct_version(size_of::<MemoryV2>(), 2);
 
+/// `nvmlDeviceAddressingMode_v1`.
+pub const DEVICE_ADDRESSING_MODE_V1: u32 = struct_version(size_of::<DeviceAddressingMode>(), 1);
+
+/// `NVML_GPU_INSTANCE_PROFILE_COUNT`: `nvmlDeviceGetGpuInstanceProfileInfo` takes `0..COUNT`.
+pub const GPU_INSTANCE_PROFILE_COUNT: u32 = 0x11;
+
 /// `NVML_NVLINK_MAX_LINKS`.
 pub const NVLINK_MAX_LINKS: u32 = 36;
 
@@ -137,6 +143,34 @@ pub struct GpuFabricInfoV3 {
     pub health_mask: u32,
     pub health_summary: u8,
     pub _pad2: [u8; 3],
+}
+
+/// `nvmlGpuInstanceProfileInfo_t` (v1, no version field).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[allow(missing_docs)]
+pub struct GpuInstanceProfileInfo {
+    pub id: u32,
+    pub is_p2p_supported: u32,
+    pub slice_count: u32,
+    pub instance_count: u32,
+    pub multiprocessor_count: u32,
+    pub copy_engine_count: u32,
+    pub decoder_count: u32,
+    pub encoder_count: u32,
+    pub jpeg_count: u32,
+    pub ofa_count: u32,
+    pub memory_size_mb: u64,
+}
+
+/// `nvmlDeviceAddressingMode_v1_t`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeviceAddressingMode {
+    /// `nvmlDeviceAddressingMode_v1`.
+    pub version: u32,
+    /// `nvmlDeviceAddressingModeType_t`: NONE 0, HMM 1, ATS 2.
+    pub value: u32,
 }
 
 /// `nvmlErrorString` texts (DCGM's table, which mirrors the library's); unknown codes give "Unknown Error".
@@ -269,6 +303,18 @@ mod tests {
         assert_eq!(GPU_FABRIC_INFO_V2, 0x0200_0024);
         assert_eq!(GPU_FABRIC_INFO_V3, 0x0300_0028);
         assert_ne!(GPU_FABRIC_INFO_V2, GPU_FABRIC_INFO_V3);
+    }
+
+    #[test]
+    fn mig_and_addressing_layouts() {
+        assert_eq!(size_of::<GpuInstanceProfileInfo>(), 48);
+        assert_eq!(align_of::<GpuInstanceProfileInfo>(), 8);
+        assert_eq!(offset_of!(GpuInstanceProfileInfo, instance_count), 12);
+        assert_eq!(offset_of!(GpuInstanceProfileInfo, ofa_count), 36);
+        assert_eq!(offset_of!(GpuInstanceProfileInfo, memory_size_mb), 40);
+        assert_eq!(size_of::<DeviceAddressingMode>(), 8);
+        assert_eq!(offset_of!(DeviceAddressingMode, value), 4);
+        assert_eq!(DEVICE_ADDRESSING_MODE_V1, 0x0100_0008);
     }
 
     #[test]

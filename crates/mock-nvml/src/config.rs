@@ -26,7 +26,7 @@ pub const ENV_STRICT: &str = "MOCK_NVML_STRICT";
 #[derive(Debug, thiserror::Error)]
 pub enum InitError {
     /// `MOCK_NVML_CONFIG` is unset or empty.
-    #[error("{ENV_CONFIG} is not set: point it at a GPU profile (e.g. /opt/nvml-mock/driver/config/config.yaml)")]
+    #[error("{ENV_CONFIG} is not set and the library is not inside a driver root with config/config.yaml: point {ENV_CONFIG} at a GPU profile (e.g. /opt/nvml-mock/driver/config/config.yaml)")]
     ConfigUnset,
     /// The profile file cannot be read.
     #[error("cannot read the GPU profile {path} ({ENV_CONFIG}): {source}")]
@@ -176,24 +176,28 @@ pub fn build(inputs: Inputs<'_>) -> Result<Built, InitError> {
 /// Reads the environment and the files, then [`build`]s.
 pub fn load() -> Result<Built, InitError> {
     let non_empty = |name: &str| std::env::var_os(name).filter(|value| !value.is_empty());
-    let config_path = PathBuf::from(non_empty(ENV_CONFIG).ok_or(InitError::ConfigUnset)?);
+    // Without the variables, the files beside the library's own driver root (crate::locate).
+    let config_path = non_empty(ENV_CONFIG)
+        .map(PathBuf::from)
+        .or_else(crate::locate::profile)
+        .ok_or(InitError::ConfigUnset)?;
     let config_text =
         std::fs::read_to_string(&config_path).map_err(|source| InitError::ConfigUnreadable {
             path: config_path.clone(),
             source,
         })?;
-    let topology = match non_empty(ENV_TOPOLOGY) {
+    let topology = match non_empty(ENV_TOPOLOGY)
+        .map(PathBuf::from)
+        .or_else(crate::locate::topology)
+    {
         None => TopologySource::Absent,
-        Some(path) => {
-            let path = PathBuf::from(path);
-            match std::fs::read_to_string(&path) {
-                Ok(text) => TopologySource::Text { path, text },
-                Err(err) => TopologySource::Unreadable {
-                    path,
-                    error: err.to_string(),
-                },
-            }
-        }
+        Some(path) => match std::fs::read_to_string(&path) {
+            Ok(text) => TopologySource::Text { path, text },
+            Err(err) => TopologySource::Unreadable {
+                path,
+                error: err.to_string(),
+            },
+        },
     };
     let node_name = std::env::var(ENV_NODE_NAME)
         .ok()

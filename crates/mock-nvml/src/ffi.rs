@@ -78,6 +78,11 @@ pub const EXPORTS: &[&str] = &[
     "nvmlDeviceGetNvLinkState",
     "nvmlDeviceGetGpuFabricInfo",
     "nvmlDeviceGetGpuFabricInfoV",
+    "nvmlDeviceGetMaxMigDeviceCount",
+    "nvmlDeviceGetMigDeviceHandleByIndex",
+    "nvmlDeviceIsMigDeviceHandle",
+    "nvmlDeviceGetGpuInstanceProfileInfo",
+    "nvmlDeviceGetAddressingMode",
 ];
 
 /// Runs an export's body: a panic becomes UNKNOWN instead of unwinding into C.
@@ -706,6 +711,76 @@ pub unsafe extern "C" fn nvmlDeviceGetGpuFabricInfoV(
                 _ => Err(abi::ERROR_ARGUMENT_VERSION_MISMATCH),
             }
         })
+    })
+}
+
+// ---------------------------------------------------------------- MIG and addressing mode
+
+getter!(nvmlDeviceGetMaxMigDeviceCount, c_uint, |device| {
+    query::max_mig_devices(device)
+});
+// Every handle this library issues is a whole GPU: the mock creates no MIG devices.
+getter!(nvmlDeviceIsMigDeviceHandle, c_uint, |_device| Ok(0));
+
+/// `nvmlDeviceGetMigDeviceHandleByIndex`: never succeeds (no MIG devices exist); see
+/// [`query::mig_device_at`] for which error. Nothing is written.
+///
+/// # Safety
+/// `mig_device` must be NULL or valid for writing a handle.
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetMigDeviceHandleByIndex(
+    device: nvmlDevice_t,
+    index: c_uint,
+    mig_device: *mut nvmlDevice_t,
+) -> NvmlReturn {
+    guard(|| {
+        with_device(device, |_, device| {
+            non_null([mig_device.cast_const().cast()])?;
+            query::mig_device_at(device, index)
+        })
+    })
+}
+
+/// `nvmlDeviceGetGpuInstanceProfileInfo` (v1 struct); see [`query::gpu_instance_profile`].
+///
+/// # Safety
+/// `info` must be NULL or valid for writing an `nvmlGpuInstanceProfileInfo_t`.
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetGpuInstanceProfileInfo(
+    device: nvmlDevice_t,
+    profile: c_uint,
+    info: *mut abi::GpuInstanceProfileInfo,
+) -> NvmlReturn {
+    guard(|| {
+        let value = with_device(device, |_, device| {
+            non_null([info.cast_const().cast()])?;
+            query::gpu_instance_profile(device, profile)
+        })?;
+        // SAFETY: forwarded from this function's contract.
+        unsafe { put(info, value) }
+    })
+}
+
+/// `nvmlDeviceGetAddressingMode`: the caller sets `version = nvmlDeviceAddressingMode_v1`
+/// (else ARGUMENT_VERSION_MISMATCH, checked before support); NOT_SUPPORTED without a profile value.
+///
+/// # Safety
+/// `mode` must be NULL or valid for reading and writing an `nvmlDeviceAddressingMode_t`.
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetAddressingMode(
+    device: nvmlDevice_t,
+    mode: *mut abi::DeviceAddressingMode,
+) -> NvmlReturn {
+    guard(|| {
+        let value = with_device(device, |_, device| {
+            // SAFETY: forwarded from this function's contract.
+            if unsafe { get_u32(mode.cast_const().cast()) }? != abi::DEVICE_ADDRESSING_MODE_V1 {
+                return Err(abi::ERROR_ARGUMENT_VERSION_MISMATCH);
+            }
+            query::addressing_mode(device)
+        })?;
+        // SAFETY: forwarded from this function's contract.
+        unsafe { put(mode, value) }
     })
 }
 

@@ -2,7 +2,7 @@
 //! fabric identity taken from the cluster topology.
 //!
 //! At the first `nvmlInit*` (reference count 0 → 1) the library reads the profile named by
-//! `MOCK_NVML_CONFIG` and, when `MOCK_TOPOLOGY_CONFIG` and `NODE_NAME` are set, overlays the
+//! `MOCK_NVML_CONFIG` (or, unset, the one in its own driver root) and, when `MOCK_TOPOLOGY_CONFIG` and `NODE_NAME` are set, overlays the
 //! node's cluster uuid and clique id ([`config`]). Queries then answer from that snapshot until the
 //! last `nvmlShutdown`; the next first init reads the files again.
 //!
@@ -13,6 +13,9 @@
 //! - [`query`]: pure functions from a profile device to NVML values and structs.
 //! - [`abi`]: return codes and `#[repr(C)]` layouts, pinned by tests.
 //! - [`config`]: reading and overlaying the profile and topology.
+//! - [`locate`]: without the variables, the profile and topology beside the library's own
+//!   driver root (`<root>/usr/lib64/libnvidia-ml.so.*` → `<root>/config/config.yaml`,
+//!   `<root>/topology/topology.yaml`).
 //!
 //! Init failures: no profile to read (unset or unreadable `MOCK_NVML_CONFIG`) returns
 //! `NVML_ERROR_DRIVER_NOT_LOADED`; an invalid profile, or an invalid topology under
@@ -30,5 +33,6 @@ pub mod abi;
 pub mod config;
 #[allow(unsafe_code)]
 pub mod ffi;
+pub mod locate;
 pub mod query;
 pub mod state;

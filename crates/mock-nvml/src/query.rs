@@ -2,11 +2,13 @@
 //! from [`Device`] to the values and `#[repr(C)]` structs the C ABI hands out.
 
 use nvml_profile::{
-    Architecture, Brand, ComputeMode, Device, FabricState, HealthSummary, PciBusId,
+    AddressingMode, Architecture, Brand, ComputeMode, Device, FabricState, GpuInstanceProfiles,
+    HealthSummary, PciBusId,
 };
 
 use crate::abi::{
-    self, GpuFabricInfo, GpuFabricInfoV2, GpuFabricInfoV3, Memory, MemoryV2, NvmlReturn, PciInfo,
+    self, DeviceAddressingMode, GpuFabricInfo, GpuFabricInfoV2, GpuFabricInfoV3,
+    GpuInstanceProfileInfo, Memory, MemoryV2, NvmlReturn, PciInfo,
 };
 
 /// `nvmlClockType_t`.
@@ -265,6 +267,75 @@ pub fn check_room(length: u32, text: &str) -> Result<(), NvmlReturn> {
     Ok(())
 }
 
+/// `nvmlDeviceGetMaxMigDeviceCount`: nvml.h "returns zero if MIG is not supported or enabled";
+/// while enabled, the profile's `max_devices` (UNKNOWN if the profile does not know it).
+pub fn max_mig_devices(device: &Device) -> Result<u32, NvmlReturn> {
+    match device.mig_mode {
+        Some(mode) if mode.current => mode.max_devices.ok_or(abi::ERROR_UNKNOWN),
+        _ => Ok(0),
+    }
+}
+
+/// `nvmlDeviceGetMigDeviceHandleByIndex`: the mock never creates GPU or compute instances, so
+/// there is no MIG device: NOT_SUPPORTED without MIG support, INVALID_ARGUMENT for an index at
+/// or past [`max_mig_devices`] while MIG is enabled, otherwise NOT_FOUND ("no valid MIG device
+/// was found at index"; callers such as go-nvlib take it as the end of the list).
+pub fn mig_device_at(device: &Device, index: u32) -> Result<(), NvmlReturn> {
+    let mode = device.mig_mode.ok_or(abi::ERROR_NOT_SUPPORTED)?;
+    if mode.current && index >= max_mig_devices(device)? {
+        return Err(abi::ERROR_INVALID_ARGUMENT);
+    }
+    Err(abi::ERROR_NOT_FOUND)
+}
+
+/// `nvmlDeviceGetGpuInstanceProfileInfo`: INVALID_ARGUMENT past the last
+/// `NVML_GPU_INSTANCE_PROFILE_*` (nvml.h's enumeration end), NOT_SUPPORTED when the GPU has no
+/// MIG, its table is `unknown`, or the table lacks the profile; else the profile's row.
+pub fn gpu_instance_profile(
+    device: &Device,
+    profile: u32,
+) -> Result<GpuInstanceProfileInfo, NvmlReturn> {
+    if profile >= abi::GPU_INSTANCE_PROFILE_COUNT {
+        return Err(abi::ERROR_INVALID_ARGUMENT);
+    }
+    if device.mig_mode.is_none() {
+        return Err(abi::ERROR_NOT_SUPPORTED);
+    }
+    let Some(GpuInstanceProfiles::Known(rows)) = &device.gpu_instance_profiles else {
+        return Err(abi::ERROR_NOT_SUPPORTED);
+    };
+    let row = rows
+        .iter()
+        .find(|row| row.profile == profile)
+        .ok_or(abi::ERROR_NOT_SUPPORTED)?;
+    Ok(GpuInstanceProfileInfo {
+        id: row.id,
+        is_p2p_supported: u32::from(row.p2p),
+        slice_count: row.slices,
+        instance_count: row.instances,
+        multiprocessor_count: row.multiprocessors,
+        copy_engine_count: row.copy_engines,
+        decoder_count: row.decoders,
+        encoder_count: row.encoders,
+        jpeg_count: row.jpegs,
+        ofa_count: row.ofas,
+        memory_size_mb: row.memory_mib,
+    })
+}
+
+/// `nvmlDeviceGetAddressingMode`: NOT_SUPPORTED when the profile gives none.
+pub fn addressing_mode(device: &Device) -> Result<DeviceAddressingMode, NvmlReturn> {
+    let value = match device.addressing_mode.ok_or(abi::ERROR_NOT_SUPPORTED)? {
+        AddressingMode::None => 0,
+        AddressingMode::Hmm => 1,
+        AddressingMode::Ats => 2,
+    };
+    Ok(DeviceAddressingMode {
+        version: abi::DEVICE_ADDRESSING_MODE_V1,
+        value,
+    })
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -352,5 +423,76 @@ mod tests {
         assert_eq!(nvlink_active(device, 36), Err(abi::ERROR_INVALID_ARGUMENT));
         assert_eq!(clock(device, ClockType::Mem), device.clocks.mem);
         assert_eq!(ClockType::from_raw(4), Err(abi::ERROR_INVALID_ARGUMENT));
+    }
+
+    #[test]
+    fn mig_answers_for_a_capable_part_with_mig_disabled() {
+        let devices = gb200();
+        let device = &devices[0];
+        assert_eq!(max_mig_devices(device), Ok(0), "zero while MIG is disabled");
+        assert_eq!(mig_device_at(device, 0), Err(abi::ERROR_NOT_FOUND));
+        assert_eq!(
+            gpu_instance_profile(device, 0),
+            Err(abi::ERROR_NOT_SUPPORTED),
+            "the gb200 table is unknown"
+        );
+        assert_eq!(
+            gpu_instance_profile(device, abi::GPU_INSTANCE_PROFILE_COUNT),
+            Err(abi::ERROR_INVALID_ARGUMENT)
+        );
+        assert_eq!(addressing_mode(device).map(|mode| mode.value), Ok(2));
+    }
+
+    #[test]
+    fn mig_enabled_and_known_tables() {
+        let row = "{profile: 4, id: 0, p2p: true, slices: 7, instances: 1, multiprocessors: 132, copy_engines: 8, decoders: 7, encoders: 0, jpegs: 7, ofas: 1, memory_mib: 80000}";
+        let text = GB200
+            .replace(
+                "mig_mode: {current: false, pending: false, max_devices: 7}",
+                "mig_mode: {current: true, pending: true, max_devices: 7}",
+            )
+            .replace(
+                "gpu_instance_profiles: unknown",
+                &format!("gpu_instance_profiles: [{row}]"),
+            );
+        let devices = Profile::parse(&text).unwrap().devices();
+        let device = &devices[1];
+        assert_eq!(max_mig_devices(device), Ok(7));
+        assert_eq!(mig_device_at(device, 6), Err(abi::ERROR_NOT_FOUND));
+        assert_eq!(mig_device_at(device, 7), Err(abi::ERROR_INVALID_ARGUMENT));
+        let info = gpu_instance_profile(device, 4).unwrap();
+        assert_eq!(
+            (
+                info.id,
+                info.is_p2p_supported,
+                info.slice_count,
+                info.memory_size_mb
+            ),
+            (0, 1, 7, 80000)
+        );
+        assert_eq!(
+            gpu_instance_profile(device, 0),
+            Err(abi::ERROR_NOT_SUPPORTED)
+        );
+    }
+
+    #[test]
+    fn no_mig_table_no_mig_support_no_addressing_mode() {
+        // h100: MIG-capable, disabled, no table and no addressing mode in the profile.
+        let devices = Profile::parse(H100).unwrap().devices();
+        let device = &devices[0];
+        assert_eq!(max_mig_devices(device), Ok(0));
+        assert_eq!(mig_device_at(device, 0), Err(abi::ERROR_NOT_FOUND));
+        assert_eq!(
+            gpu_instance_profile(device, 0),
+            Err(abi::ERROR_NOT_SUPPORTED)
+        );
+        assert_eq!(addressing_mode(device), Err(abi::ERROR_NOT_SUPPORTED));
+        // Without mig_mode the part has no MIG at all.
+        let text = H100.replace("  mig_mode: {current: false, pending: false}\n", "");
+        let devices = Profile::parse(&text).unwrap().devices();
+        assert_eq!(devices[0].mig_mode, None);
+        assert_eq!(max_mig_devices(&devices[0]), Ok(0));
+        assert_eq!(mig_device_at(&devices[0], 0), Err(abi::ERROR_NOT_SUPPORTED));
     }
 }

@@ -47,6 +47,9 @@ pub const LIBRARY_DEV_LINK: &str = "libnvidia-ml.so";
 /// The fabric checker's file name in [`Layout::bin_dir`].
 pub const CHECK_FABRIC: &str = "check-fabric";
 
+/// The mock driver's nvidia-smi, in [`Layout::bin_dir`].
+pub const NVIDIA_SMI: &str = "nvidia-smi";
+
 /// Every path of the staged tree relative to one root.
 ///
 /// The default is the host layout at [`DEFAULT_HOST_ROOT`].
@@ -90,6 +93,11 @@ impl Layout {
     /// `driver/usr/bin/check-fabric`.
     pub fn check_fabric(&self) -> PathBuf {
         self.bin_dir().join(CHECK_FABRIC)
+    }
+
+    /// `driver/usr/bin/nvidia-smi`: a regular file (the DRA driver's init container insists).
+    pub fn nvidia_smi(&self) -> PathBuf {
+        self.bin_dir().join(NVIDIA_SMI)
     }
 
     /// `driver/usr/lib64`: first on a container's `LD_LIBRARY_PATH`.
@@ -164,12 +172,19 @@ impl Layout {
         self.imex_dir().join("proc-devices")
     }
 
-    /// `topology/`.
+    /// `driver/topology/`: inside the driver root, so that a consumer mounting only `driver/`
+    /// (NVIDIA's DRA driver) has it, and the library finds it from its own location.
     pub fn topology_dir(&self) -> PathBuf {
+        self.driver_dir().join("topology")
+    }
+
+    /// `topology/`: where the topology lived before it moved into the driver root; the stager
+    /// removes it.
+    pub fn legacy_topology_dir(&self) -> PathBuf {
         self.host_root.join("topology")
     }
 
-    /// `topology/topology.yaml`: the cluster topology (`MOCK_TOPOLOGY_CONFIG`).
+    /// `driver/topology/topology.yaml`: the cluster topology (`MOCK_TOPOLOGY_CONFIG`).
     pub fn topology(&self) -> PathBuf {
         self.topology_dir().join("topology.yaml")
     }
@@ -190,7 +205,7 @@ pub fn container_config() -> PathBuf {
     Layout::container().config()
 }
 
-/// `/opt/nvml-mock/topology/topology.yaml`.
+/// `/opt/nvml-mock/driver/topology/topology.yaml`.
 pub fn container_topology() -> PathBuf {
     Layout::container().topology()
 }
@@ -232,7 +247,11 @@ mod tests {
     #[test]
     fn host_layout_matches_the_architecture_table() {
         let layout = Layout::default();
-        let cases: [(PathBuf, &str); 16] = [
+        let cases: [(PathBuf, &str); 17] = [
+            (
+                layout.nvidia_smi(),
+                "/var/lib/nvml-mock/driver/usr/bin/nvidia-smi",
+            ),
             (
                 layout.library_file("570.124.06"),
                 "/var/lib/nvml-mock/driver/usr/lib64/libnvidia-ml.so.570.124.06",
@@ -284,9 +303,9 @@ mod tests {
             ),
             (
                 layout.topology(),
-                "/var/lib/nvml-mock/topology/topology.yaml",
+                "/var/lib/nvml-mock/driver/topology/topology.yaml",
             ),
-            (layout.topology_dir(), "/var/lib/nvml-mock/topology"),
+            (layout.topology_dir(), "/var/lib/nvml-mock/driver/topology"),
             (layout.dev_dir(), "/var/lib/nvml-mock/driver/dev"),
         ];
         for (actual, expected) in cases {
@@ -310,7 +329,7 @@ mod tests {
         );
         assert_eq!(
             container_topology(),
-            Path::new("/opt/nvml-mock/topology/topology.yaml")
+            Path::new("/opt/nvml-mock/driver/topology/topology.yaml")
         );
         assert_eq!(container_gpu_device("nvidia0"), Path::new("/dev/nvidia0"));
         assert_eq!(

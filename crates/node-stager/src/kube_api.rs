@@ -18,6 +18,37 @@ use tokio::sync::mpsc;
 /// The label the stager puts on its node.
 pub const GPU_PRESENT_LABEL: &str = "nvidia.com/gpu.present";
 
+/// The label GPU Feature Discovery puts on a node with NVLink-fabric GPUs: `<cluster uuid>.<clique id>`.
+/// The stager sets it from the topology, as GFD would from the GPUs, so that workloads (and
+/// NVIDIA's DRA driver's users) can place pods by clique.
+pub const GPU_CLIQUE_LABEL: &str = "nvidia.com/gpu.clique";
+
+/// The [`GPU_CLIQUE_LABEL`] value for `node` in a topology; `None` when the node is not in it.
+pub fn clique_label_value(document: &topology::Topology, node: &str) -> Option<String> {
+    document
+        .resolve(node)
+        .map(|identity| format!("{}.{}", identity.cluster_uuid, identity.clique_id))
+}
+
+/// The merge patch that sets (`Some`) or removes (`None`) [`GPU_CLIQUE_LABEL`].
+pub fn clique_patch(value: Option<&str>) -> serde_json::Value {
+    serde_json::json!({ "metadata": { "labels": { GPU_CLIQUE_LABEL: value } } })
+}
+
+/// Sets or removes [`GPU_CLIQUE_LABEL`] on `node`.
+pub async fn set_clique_label(client: Client, node: &str, value: Option<&str>) -> Result<()> {
+    let nodes: Api<Node> = Api::all(client);
+    nodes
+        .patch(
+            node,
+            &PatchParams::default(),
+            &Patch::Merge(clique_patch(value)),
+        )
+        .await
+        .with_context(|| format!("cannot patch the {GPU_CLIQUE_LABEL} label of node {node}"))?;
+    Ok(())
+}
+
 /// The ConfigMap key holding the topology document.
 pub const TOPOLOGY_KEY: &str = "topology.yaml";
 
@@ -153,6 +184,29 @@ mod tests {
             Response::builder()
                 .body(Body::from(serde_json::to_vec(&node).unwrap_or_default()))
                 .unwrap_or_else(|err| panic!("{err}")),
+        );
+    }
+
+    #[test]
+    fn the_clique_label_is_uuid_dot_clique_or_removed() {
+        let workers = topology::kind_workers("c", 4);
+        let demo = topology::demo(&workers);
+        assert_eq!(
+            clique_label_value(&demo, "c-worker3").as_deref(),
+            Some("00000000-0000-0000-0000-0000000000ab.1")
+        );
+        assert_eq!(
+            clique_label_value(&topology::rebind(&workers), "c-worker").as_deref(),
+            Some("00000000-0000-0000-0000-0000000000ff.99")
+        );
+        assert_eq!(clique_label_value(&demo, "c-control-plane"), None);
+        assert_eq!(
+            clique_patch(Some("u.0")),
+            serde_json::json!({"metadata": {"labels": {"nvidia.com/gpu.clique": "u.0"}}})
+        );
+        assert_eq!(
+            clique_patch(None),
+            serde_json::json!({"metadata": {"labels": {"nvidia.com/gpu.clique": null}}})
         );
     }
 

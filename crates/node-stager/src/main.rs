@@ -53,6 +53,9 @@ struct Args {
     /// The check-fabric binary to stage.
     #[arg(long, default_value = "/usr/local/bin/check-fabric")]
     check_fabric: PathBuf,
+    /// The mock driver's nvidia-smi to stage.
+    #[arg(long, default_value = "/usr/local/bin/nvidia-smi")]
+    nvidia_smi: PathBuf,
     /// A topology file to stage and follow (instead of, or besides, the ConfigMap).
     #[arg(long)]
     topology_file: Option<PathBuf>,
@@ -142,9 +145,11 @@ async fn run(args: Args) -> Result<()> {
         ),
     };
 
+    // Who sets the clique label: nobody under --no-label.
+    let labeller = client.as_ref().filter(|_| !args.no_label);
     if let Some(path) = &args.topology_file {
         match std::fs::read_to_string(path) {
-            Ok(text) => stage_topology(&layout, &text),
+            Ok(text) => restage(&layout, &text, labeller, &args.node_name).await,
             Err(err) => {
                 tracing::warn!(path = %path.display(), error = %err, "cannot read the topology file; nothing staged yet")
             }
@@ -157,7 +162,7 @@ async fn run(args: Args) -> Result<()> {
             kube::Api::namespaced(client.clone(), namespace);
         match config_maps.get_opt(name).await {
             Ok(Some(config_map)) => match kube_api::topology_of(&config_map) {
-                Some(text) => stage_topology(&layout, text),
+                Some(text) => restage(&layout, text, labeller, &args.node_name).await,
                 None => {
                     tracing::warn!(%namespace, %name, "the topology ConfigMap has no topology.yaml key")
                 }
@@ -204,7 +209,7 @@ async fn run(args: Args) -> Result<()> {
             _ = sigterm.recv() => break,
             _ = sigint.recv() => break,
             text = receiver.recv(), if sources_open => match text {
-                Some(text) => stage_topology(&layout, &text),
+                Some(text) => restage(&layout, &text, labeller, &args.node_name).await,
                 None => sources_open = false,
             },
         }
@@ -219,6 +224,7 @@ async fn run(args: Args) -> Result<()> {
     })?;
     tracing::info!(removed, "removed the staged tree");
     if let (Some(client), false) = (client, args.no_label) {
+        kube_api::set_clique_label(client.clone(), &args.node_name, None).await?;
         kube_api::set_label(client, &args.node_name, Label::Absent).await?;
         tracing::info!(node = %args.node_name, "removed the node label");
     }
@@ -276,6 +282,7 @@ fn read_inputs(args: &Args) -> Result<plan::Inputs> {
     for (what, path) in [
         ("library", &args.library),
         ("check-fabric", &args.check_fabric),
+        ("nvidia-smi", &args.nvidia_smi),
     ] {
         if !path.is_file() {
             anyhow::bail!(
@@ -289,18 +296,41 @@ fn read_inputs(args: &Args) -> Result<plan::Inputs> {
         gpu_count,
         library: args.library.clone(),
         check_fabric: args.check_fabric.clone(),
+        nvidia_smi: args.nvidia_smi.clone(),
         profile_yaml,
         imex,
     })
 }
 
-/// Validates a topology document and stages it atomically; an invalid one is
-/// logged and the previous staged file kept.
-fn stage_topology(layout: &Layout, text: &str) {
-    if let Err(err) = topology::parse(text) {
-        tracing::warn!(error = %err, "the topology is invalid; keeping the previously staged one");
+/// Stages a topology and, with API access, sets the node's clique label from it.
+async fn restage(layout: &Layout, text: &str, client: Option<&kube::Client>, node: &str) {
+    let Some(document) = stage_topology(layout, text) else {
         return;
+    };
+    let Some(client) = client else {
+        return;
+    };
+    let value = kube_api::clique_label_value(&document, node);
+    match kube_api::set_clique_label(client.clone(), node, value.as_deref()).await {
+        Ok(()) => {
+            tracing::info!(%node, label = kube_api::GPU_CLIQUE_LABEL, value = value.as_deref().unwrap_or("(removed)"), "labelled the node's clique")
+        }
+        Err(err) => {
+            tracing::warn!(%node, error = format!("{err:#}"), "cannot label the node's clique")
+        }
     }
+}
+
+/// Validates a topology document and stages it atomically; an invalid one is
+/// logged and the previous staged file kept. Returns the document when it is valid.
+fn stage_topology(layout: &Layout, text: &str) -> Option<topology::Topology> {
+    let document = match topology::parse(text) {
+        Ok(document) => document,
+        Err(err) => {
+            tracing::warn!(error = %err, "the topology is invalid; keeping the previously staged one");
+            return None;
+        }
+    };
     let path = layout.topology();
     match stage::write_atomic(&path, text.as_bytes(), 0o644) {
         Ok(true) => tracing::info!(path = %path.display(), "staged the topology"),
@@ -309,4 +339,5 @@ fn stage_topology(layout: &Layout, text: &str) {
             tracing::warn!(path = %path.display(), error = format!("{err:#}"), "cannot stage the topology")
         }
     }
+    Some(document)
 }

@@ -35,6 +35,8 @@ pub struct Inputs {
     pub library: PathBuf,
     /// The check-fabric binary to copy.
     pub check_fabric: PathBuf,
+    /// The mock driver's nvidia-smi to copy.
+    pub nvidia_smi: PathBuf,
     /// The profile as staged (`system.num_devices` set).
     pub profile_yaml: String,
     /// The IMEX surface, when enabled.
@@ -159,6 +161,11 @@ pub fn plan(layout: &Layout, inputs: &Inputs) -> Plan {
         contents: Contents::CopyOf(inputs.check_fabric.clone()),
         mode: 0o755,
     });
+    entries.push(Entry::File {
+        path: layout.nvidia_smi(),
+        contents: Contents::CopyOf(inputs.nvidia_smi.clone()),
+        mode: 0o755,
+    });
     entries.push(text(layout.config(), &inputs.profile_yaml));
 
     for index in 0..inputs.gpu_count {
@@ -212,6 +219,7 @@ pub fn plan(layout: &Layout, inputs: &Inputs) -> Plan {
             absent.extend([layout.imex_dir(), caps_file, layout.channel_dir()]);
         }
     }
+    absent.push(layout.legacy_topology_dir());
     Plan {
         entries,
         exclusive_dirs,
@@ -224,7 +232,7 @@ pub fn owned_roots(layout: &Layout) -> [PathBuf; 3] {
     [
         layout.driver_dir(),
         layout.imex_dir(),
-        layout.topology_dir(),
+        layout.legacy_topology_dir(),
     ]
 }
 
@@ -246,6 +254,7 @@ mod tests {
             gpu_count: 4,
             library: PathBuf::from("/usr/local/lib/libnvidia-ml.so.1"),
             check_fabric: PathBuf::from("/usr/local/bin/check-fabric"),
+            nvidia_smi: PathBuf::from("/usr/local/bin/nvidia-smi"),
             profile_yaml: "version: 1\n".to_owned(),
             imex,
         }
@@ -350,7 +359,11 @@ mod tests {
             .entries
             .iter()
             .any(|entry| entry.path() == Path::new("/r/imex/proc-devices")));
-        assert!(plan.absent.is_empty());
+        assert_eq!(
+            plan.absent,
+            [PathBuf::from("/r/topology")],
+            "the legacy topology dir"
+        );
         assert!(plan
             .exclusive_dirs
             .contains(&PathBuf::from("/r/driver/dev/nvidia-caps-imex-channels")));
@@ -370,6 +383,7 @@ mod tests {
                 PathBuf::from("/r/imex"),
                 PathBuf::from("/r/driver/proc/driver/nvidia/capabilities/fabric-imex-mgmt"),
                 PathBuf::from("/r/driver/dev/nvidia-caps-imex-channels"),
+                PathBuf::from("/r/topology"),
             ]
         );
     }

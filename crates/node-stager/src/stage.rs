@@ -277,7 +277,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap_or_else(|err| panic!("{err}"));
         let layout = Layout::new(dir.path().to_path_buf());
         fs::create_dir_all(layout.bin_dir()).unwrap_or_else(|err| panic!("{err}"));
-        fs::create_dir_all(layout.topology_dir()).unwrap_or_else(|err| panic!("{err}"));
+        fs::create_dir_all(layout.legacy_topology_dir()).unwrap_or_else(|err| panic!("{err}"));
         fs::write(dir.path().join("foreign"), b"x").unwrap_or_else(|err| panic!("{err}"));
         assert_eq!(
             remove_tree(&layout).unwrap_or_else(|err| panic!("{err:#}")),

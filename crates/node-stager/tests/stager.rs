@@ -81,6 +81,7 @@ impl Host {
         fs::create_dir_all(host.path("inputs")).unwrap_or_else(|err| panic!("{err}"));
         host.write("inputs/libnvidia-ml.so.1", b"\x7fELF mock library bytes");
         host.write("inputs/check-fabric", b"#!/bin/sh\necho check-fabric\n");
+        host.write("inputs/nvidia-smi", b"#!/bin/sh\necho nvidia-smi\n");
         host.write("inputs/config.yaml", nvml_profile::GB200.as_bytes());
         host.write("inputs/proc-devices", HOST_PROC_DEVICES.as_bytes());
         host.write("inputs/topology.yaml", DEMO_TOPOLOGY.as_bytes());
@@ -136,6 +137,10 @@ impl Host {
             .arg(format!(
                 "--check-fabric={}",
                 self.path("inputs/check-fabric").display()
+            ))
+            .arg(format!(
+                "--nvidia-smi={}",
+                self.path("inputs/nvidia-smi").display()
             ))
             .arg(format!(
                 "--topology-file={}",
@@ -502,6 +507,7 @@ fn follows_the_topology_live_and_cleans_up_on_sigterm() {
         layout.driver_dir(),
         layout.imex_dir(),
         layout.topology_dir(),
+        layout.legacy_topology_dir(),
     ] {
         assert!(!path.exists(), "{} survived SIGTERM", path.display());
     }

@@ -545,7 +545,7 @@ mod tests {
                 ("NODE_NAME", "worker2"),
                 (
                     "MOCK_TOPOLOGY_CONFIG",
-                    "/opt/nvml-mock/topology/topology.yaml"
+                    "/opt/nvml-mock/driver/topology/topology.yaml"
                 ),
             ])
         );
@@ -626,7 +626,7 @@ mod tests {
                 ("PATH", "/opt/nvml-mock/driver/usr/bin:/usr/bin"),
                 (
                     "MOCK_TOPOLOGY_CONFIG",
-                    "/opt/nvml-mock/topology/topology.yaml"
+                    "/opt/nvml-mock/driver/topology/topology.yaml"
                 ),
             ])
         );

@@ -21,8 +21,9 @@ mod validate;
 
 pub use ids::{FabricUuid, PciBusId};
 pub use schema::{
-    Architecture, Brand, Clocks, ComputeCapability, ComputeMode, Ecc, Fabric, FabricState,
-    HealthSummary, Memory, MigMode, NvLink, Pci, Pcie, System, Utilization, HEALTHY_MASK,
+    AddressingMode, Architecture, Brand, Clocks, ComputeCapability, ComputeMode, Ecc, Fabric,
+    FabricState, GpuInstanceProfile, GpuInstanceProfiles, HealthSummary, Memory, MigMode, NvLink,
+    Pci, Pcie, System, Unknown, Utilization, HEALTHY_MASK,
 };
 
 use schema::Document;
@@ -117,6 +118,10 @@ pub struct Device {
     pub compute_mode: ComputeMode,
     /// MIG mode; `None` means NOT_SUPPORTED.
     pub mig_mode: Option<MigMode>,
+    /// GPU instance profiles; `None` means the part has none (NOT_SUPPORTED).
+    pub gpu_instance_profiles: Option<GpuInstanceProfiles>,
+    /// Addressing mode; `None` means NOT_SUPPORTED.
+    pub addressing_mode: Option<AddressingMode>,
     /// ECC mode; `None` means NOT_SUPPORTED.
     pub ecc: Option<Ecc>,
     /// NVLink links.
@@ -244,6 +249,11 @@ impl Profile {
             persistence_mode: entry.persistence_mode.unwrap_or(defaults.persistence_mode),
             compute_mode: entry.compute_mode.unwrap_or(defaults.compute_mode),
             mig_mode: entry.mig_mode.or(defaults.mig_mode),
+            gpu_instance_profiles: entry
+                .gpu_instance_profiles
+                .clone()
+                .or_else(|| defaults.gpu_instance_profiles.clone()),
+            addressing_mode: entry.addressing_mode.or(defaults.addressing_mode),
             ecc: entry.ecc.or(defaults.ecc),
             nvlink: entry.nvlink.unwrap_or(defaults.nvlink),
             fabric: entry.fabric.or(defaults.fabric),

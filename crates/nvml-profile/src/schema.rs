@@ -57,6 +57,10 @@ pub(crate) struct DeviceDefaults {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) mig_mode: Option<MigMode>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) gpu_instance_profiles: Option<GpuInstanceProfiles>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) addressing_mode: Option<AddressingMode>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) ecc: Option<Ecc>,
     pub(crate) nvlink: NvLink,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -104,6 +108,10 @@ pub(crate) struct DeviceEntry {
     pub(crate) compute_mode: Option<ComputeMode>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) mig_mode: Option<MigMode>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) gpu_instance_profiles: Option<GpuInstanceProfiles>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) addressing_mode: Option<AddressingMode>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) ecc: Option<Ecc>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -254,6 +262,71 @@ pub struct MigMode {
     pub current: bool,
     /// Whether MIG will be enabled after the next reset.
     pub pending: bool,
+    /// How many MIG devices can exist under the GPU while MIG is enabled
+    /// (`nvmlDeviceGetMaxMigDeviceCount`); absent means not known, and only matters when `current`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_devices: Option<u32>,
+}
+
+/// The GPU instance profiles `nvmlDeviceGetGpuInstanceProfileInfo` answers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum GpuInstanceProfiles {
+    /// `unknown`: the part's MIG profile table is not known to the profile's author; every
+    /// profile is answered NOT_SUPPORTED ("profile isn't supported", as nvml.h documents).
+    Unknown(Unknown),
+    /// The table, one entry per supported `NVML_GPU_INSTANCE_PROFILE_*`.
+    Known(Vec<GpuInstanceProfile>),
+}
+
+/// The word `unknown`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Unknown {
+    /// Not known.
+    Unknown,
+}
+
+/// One row of `nvmlGpuInstanceProfileInfo_t`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GpuInstanceProfile {
+    /// Which `NVML_GPU_INSTANCE_PROFILE_*` this is (0..=16, the argument callers pass).
+    pub profile: u32,
+    /// The profile id the driver reports.
+    pub id: u32,
+    /// Peer-to-peer support.
+    pub p2p: bool,
+    /// GPU slices.
+    pub slices: u32,
+    /// How many such instances fit.
+    pub instances: u32,
+    /// Streaming multiprocessors.
+    pub multiprocessors: u32,
+    /// Copy engines.
+    pub copy_engines: u32,
+    /// Decoders.
+    pub decoders: u32,
+    /// Encoders.
+    pub encoders: u32,
+    /// JPEG engines.
+    pub jpegs: u32,
+    /// OFA engines.
+    pub ofas: u32,
+    /// Memory in MiB.
+    pub memory_mib: u64,
+}
+
+/// `nvmlDeviceAddressingModeType_t`: how system memory is addressable from the GPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AddressingMode {
+    /// Neither HMM nor ATS (0).
+    None,
+    /// Heterogeneous Memory Management (1).
+    Hmm,
+    /// Address Translation Services (2): Grace-coupled parts such as GB200.
+    Ats,
 }
 
 /// ECC mode, current and pending; absent means the GPU has no ECC.

@@ -343,3 +343,69 @@ fn health_summary_is_derived_from_the_mask() {
         HealthSummary::LimitedCapacity
     );
 }
+
+#[test]
+fn gb200_is_mig_capable_with_mig_disabled_and_ats() {
+    let device = &Profile::parse(GB200).unwrap().devices()[0];
+    assert_eq!(
+        device.mig_mode,
+        Some(MigMode {
+            current: false,
+            pending: false,
+            max_devices: Some(7)
+        })
+    );
+    assert_eq!(
+        device.gpu_instance_profiles,
+        Some(GpuInstanceProfiles::Unknown(Unknown::Unknown))
+    );
+    assert_eq!(device.addressing_mode, Some(AddressingMode::Ats));
+    // A profile that says nothing has none of the three.
+    let device = &Profile::parse(MINIMAL).unwrap().devices()[0];
+    assert_eq!(
+        (
+            device.mig_mode,
+            &device.gpu_instance_profiles,
+            device.addressing_mode
+        ),
+        (None, &None, None)
+    );
+}
+
+#[test]
+fn gpu_instance_profile_tables_parse_and_validate() {
+    let row = "{profile: 0, id: 0, p2p: false, slices: 1, instances: 7, multiprocessors: 16, copy_engines: 1, decoders: 1, encoders: 0, jpegs: 1, ofas: 0, memory_mib: 23000}";
+    let text = MINIMAL.replace(
+        "  compute_mode: default\n",
+        &format!("  compute_mode: default\n  gpu_instance_profiles: [{row}]\n"),
+    );
+    let device = &Profile::parse(&text).unwrap().devices()[1];
+    let Some(GpuInstanceProfiles::Known(rows)) = &device.gpu_instance_profiles else {
+        panic!("expected a table, got {:?}", device.gpu_instance_profiles);
+    };
+    assert_eq!((rows[0].instances, rows[0].memory_mib), (7, 23000));
+
+    let duplicate = MINIMAL.replace(
+        "  compute_mode: default\n",
+        &format!("  compute_mode: default\n  gpu_instance_profiles: [{row}, {row}]\n"),
+    );
+    let (field, message) = invalid_field(&duplicate);
+    assert_eq!(field, "device_defaults.gpu_instance_profiles[1].profile");
+    assert!(message.contains("also"), "{message}");
+
+    let out_of_range = MINIMAL.replace(
+        "  compute_mode: default\n",
+        &format!(
+            "  compute_mode: default\n  gpu_instance_profiles: [{}]\n",
+            row.replace("profile: 0", "profile: 17")
+        ),
+    );
+    let (field, message) = invalid_field(&out_of_range);
+    assert_eq!(field, "device_defaults.gpu_instance_profiles[0].profile");
+    assert!(message.contains("0..=16"), "{message}");
+    assert!(Profile::parse(&MINIMAL.replace(
+        "  compute_mode: default\n",
+        "  compute_mode: default\n  gpu_instance_profiles: maybe\n"
+    ))
+    .is_err());
+}

@@ -4,7 +4,10 @@ use std::collections::HashMap;
 
 use crate::{
     ids::{check_gpu_uuid, PciBusId},
-    schema::{Clocks, DeviceDefaults, DeviceEntry, Document, Memory, NvLink, Pcie, Utilization},
+    schema::{
+        Clocks, DeviceDefaults, DeviceEntry, Document, GpuInstanceProfiles, Memory, NvLink, Pcie,
+        Utilization,
+    },
     Error, Result,
 };
 
@@ -132,7 +135,40 @@ fn defaults(defaults: &DeviceDefaults) -> Result<()> {
     pcie(&at("pcie"), &defaults.pcie)?;
     utilization(&at("utilization"), &defaults.utilization)?;
     clocks(&at("clocks"), &defaults.clocks)?;
+    gpu_instance_profiles(
+        &at("gpu_instance_profiles"),
+        defaults.gpu_instance_profiles.as_ref(),
+    )?;
     nvlink(&at("nvlink"), &defaults.nvlink)
+}
+
+/// `NVML_GPU_INSTANCE_PROFILE_COUNT`: profile arguments are `0..COUNT`.
+pub(crate) const GPU_INSTANCE_PROFILE_COUNT: u32 = 0x11;
+
+fn gpu_instance_profiles(field: &str, profiles: Option<&GpuInstanceProfiles>) -> Result<()> {
+    let Some(GpuInstanceProfiles::Known(rows)) = profiles else {
+        return Ok(());
+    };
+    let mut seen = HashMap::new();
+    for (position, row) in rows.iter().enumerate() {
+        if row.profile >= GPU_INSTANCE_PROFILE_COUNT {
+            return invalid(
+                format!("{field}[{position}].profile"),
+                format!(
+                    "is {}, NVML_GPU_INSTANCE_PROFILE_* run 0..={}",
+                    row.profile,
+                    GPU_INSTANCE_PROFILE_COUNT - 1
+                ),
+            );
+        }
+        if let Some(first) = seen.insert(row.profile, position) {
+            return invalid(
+                format!("{field}[{position}].profile"),
+                format!("{} is also {field}[{first}].profile", row.profile),
+            );
+        }
+    }
+    Ok(())
 }
 
 fn device(entry: &DeviceEntry, position: usize, defaults: &DeviceDefaults) -> Result<()> {
@@ -151,6 +187,10 @@ fn device(entry: &DeviceEntry, position: usize, defaults: &DeviceDefaults) -> Re
         message,
     })?;
     check_len(&at("uuid"), &entry.uuid, UUID_BUFFER)?;
+    gpu_instance_profiles(
+        &at("gpu_instance_profiles"),
+        entry.gpu_instance_profiles.as_ref(),
+    )?;
     if let Some(serial) = &entry.serial {
         check_len(&at("serial"), serial, SERIAL_BUFFER)?;
     }

@@ -349,6 +349,49 @@ fn table() -> Vec<Entry> {
             // SAFETY: NULL or a valid v3 struct.
             unsafe { nvmlDeviceGetGpuFabricInfoV(device, out(&mut value, mode)) }
         }),
+        scalar!(nvmlDeviceGetMaxMigDeviceCount, c_uint),
+        // MIG is disabled on gb200, so the valid call is NOT_FOUND (see `mig_on_gb200`); the
+        // table's Valid mode asks for what succeeds: the NULL and handle checks still run first.
+        entry!(
+            nvmlDeviceGetMigDeviceHandleByIndex,
+            handle,
+            |device, mode| {
+                let mut value = null_mut();
+                // SAFETY: NULL or a valid handle slot.
+                let code = unsafe {
+                    nvmlDeviceGetMigDeviceHandleByIndex(device, 0, out(&mut value, mode))
+                };
+                match (mode, code) {
+                    (Mode::Valid, abi::ERROR_NOT_FOUND) if value.is_null() => abi::SUCCESS,
+                    _ => code,
+                }
+            }
+        ),
+        scalar!(nvmlDeviceIsMigDeviceHandle, c_uint),
+        entry!(
+            nvmlDeviceGetGpuInstanceProfileInfo,
+            handle,
+            |device, mode| {
+                // SAFETY: zeroed plain-old-data C struct.
+                let mut value: abi::GpuInstanceProfileInfo = unsafe { std::mem::zeroed() };
+                // SAFETY: NULL or a valid struct.
+                let code = unsafe {
+                    nvmlDeviceGetGpuInstanceProfileInfo(device, 0, out(&mut value, mode))
+                };
+                // gb200's table is `unknown`: NOT_SUPPORTED is its valid answer, with nothing written.
+                match (mode, code) {
+                    (Mode::Valid, abi::ERROR_NOT_SUPPORTED) if value.id == 0 => abi::SUCCESS,
+                    _ => code,
+                }
+            }
+        ),
+        entry!(nvmlDeviceGetAddressingMode, handle, |device, mode| {
+            // SAFETY: zeroed plain-old-data C struct.
+            let mut value: abi::DeviceAddressingMode = unsafe { std::mem::zeroed() };
+            value.version = abi::DEVICE_ADDRESSING_MODE_V1;
+            // SAFETY: NULL or a valid struct.
+            unsafe { nvmlDeviceGetAddressingMode(device, out(&mut value, mode)) }
+        }),
     ]
 }
 
@@ -651,4 +694,90 @@ fn lookups_and_parameters() {
     // SAFETY: nvmlErrorString returns a static NUL-terminated string.
     let text = unsafe { CStr::from_ptr(nvmlErrorString(abi::ERROR_ARGUMENT_VERSION_MISMATCH)) };
     assert_eq!(text, c"Argument version mismatch");
+}
+
+#[test]
+fn mig_on_gb200_is_capable_and_disabled() {
+    let _session = Session::new(GB200, None);
+    assert_eq!(nvmlInit_v2(), abi::SUCCESS);
+    let device = handle(2);
+    // SAFETY (all calls below): the pointers point at live locals of the right type.
+    let (mut current, mut pending) = (9, 9);
+    assert_eq!(
+        unsafe { nvmlDeviceGetMigMode(device, &mut current, &mut pending) },
+        abi::SUCCESS
+    );
+    assert_eq!((current, pending), (0, 0));
+    let mut count = 99;
+    assert_eq!(
+        unsafe { nvmlDeviceGetMaxMigDeviceCount(device, &mut count) },
+        abi::SUCCESS
+    );
+    assert_eq!(count, 0, "nvml.h: zero while MIG is not enabled");
+    let mut is_mig = 99;
+    assert_eq!(
+        unsafe { nvmlDeviceIsMigDeviceHandle(device, &mut is_mig) },
+        abi::SUCCESS
+    );
+    assert_eq!(is_mig, 0);
+    let mut mig = 0x1234 as nvmlDevice_t;
+    assert_eq!(
+        unsafe { nvmlDeviceGetMigDeviceHandleByIndex(device, 0, &mut mig) },
+        abi::ERROR_NOT_FOUND
+    );
+    assert_eq!(mig, 0x1234 as nvmlDevice_t, "nothing written");
+    let mut info: abi::GpuInstanceProfileInfo = unsafe { std::mem::zeroed() };
+    info.id = 77;
+    for profile in 0..abi::GPU_INSTANCE_PROFILE_COUNT {
+        assert_eq!(
+            unsafe { nvmlDeviceGetGpuInstanceProfileInfo(device, profile, &mut info) },
+            abi::ERROR_NOT_SUPPORTED,
+            "profile {profile}"
+        );
+    }
+    assert_eq!(
+        unsafe {
+            nvmlDeviceGetGpuInstanceProfileInfo(device, abi::GPU_INSTANCE_PROFILE_COUNT, &mut info)
+        },
+        abi::ERROR_INVALID_ARGUMENT,
+        "the end of the enumeration"
+    );
+    assert_eq!(info.id, 77, "nothing written");
+
+    let mut mode: abi::DeviceAddressingMode = unsafe { std::mem::zeroed() };
+    mode.version = abi::DEVICE_ADDRESSING_MODE_V1;
+    assert_eq!(
+        unsafe { nvmlDeviceGetAddressingMode(device, &mut mode) },
+        abi::SUCCESS
+    );
+    assert_eq!(mode.value, 2, "ATS");
+    for bad in [0, 8, 0x0200_0008, u32::MAX] {
+        let mut mode = abi::DeviceAddressingMode {
+            version: bad,
+            value: 9,
+        };
+        assert_eq!(
+            unsafe { nvmlDeviceGetAddressingMode(device, &mut mode) },
+            abi::ERROR_ARGUMENT_VERSION_MISMATCH,
+            "{bad:#x}"
+        );
+        assert_eq!(mode.value, 9, "nothing written for {bad:#x}");
+    }
+}
+
+#[test]
+fn addressing_mode_and_mig_tables_follow_other_profiles() {
+    let _session = Session::new(H100, None);
+    assert_eq!(nvmlInit_v2(), abi::SUCCESS);
+    let device = handle(0);
+    // SAFETY (all calls below): the pointers point at live locals of the right type.
+    let mut mode = abi::DeviceAddressingMode {
+        version: abi::DEVICE_ADDRESSING_MODE_V1,
+        value: 9,
+    };
+    assert_eq!(
+        unsafe { nvmlDeviceGetAddressingMode(device, &mut mode) },
+        abi::ERROR_NOT_SUPPORTED
+    );
+    assert_eq!(mode.value, 9);
 }

@@ -1,0 +1,222 @@
+//! The command line, parsed without side effects.
+//!
+//! nvidia-smi's own syntax (`--query-gpu=a,b --format=csv,noheader`, `-i 0`), for the subset
+//! this mock answers; anything else is a usage error (exit 2, as nvidia-smi's "invalid
+//! argument or flag").
+
+/// What to print.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Command {
+    /// `--version`: the driver, NVML and CUDA versions (what the DRA driver's init container runs).
+    Version,
+    /// `-L` / `--list-gpus`: `GPU <i>: <name> (UUID: <uuid>)`.
+    List,
+    /// `--query-gpu=<fields> --format=csv[,noheader][,nounits]`.
+    Query {
+        /// The fields, in order.
+        fields: Vec<Field>,
+        /// Whether to print the header line.
+        header: bool,
+    },
+    /// No arguments: a short per-GPU table.
+    Summary,
+    /// `-h` / `--help`.
+    Help,
+}
+
+/// A `--query-gpu` field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Field {
+    /// `index`.
+    Index,
+    /// `name`.
+    Name,
+    /// `uuid` (`gpu_uuid`).
+    Uuid,
+    /// `pci.bus_id` (`gpu_bus_id`).
+    PciBusId,
+    /// `serial`.
+    Serial,
+    /// `driver_version`.
+    DriverVersion,
+    /// `count`.
+    Count,
+}
+
+impl Field {
+    /// Parses a field name as nvidia-smi spells it.
+    pub fn parse(name: &str) -> Option<Field> {
+        Some(match name.trim() {
+            "index" => Field::Index,
+            "name" | "gpu_name" => Field::Name,
+            "uuid" | "gpu_uuid" => Field::Uuid,
+            "pci.bus_id" | "gpu_bus_id" => Field::PciBusId,
+            "serial" => Field::Serial,
+            "driver_version" => Field::DriverVersion,
+            "count" => Field::Count,
+            _ => return None,
+        })
+    }
+
+    /// The header nvidia-smi prints for the field.
+    pub fn header(self) -> &'static str {
+        match self {
+            Field::Index => "index",
+            Field::Name => "name",
+            Field::Uuid => "uuid",
+            Field::PciBusId => "pci.bus_id",
+            Field::Serial => "serial",
+            Field::DriverVersion => "driver_version",
+            Field::Count => "count",
+        }
+    }
+}
+
+/// A parsed command line: the command and an optional `-i` GPU index.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Invocation {
+    /// What to print.
+    pub command: Command,
+    /// `-i <index>` / `--id=<index>`: only this GPU.
+    pub gpu: Option<u32>,
+}
+
+/// The usage text (stdout for `--help`, stderr after a usage error).
+pub const USAGE: &str = "\
+nvidia-smi (cdsim mock driver): answers through libnvidia-ml.so.1
+  --version                                   driver, NVML and CUDA versions
+  -L, --list-gpus                             one line per GPU
+  --query-gpu=<fields> --format=csv[,noheader][,nounits]
+                                              fields: index, name, uuid, pci.bus_id, serial,
+                                              driver_version, count
+  -i, --id=<index>                            only this GPU
+Other nvidia-smi operations (-pm, -mig, -r, ...) are not available on the mock.";
+
+/// Parses `args` (without the program name); a usage error says what is wrong.
+pub fn parse(args: &[String]) -> Result<Invocation, String> {
+    let mut command = None;
+    let mut query = None;
+    let mut format = None;
+    let mut gpu = None;
+    let mut iter = args.iter();
+    let set = |slot: &mut Option<Command>, value: Command| match slot.replace(value) {
+        None => Ok(()),
+        Some(_) => Err("Invalid combination of input arguments.".to_owned()),
+    };
+    while let Some(arg) = iter.next() {
+        let (flag, inline) = match arg.split_once('=') {
+            Some((flag, value)) if flag.starts_with("--") => (flag, Some(value.to_owned())),
+            _ => (arg.as_str(), None),
+        };
+        let mut value = |name: &str| match inline.clone() {
+            Some(value) => Ok(value),
+            None => iter
+                .next()
+                .cloned()
+                .ok_or_else(|| format!("{name} needs a value")),
+        };
+        match flag {
+            "--version" => set(&mut command, Command::Version)?,
+            "-L" | "--list-gpus" => set(&mut command, Command::List)?,
+            "-h" | "--help" => set(&mut command, Command::Help)?,
+            "--query-gpu" => query = Some(value("--query-gpu")?),
+            "--format" => format = Some(value("--format")?),
+            "-i" | "--id" => {
+                let text = value("-i")?;
+                gpu = Some(text.parse::<u32>().map_err(|_| {
+                    format!("-i {text}: the mock selects GPUs by index only (e.g. -i 0)")
+                })?);
+            }
+            other => return Err(format!("Invalid argument or flag: {other}")),
+        }
+    }
+    if let Some(fields) = query {
+        let fields = fields
+            .split(',')
+            .map(|name| {
+                Field::parse(name).ok_or_else(|| {
+                    format!("Field \"{}\" is not a valid field to query.", name.trim())
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let format = format.ok_or("--query-gpu needs --format=csv")?;
+        let mut options = format.split(',');
+        if options.next() != Some("csv") {
+            return Err(format!("--format={format}: only csv is supported"));
+        }
+        let mut header = true;
+        for option in options {
+            match option {
+                "noheader" => header = false,
+                "nounits" => {}
+                other => return Err(format!("--format: unknown option {other}")),
+            }
+        }
+        set(&mut command, Command::Query { fields, header })?;
+    } else if format.is_some() {
+        return Err("--format needs --query-gpu".to_owned());
+    }
+    Ok(Invocation {
+        command: command.unwrap_or(Command::Summary),
+        gpu,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(text: &str) -> Vec<String> {
+        text.split_whitespace().map(str::to_owned).collect()
+    }
+
+    #[test]
+    fn the_queries_nvidia_software_makes() {
+        assert_eq!(
+            parse(&args("--version")).map(|it| it.command),
+            Ok(Command::Version)
+        );
+        assert_eq!(parse(&args("-L")).map(|it| it.command), Ok(Command::List));
+        assert_eq!(parse(&[]).map(|it| it.command), Ok(Command::Summary));
+        assert_eq!(
+            parse(&args(
+                "--query-gpu=index,uuid,pci.bus_id --format=csv,noheader -i 2"
+            )),
+            Ok(Invocation {
+                command: Command::Query {
+                    fields: vec![Field::Index, Field::Uuid, Field::PciBusId],
+                    header: false
+                },
+                gpu: Some(2)
+            })
+        );
+        assert_eq!(
+            parse(&args("--query-gpu name --format csv")).map(|it| it.command),
+            Ok(Command::Query {
+                fields: vec![Field::Name],
+                header: true
+            })
+        );
+    }
+
+    #[test]
+    fn everything_else_is_a_usage_error() {
+        for (line, message) in [
+            ("-pm 1", "Invalid argument or flag: -pm"),
+            ("-i 0 -mig 1", "Invalid argument or flag: -mig"),
+            (
+                "--query-gpu=bogus --format=csv",
+                "Field \"bogus\" is not a valid field",
+            ),
+            ("--query-gpu=name", "needs --format=csv"),
+            ("--query-gpu=name --format=xml", "only csv"),
+            ("--format=csv", "needs --query-gpu"),
+            ("--version -L", "Invalid combination"),
+            ("-i GPU-1234", "by index only"),
+            ("-i", "needs a value"),
+        ] {
+            let err = parse(&args(line)).expect_err(line);
+            assert!(err.contains(message), "{line}: {err}");
+        }
+    }
+}

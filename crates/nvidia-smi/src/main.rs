@@ -1,0 +1,146 @@
+//! `nvidia-smi` of the mock driver: staged at `driver/usr/bin/nvidia-smi` beside check-fabric,
+//! it answers the queries NVIDIA's node software makes of a driver root (the DRA driver's init
+//! container runs `env -i LD_PRELOAD=<lib> nvidia-smi --version`) and a few for humans
+//! (`-L`, `--query-gpu`), everything through `libnvidia-ml.so.1`. It works against NVIDIA's
+//! library too.
+//!
+//! Exit codes follow nvidia-smi's: 0 success, 2 invalid argument or flag, the NVML error
+//! code when a call fails (9 driver not loaded, …; 255 for codes above 255), 12 when the
+//! library cannot be loaded.
+
+mod cli;
+mod ffi;
+
+use std::{io::Write, process::ExitCode};
+
+use cli::{Command, Field};
+use ffi::{Nvml, Return};
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let invocation = match cli::parse(&args) {
+        Ok(invocation) => invocation,
+        Err(message) => {
+            eprintln!("{message}\n\n{}", cli::USAGE);
+            return ExitCode::from(2);
+        }
+    };
+    if invocation.command == Command::Help {
+        println!("{}", cli::USAGE);
+        return ExitCode::SUCCESS;
+    }
+    let nvml = match Nvml::load() {
+        Ok(nvml) => nvml,
+        Err(message) => {
+            eprintln!("NVIDIA-SMI couldn't find libnvidia-ml.so library in your system: {message}");
+            return ExitCode::from(12);
+        }
+    };
+    if let Err(code) = nvml.init() {
+        eprintln!(
+            "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver: {}",
+            nvml.error_string(code)
+        );
+        return exit_code(code);
+    }
+    let result = run(&nvml, &invocation);
+    let _ = nvml.shutdown();
+    match result {
+        Ok(text) => {
+            // A closed pipe (`nvidia-smi -L | head -1`) is not an error of ours.
+            let _ = std::io::stdout().lock().write_all(text.as_bytes());
+            ExitCode::SUCCESS
+        }
+        Err((what, code)) => {
+            eprintln!("{what}: {}", nvml.error_string(code));
+            exit_code(code)
+        }
+    }
+}
+
+fn exit_code(code: Return) -> ExitCode {
+    ExitCode::from(u8::try_from(code.0).unwrap_or(255))
+}
+
+type Failure = (String, Return);
+
+fn run(nvml: &Nvml, invocation: &cli::Invocation) -> Result<String, Failure> {
+    fn at(what: &str) -> impl Fn(Return) -> Failure + '_ {
+        move |code| (what.to_owned(), code)
+    }
+    let driver = nvml.driver_version().map_err(at("driver version"))?;
+    if invocation.command == Command::Version {
+        let nvml_version = nvml.nvml_version().map_err(at("NVML version"))?;
+        let cuda = nvml.cuda_version().map_err(at("CUDA version"))?;
+        return Ok(format!(
+            "NVIDIA-SMI version  : {driver}\nNVML version        : {nvml_version}\nDRIVER version      : {driver}\nCUDA Version        : {}.{}\n",
+            cuda / 1000,
+            (cuda % 1000) / 10
+        ));
+    }
+    let count = nvml.count().map_err(at("device count"))?;
+    let indices: Vec<u32> = match invocation.gpu {
+        Some(index) if index < count => vec![index],
+        Some(index) => {
+            return Err((
+                format!("No devices were found with index {index}"),
+                Return(6),
+            ))
+        }
+        None => (0..count).collect(),
+    };
+    let mut out = String::new();
+    if let Command::Query { fields, header } = &invocation.command {
+        if *header {
+            let names: Vec<&str> = fields.iter().map(|field| field.header()).collect();
+            out.push_str(&names.join(", "));
+            out.push('\n');
+        }
+        for index in indices {
+            let device = nvml.handle(index).map_err(at(&format!("GPU {index}")))?;
+            let mut values = Vec::new();
+            for field in fields {
+                let value = match field {
+                    Field::Index => Ok(index.to_string()),
+                    Field::Name => nvml.name(device),
+                    Field::Uuid => nvml.uuid(device),
+                    Field::PciBusId => nvml.pci_bus_id(device),
+                    Field::Serial => match nvml.serial(device) {
+                        Err(Return(3)) => Ok("[N/A]".to_owned()),
+                        other => other,
+                    },
+                    Field::DriverVersion => Ok(driver.clone()),
+                    Field::Count => Ok(count.to_string()),
+                };
+                values.push(value.map_err(at(&format!("GPU {index} {}", field.header())))?);
+            }
+            out.push_str(&values.join(", "));
+            out.push('\n');
+        }
+        return Ok(out);
+    }
+    if invocation.command == Command::Summary {
+        out.push_str(&format!(
+            "cdsim mock driver {driver}: {count} GPU(s) (nvidia-smi --help for the queries answered)\n"
+        ));
+    }
+    for index in indices {
+        let device = nvml.handle(index).map_err(at(&format!("GPU {index}")))?;
+        let name = nvml
+            .name(device)
+            .map_err(at(&format!("GPU {index} name")))?;
+        let uuid = nvml
+            .uuid(device)
+            .map_err(at(&format!("GPU {index} uuid")))?;
+        match invocation.command {
+            Command::Summary => {
+                let bus = nvml
+                    .pci_bus_id(device)
+                    .map_err(at(&format!("GPU {index} pci")))?;
+                out.push_str(&format!("GPU {index}  {name}  {bus}  {uuid}\n"));
+            }
+            _ => out.push_str(&format!("GPU {index}: {name} (UUID: {uuid})\n")),
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,628 @@
+//! NVIDIA's own node software against the staged mock driver root, run for real:
+//! go-nvlib's device library at two versions (`tests/nvlib`, v0.13.0 and v0.10.0, the one the
+//! DRA driver vendors), `nvidia-ctk cdi generate` (nvidia-container-toolkit from the module
+//! proxy) and the DRA driver's compute-domain kubelet plugin, built from the snapshot in the
+//! peers directory. Pins: `manifests/versions.toml` `[peers]`.
+//!
+//! Every consumer gets only the staged tree and none of the mock's variables (`env -i`), as in
+//! the DRA driver's containers: the library must find its profile and topology from its own
+//! location.
+//!
+//! Prerequisites fail loudly: root (the stager creates character devices), `cargo build -p
+//! node-stager -p mock-nvml -p check-fabric -p nvidia-smi`, go with the module proxy, and the
+//! DRA snapshot (`CDSIM_PEERS_DIR`, else `../shared/peers`, else `<cache>/peers`).
+//! Go outputs are cached under `${CDSIM_CACHE_DIR:-/var/cache/cdsim}/go/<name>-<version>`
+//! (the DRA plugin keyed by the snapshot's sha256), so warm runs build nothing.
+
+use std::{
+    io::{BufRead, BufReader},
+    path::{Path, PathBuf},
+    process::{Command, Output, Stdio},
+    sync::{mpsc, OnceLock},
+    time::{Duration, Instant},
+};
+
+use integration_tests::{artifact, repo_root, require_program};
+use nvml_profile::Profile;
+use serde_json::Value;
+
+const CLUSTER: &str = "nvml-mock-compute-domain";
+
+// ---------------------------------------------------------------- pins, caches, prerequisites
+
+fn peer_pin(key: &str) -> String {
+    let path = repo_root().join("manifests/versions.toml");
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|err| panic!("cannot read {}: {err}", path.display()));
+    let pins: toml::Table = text
+        .parse()
+        .unwrap_or_else(|err| panic!("{}: {err}", path.display()));
+    pins.get("peers")
+        .and_then(|peers| peers.get(key))
+        .and_then(|value| value.as_str())
+        .unwrap_or_else(|| panic!("{} has no [peers] {key}", path.display()))
+        .to_owned()
+}
+
+fn cache_dir() -> PathBuf {
+    std::env::var_os("CDSIM_CACHE_DIR")
+        .filter(|dir| !dir.is_empty())
+        .map_or_else(|| PathBuf::from("/var/cache/cdsim"), PathBuf::from)
+}
+
+fn require_root() {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let euid = status
+        .lines()
+        .find_map(|line| line.strip_prefix("Uid:"))
+        .and_then(|ids| ids.split_whitespace().nth(1))
+        .unwrap_or_default()
+        .to_owned();
+    assert_eq!(
+        euid, "0",
+        "the stager creates character devices: run as root (`sudo -E cargo test -p integration-tests --test nvidia_node_software`)"
+    );
+}
+
+fn go() -> PathBuf {
+    require_program(
+        "go",
+        "install Go 1.26 (https://go.dev/doc/install); the DRA snapshot needs go 1.26",
+    )
+}
+
+fn checked(output: std::io::Result<Output>, what: &str) -> Output {
+    let output = output.unwrap_or_else(|err| panic!("cannot run {what}: {err}"));
+    assert!(
+        output.status.success(),
+        "{what} failed ({}):\n{}\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output
+}
+
+/// `<cache>/go/<key>/<binary>`, built by `build(dir)` into a fresh directory and renamed into
+/// place when it is missing (so an interrupted build never leaves a half binary behind).
+fn cached_go_binary(key: &str, binary: &str, build: impl FnOnce(&Path)) -> PathBuf {
+    let dir = cache_dir().join("go").join(key);
+    let path = dir.join(binary);
+    if path.is_file() {
+        return path;
+    }
+    let parent = cache_dir().join("go");
+    std::fs::create_dir_all(&parent)
+        .unwrap_or_else(|err| panic!("cannot create {}: {err}", parent.display()));
+    let staging = tempfile::tempdir_in(&parent)
+        .unwrap_or_else(|err| panic!("cannot create a temp dir in {}: {err}", parent.display()));
+    let started = Instant::now();
+    build(staging.path());
+    eprintln!(
+        "built {binary} ({key}) in {:.0} s",
+        started.elapsed().as_secs_f64()
+    );
+    assert!(
+        staging.path().join(binary).is_file(),
+        "the build of {key} wrote no {binary}"
+    );
+    let built = staging.keep();
+    match std::fs::rename(&built, &dir) {
+        Ok(()) => {}
+        // Another test process won the race: use its copy.
+        Err(_) if path.is_file() => {
+            let _ = std::fs::remove_dir_all(&built);
+        }
+        Err(err) => panic!(
+            "cannot move {} to {}: {err}",
+            built.display(),
+            dir.display()
+        ),
+    }
+    path
+}
+
+// ---------------------------------------------------------------- the staged tree
+
+/// A staged tree in a temp dir, as the stager writes it on a node.
+struct Staged {
+    dir: tempfile::TempDir,
+}
+
+impl Staged {
+    fn driver(&self) -> PathBuf {
+        self.dir.path().join("driver")
+    }
+
+    fn lib_dir(&self) -> PathBuf {
+        self.driver().join("usr/lib64")
+    }
+
+    fn proc_devices(&self) -> PathBuf {
+        self.dir.path().join("imex/proc-devices")
+    }
+}
+
+/// Runs the real stager once (`--once --no-label`) for `node` with `topology`.
+fn stage(topology: &topology::Topology, node: &str) -> Staged {
+    require_root();
+    let dir = tempfile::tempdir().unwrap_or_else(|err| panic!("cannot create a temp dir: {err}"));
+    let topology_file = dir.path().join("topology-source.yaml");
+    std::fs::write(&topology_file, topology.to_yaml())
+        .unwrap_or_else(|err| panic!("cannot write {}: {err}", topology_file.display()));
+    let overlay = dir.path().to_path_buf();
+    checked(
+        Command::new(artifact("nvml-mock-stager", "node-stager"))
+            .arg(format!("--node-name={node}"))
+            .arg(format!("--overlay-dir={}", overlay.display()))
+            .arg(format!(
+                "--profile={}",
+                repo_root()
+                    .join("manifests/helm/nvml-mock/profiles/gb200.yaml")
+                    .display()
+            ))
+            .arg(format!(
+                "--library={}",
+                artifact("libnvidia_ml.so", "mock-nvml").display()
+            ))
+            .arg(format!(
+                "--check-fabric={}",
+                artifact("check-fabric", "check-fabric").display()
+            ))
+            .arg(format!(
+                "--nvidia-smi={}",
+                artifact("nvidia-smi", "nvidia-smi").display()
+            ))
+            .arg(format!("--topology-file={}", topology_file.display()))
+            .args([
+                "--imex-channels",
+                "--channel-count=8",
+                "--no-label",
+                "--once",
+            ])
+            .output(),
+        "the stager",
+    );
+    Staged { dir }
+}
+
+fn workers() -> Vec<String> {
+    topology::kind_workers(CLUSTER, 4)
+}
+
+fn profile() -> Profile {
+    Profile::parse(nvml_profile::GB200).unwrap_or_else(|err| panic!("{err}"))
+}
+
+// ---------------------------------------------------------------- go-nvlib
+
+fn nvlib_client(version: &str) -> PathBuf {
+    static BUILT: OnceLock<std::sync::Mutex<()>> = OnceLock::new();
+    let _serial = BUILT
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let source = repo_root().join("tests/nvlib");
+    let modfile = match version {
+        v if v == peer_pin("go_nvlib_new") => "go.mod",
+        v if v == peer_pin("go_nvlib_old") => "go.v010.mod",
+        other => panic!("no go.mod for go-nvlib {other}"),
+    };
+    let text = std::fs::read_to_string(source.join(modfile)).unwrap_or_default();
+    assert!(
+        text.lines()
+            .any(|line| line.trim() == format!("github.com/NVIDIA/go-nvlib {version}")
+                || line.trim() == format!("require github.com/NVIDIA/go-nvlib {version}")),
+        "tests/nvlib/{modfile} must require github.com/NVIDIA/go-nvlib {version} (manifests/versions.toml)"
+    );
+    let binary = repo_root().join(format!("target/nvlib-go/nvlib-client-{version}"));
+    checked(
+        Command::new(go())
+            .current_dir(&source)
+            .env("CGO_ENABLED", "1")
+            .env("GOFLAGS", "-mod=readonly")
+            .env("GOTOOLCHAIN", "local")
+            .arg("build")
+            .arg(format!("-modfile={modfile}"))
+            .arg("-o")
+            .arg(&binary)
+            .arg(".")
+            .output(),
+        &format!("go build tests/nvlib at go-nvlib {version} (needs the Go module proxy)"),
+    );
+    binary
+}
+
+fn go_nvlib_enumerates(version: &str) {
+    let client = nvlib_client(version);
+    let worker = &workers()[2];
+    let staged = stage(&topology::demo(&workers()), worker);
+    let output = checked(
+        Command::new(&client)
+            .env_clear()
+            .env("LD_LIBRARY_PATH", staged.lib_dir())
+            .env("NODE_NAME", worker)
+            .output(),
+        &format!("the go-nvlib {version} client"),
+    );
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap_or_else(|err| {
+        panic!(
+            "not JSON ({err}): {}",
+            String::from_utf8_lossy(&output.stdout)
+        )
+    });
+    let gpus = report["gpus"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no gpus in {report}"));
+    let devices = profile().devices();
+    assert_eq!(gpus.len(), 4, "{report}");
+    for (gpu, device) in gpus.iter().zip(&devices) {
+        assert_eq!(gpu["uuid"], Value::from(device.uuid.clone()), "{gpu}");
+        assert_eq!(gpu["name"], Value::from("NVIDIA GB200"), "{gpu}");
+        // go-nvlib lower-cases the 8-digit-domain bus id and drops its leading "0000".
+        let id = device.pci_bus_id;
+        let bus_id = format!(
+            "{:04x}:{:02x}:{:02x}.{:x}",
+            id.domain, id.bus, id.device, id.function
+        );
+        assert_eq!(gpu["pciBusId"], Value::from(bus_id), "{gpu}");
+        for (key, expected) in [
+            ("migCapable", Value::from(true)),
+            ("migEnabled", Value::from(false)),
+            ("migDevices", Value::from(0)),
+            ("migProfiles", Value::from(0)),
+            ("fabricAttached", Value::from(true)),
+            ("addressingMode", Value::from("ATS")),
+            ("coherent", Value::from(true)),
+            ("architecture", Value::from("Blackwell")),
+            ("cudaComputeCapability", Value::from("10.0")),
+        ] {
+            assert_eq!(gpu[key], expected, "go-nvlib {version} {key}: {gpu}");
+        }
+    }
+}
+
+#[test]
+fn go_nvlib_v0_13_enumerates_the_four_gpus_without_our_variables() {
+    go_nvlib_enumerates(&peer_pin("go_nvlib_new"));
+}
+
+#[test]
+fn go_nvlib_v0_10_the_dra_drivers_enumerates_the_four_gpus() {
+    go_nvlib_enumerates(&peer_pin("go_nvlib_old"));
+}
+
+// ---------------------------------------------------------------- nvidia-ctk
+
+fn nvidia_ctk() -> PathBuf {
+    let version = peer_pin("nvidia_container_toolkit");
+    cached_go_binary(&format!("nvidia-ctk-{version}"), "nvidia-ctk", |out| {
+        checked(
+            Command::new(go())
+                .env("GOBIN", out)
+                .env("GOTOOLCHAIN", "local")
+                .env("GOFLAGS", "-mod=mod")
+                .arg("install")
+                .arg(format!(
+                    "github.com/NVIDIA/nvidia-container-toolkit/cmd/nvidia-ctk@{version}"
+                ))
+                .output(),
+            "go install nvidia-ctk (needs the Go module proxy)",
+        );
+    })
+}
+
+fn cdi_generate(staged: &Staged, mode: &str) -> Value {
+    let spec = staged.dir.path().join(format!("cdi-{mode}.yaml"));
+    checked(
+        Command::new(nvidia_ctk())
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .args(["cdi", "generate"])
+            .arg(format!("--mode={mode}"))
+            .arg(format!("--driver-root={}", staged.driver().display()))
+            .arg(format!("--output={}", spec.display()))
+            .output(),
+        &format!("nvidia-ctk cdi generate --mode={mode}"),
+    );
+    let text = std::fs::read_to_string(&spec)
+        .unwrap_or_else(|err| panic!("nvidia-ctk wrote no {}: {err}", spec.display()));
+    serde_yaml::from_str(&text).unwrap_or_else(|err| panic!("{}: {err}\n{text}", spec.display()))
+}
+
+fn names(spec: &Value) -> Vec<String> {
+    spec["devices"]
+        .as_array()
+        .map(|devices| {
+            devices
+                .iter()
+                .filter_map(|device| device["name"].as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn device_paths(edits: &Value) -> Vec<String> {
+    edits["deviceNodes"]
+        .as_array()
+        .map(|nodes| {
+            nodes
+                .iter()
+                .filter_map(|node| node["path"].as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn device(spec: &Value, name: &str) -> Value {
+    spec["devices"]
+        .as_array()
+        .and_then(|devices| devices.iter().find(|device| device["name"] == name))
+        .cloned()
+        .unwrap_or_else(|| panic!("no device {name:?} in {:?}", names(spec)))
+}
+
+#[test]
+fn nvidia_ctk_cdi_generate_writes_the_gpus_control_devices_and_channels() {
+    let staged = stage(&topology::demo(&workers()), &workers()[0]);
+
+    let spec = cdi_generate(&staged, "nvml");
+    assert_eq!(spec["kind"], Value::from("nvidia.com/gpu"));
+    let mut expected: Vec<String> = (0..4).map(|index| index.to_string()).collect();
+    expected.extend(profile().devices().iter().map(|device| device.uuid.clone()));
+    expected.push("all".to_owned());
+    let mut found = names(&spec);
+    found.sort();
+    expected.sort();
+    assert_eq!(found, expected);
+    for index in 0..4 {
+        assert_eq!(
+            device_paths(&device(&spec, &index.to_string())["containerEdits"]),
+            [format!("/dev/nvidia{index}")]
+        );
+    }
+    let control = device_paths(&spec["containerEdits"]);
+    for node in ["/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"] {
+        assert!(
+            control.contains(&node.to_owned()),
+            "{node} not in {control:?}"
+        );
+    }
+
+    let spec = cdi_generate(&staged, "imex");
+    let channels = device_paths(&device(&spec, "all")["containerEdits"]);
+    let expected: Vec<String> = (0..8)
+        .map(|index| format!("/dev/nvidia-caps-imex-channels/channel{index}"))
+        .collect();
+    assert_eq!(channels, expected);
+}
+
+// ---------------------------------------------------------------- the DRA driver's CD plugin
+
+fn peers_dir() -> PathBuf {
+    let candidates: Vec<PathBuf> = std::env::var_os("CDSIM_PEERS_DIR")
+        .filter(|dir| !dir.is_empty())
+        .map(PathBuf::from)
+        .into_iter()
+        .chain([
+            repo_root().join("../shared/peers"),
+            cache_dir().join("peers"),
+        ])
+        .collect();
+    let archive = peer_pin("dra_driver_archive");
+    candidates
+        .iter()
+        .find(|dir| dir.join(&archive).is_file())
+        .cloned()
+        .unwrap_or_else(|| {
+            panic!(
+                "{archive} (NVIDIA's DRA driver snapshot) is in none of {candidates:?}: set CDSIM_PEERS_DIR to the directory holding it"
+            )
+        })
+}
+
+fn sha256(path: &Path) -> String {
+    let output = checked(
+        Command::new(require_program("sha256sum", "apt-get install coreutils"))
+            .arg(path)
+            .output(),
+        "sha256sum",
+    );
+    String::from_utf8_lossy(&output.stdout)
+        .split_whitespace()
+        .next()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// The compute-domain kubelet plugin, built from the snapshot as the DRA driver's Makefile does.
+fn compute_domain_plugin() -> PathBuf {
+    let sha = peer_pin("dra_driver_sha256");
+    let key = format!("compute-domain-kubelet-plugin-{}", &sha[..16]);
+    let binary = "compute-domain-kubelet-plugin";
+    if cache_dir().join("go").join(&key).join(binary).is_file() {
+        return cache_dir().join("go").join(key).join(binary);
+    }
+    let archive = peers_dir().join(peer_pin("dra_driver_archive"));
+    assert_eq!(
+        sha256(&archive),
+        sha,
+        "{} is not the pinned snapshot",
+        archive.display()
+    );
+    cached_go_binary(&key, binary, |out| {
+        let source =
+            tempfile::tempdir_in(out.parent().unwrap_or(out)).unwrap_or_else(|err| panic!("{err}"));
+        checked(
+            Command::new("tar")
+                .arg("-xzf")
+                .arg(&archive)
+                .arg("-C")
+                .arg(source.path())
+                .output(),
+            "tar -xzf the DRA snapshot",
+        );
+        let top = std::fs::read_dir(source.path())
+            .ok()
+            .and_then(|mut entries| entries.next())
+            .and_then(Result::ok)
+            .map(|entry| entry.path())
+            .unwrap_or_else(|| panic!("the DRA snapshot is empty"));
+        let version = peer_pin("dra_driver_version");
+        checked(
+            Command::new(go())
+                .current_dir(&top)
+                .env("GOFLAGS", "-mod=vendor")
+                .env("GOPROXY", "off")
+                .env("GOTOOLCHAIN", "local")
+                .env("CGO_ENABLED", "1")
+                .arg("build")
+                .arg(format!(
+                    "-ldflags=-s -w -X sigs.k8s.io/dra-driver-nvidia-gpu/internal/info.version={version}"
+                ))
+                .arg("-o")
+                .arg(out.join(binary))
+                .arg("./cmd/compute-domain-kubelet-plugin")
+                .output(),
+            "go build the compute-domain kubelet plugin (about 3 min cold)",
+        );
+    })
+}
+
+/// Starts the plugin on the staged tree for `node`, with no API server to reach, and returns
+/// the clique ids it logs for the four GPUs (it then waits for the API and is killed).
+fn plugin_cliques(staged: &Staged, node: &str) -> Vec<String> {
+    let plugin = compute_domain_plugin();
+    let work = tempfile::tempdir().unwrap_or_else(|err| panic!("{err}"));
+    let kubeconfig = work.path().join("kubeconfig");
+    // An API server that refuses connections: the plugin identifies the clique before it needs one.
+    std::fs::write(
+        &kubeconfig,
+        "apiVersion: v1\nkind: Config\nclusters: [{name: x, cluster: {server: \"https://127.0.0.1:1\"}}]\ncontexts: [{name: x, context: {cluster: x, user: x}}]\ncurrent-context: x\nusers: [{name: x, user: {token: x}}]\n",
+    )
+    .unwrap_or_else(|err| panic!("{err}"));
+    let hook = work.path().join("nvidia-cdi-hook");
+    std::fs::write(&hook, "#!/bin/sh\nexit 0\n").unwrap_or_else(|err| panic!("{err}"));
+    for dir in ["cdi", "plugins", "registry"] {
+        std::fs::create_dir_all(work.path().join(dir)).unwrap_or_else(|err| panic!("{err}"));
+    }
+    let driver = staged.driver();
+    let mut child = Command::new(&plugin)
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .env("KUBECONFIG", &kubeconfig)
+        .env("NODE_NAME", node)
+        .env("NAMESPACE", "nvidia-dra-driver")
+        .env("CDI_ROOT", work.path().join("cdi"))
+        .env("NVIDIA_DRIVER_ROOT", &driver)
+        .env("DRIVER_ROOT_CTR_PATH", &driver)
+        .env("NVIDIA_CDI_HOOK_PATH", &hook)
+        .env(
+            "KUBELET_REGISTRAR_DIRECTORY_PATH",
+            work.path().join("registry"),
+        )
+        .env(
+            "KUBELET_PLUGINS_DIRECTORY_PATH",
+            work.path().join("plugins"),
+        )
+        .env("ALT_PROC_DEVICES_PATH", staged.proc_devices())
+        .arg("-v=4")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|err| panic!("cannot start {}: {err}", plugin.display()));
+    let stderr = child.stderr.take().unwrap_or_else(|| panic!("no stderr"));
+    let (sender, receiver) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if sender.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    let marker = "identified fabric clique UUID/ID (device ";
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut log = Vec::new();
+    let mut cliques = Vec::new();
+    while cliques.len() < 4 {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match receiver.recv_timeout(left) {
+            Ok(line) => {
+                if let Some((_, rest)) = line.split_once(marker) {
+                    if let Some((_, clique)) = rest.rsplit_once(": ") {
+                        cliques.push(clique.trim().to_owned());
+                    }
+                }
+                log.push(line);
+            }
+            Err(_) => break,
+        }
+    }
+    // It writes its base CDI spec next, before it waits for the API server.
+    let spec = work
+        .path()
+        .join("cdi/k8s.compute-domain.nvidia.com-device_base.yaml");
+    while !spec.is_file() && Instant::now() < deadline {
+        while let Ok(line) = receiver.try_recv() {
+            log.push(line);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(
+        cliques.len(),
+        4,
+        "the plugin logged {} cliques for {node} in 60 s:\n{}",
+        cliques.len(),
+        log.join("\n")
+    );
+    // The spec holds the staged device nodes.
+    let text = std::fs::read_to_string(&spec)
+        .unwrap_or_else(|err| panic!("no {} ({err}); log:\n{}", spec.display(), log.join("\n")));
+    assert!(
+        text.contains("/dev/nvidia-caps-imex-channels/channel7") && text.contains("/dev/nvidia3"),
+        "{text}"
+    );
+    cliques
+}
+
+#[test]
+fn compute_domain_kubelet_plugin_logs_the_demo_and_rebind_cliques() {
+    let workers = workers();
+    let demo = topology::demo(&workers);
+    for (node, expected) in [
+        (&workers[0], "00000000-0000-0000-0000-0000000000ab/0"),
+        (&workers[3], "00000000-0000-0000-0000-0000000000ab/1"),
+    ] {
+        let staged = stage(&demo, node);
+        assert_eq!(plugin_cliques(&staged, node), vec![expected; 4], "{node}");
+    }
+    let rebind = topology::rebind(&workers);
+    let staged = stage(&rebind, &workers[1]);
+    assert_eq!(
+        plugin_cliques(&staged, &workers[1]),
+        vec!["00000000-0000-0000-0000-0000000000ff/99"; 4]
+    );
+}
+
+#[test]
+fn the_dra_charts_init_check_passes_with_only_ld_preload() {
+    // hack/kubelet-plugin-prestart.sh: `env -i LD_PRELOAD=<lib> <driver>/usr/bin/nvidia-smi --version`.
+    let staged = stage(&topology::demo(&workers()), &workers()[0]);
+    let smi = staged.driver().join("usr/bin/nvidia-smi");
+    let metadata = std::fs::symlink_metadata(&smi).unwrap_or_else(|err| panic!("{err}"));
+    assert!(metadata.is_file(), "nvidia-smi must be a regular file");
+    let output = checked(
+        Command::new(&smi)
+            .env_clear()
+            .env("LD_PRELOAD", staged.lib_dir().join("libnvidia-ml.so.1"))
+            .arg("--version")
+            .output(),
+        "env -i LD_PRELOAD=… nvidia-smi --version",
+    );
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(text.contains("DRIVER version      : 580.65.06"), "{text}");
+    // The versioned library nvcdi looks for, named after the version the library reports.
+    assert!(staged.lib_dir().join("libnvidia-ml.so.580.65.06").is_file());
+}
