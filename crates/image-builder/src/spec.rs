@@ -641,7 +641,8 @@ mode = "1777"
                 "imex-shim",
                 "mock-nvml",
                 "node-stager",
-                "nri-plugin"
+                "nri-plugin",
+                "nvidia-smi"
             ]
         );
     }
