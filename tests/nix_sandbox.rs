@@ -12,6 +12,9 @@
 //! test selection and the flags are read from the flake (evaluated through
 //! the stub nixpkgs), so they cannot drift from what `nix flake check` runs.
 //!
+//! `CDSIM_NIX_SANDBOX_FLAKE=<dir>` rehearses another tree's flake (say, a
+//! `git archive` of an older commit) with this tree's stub and rehearsal.
+//!
 //! Needs root (the local store builds with build users) and the `nixbld`
 //! group with members; `cargo xtask ci` creates them. The vendored crates and
 //! a cargo target dir are kept under the cache dir (`$CDSIM_CACHE_DIR`, else
@@ -40,6 +43,13 @@ fn system() -> &'static str {
 
 fn rust_triple() -> String {
     format!("{}-unknown-linux-gnu", std::env::consts::ARCH)
+}
+
+/// The flake whose commands are rehearsed: this tree, or another one.
+fn flake_dir() -> PathBuf {
+    std::env::var_os("CDSIM_NIX_SANDBOX_FLAKE")
+        .map(PathBuf::from)
+        .unwrap_or_else(repo_root)
 }
 
 fn cache_dir() -> PathBuf {
@@ -103,7 +113,7 @@ fn eval_flake(installable: &str, apply: &str) -> serde_json::Value {
     );
     let out = run(
         Command::new("nix")
-            .current_dir(repo_root())
+            .current_dir(flake_dir())
             .args(["--extra-experimental-features", NIX_FEATURES])
             .args(["eval", "--json", installable, "--apply", apply])
             .args(["--override-input", "nixpkgs", &stub, "--no-write-lock-file"]),
@@ -335,7 +345,7 @@ impl Rehearsal {
 /// `cargo vendor` of Cargo.lock, kept per lock file hash.
 fn vendor_dir(cache: &Path) -> PathBuf {
     use sha2::Digest;
-    let lock = std::fs::read(repo_root().join("Cargo.lock")).expect("Cargo.lock");
+    let lock = std::fs::read(flake_dir().join("Cargo.lock")).expect("Cargo.lock");
     let hash = sha2::Sha256::digest(&lock);
     let name: String = hash.iter().take(8).map(|b| format!("{b:02x}")).collect();
     let dir = cache.join(format!("vendor-{name}"));
@@ -347,7 +357,7 @@ fn vendor_dir(cache: &Path) -> PathBuf {
     std::fs::create_dir_all(cache).expect("create the cache dir");
     run(
         Command::new("cargo")
-            .current_dir(repo_root())
+            .current_dir(flake_dir())
             .args(["vendor", "--locked", "--versioned-dirs"])
             .arg(&partial),
         "cargo vendor (needs crates.io or a warm cargo registry)",
