@@ -362,6 +362,11 @@ fn vendor_dir(cache: &Path) -> PathBuf {
             .arg(&partial),
         "cargo vendor (needs crates.io or a warm cargo registry)",
     );
+    // As readable as a store path: some crates ship owner-only files.
+    run(
+        Command::new("chmod").arg("-R").arg("a+rX").arg(&partial),
+        "chmod the vendor dir",
+    );
     std::fs::write(partial.join(".complete"), "").expect("mark the vendor dir complete");
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::rename(&partial, &dir).expect("rename the vendor dir");
