@@ -9,6 +9,149 @@ use crate::names::{KindCluster, KIND_CONFIG};
 use crate::plan::{self, ClusterPlan, NodeProblem};
 use crate::runner::{Cmd, Runner};
 
+/// The pinned online node image (`[online].node_image`), validated as
+/// `repo:tag@sha256:<64 hex>`.
+pub fn online_pin(versions: &toml::Table) -> anyhow::Result<String> {
+    let value = versions
+        .get("online")
+        .and_then(|it| it.get("node_image"))
+        .and_then(toml::Value::as_str)
+        .ok_or_else(|| {
+            anyhow::format_err!(
+                "manifests/versions.toml has no [online].node_image: pin the kindest/node image the pinned kind names, \
+                 e.g. node_image = \"kindest/node:v1.34.3@sha256:<digest>\""
+            )
+        })?;
+    let valid = value.split_once("@sha256:").is_some_and(|(name, hex)| {
+        name.contains(':') && hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit())
+    });
+    if !valid {
+        anyhow::bail!("[online].node_image = {value:?} is not `repo:tag@sha256:<64 hex digits>`");
+    }
+    Ok(value.to_owned())
+}
+
+/// Which node image the online path creates the cluster from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OnlineImage {
+    /// The pinned image itself: present locally by its digest, or pulled by kind.
+    Pinned {
+        /// `repo:tag@sha256:…`.
+        reference: String,
+        /// Whether the engine already holds it.
+        present: bool,
+    },
+    /// A local image tagged as the pinned tag without the pinned digest (a
+    /// registry-less machine's rehearsal): used, and said to be a stand-in.
+    StandIn {
+        /// The tag kind is given (`repo:tag`).
+        tag: String,
+        /// The pinned reference it stands in for.
+        pinned: String,
+        /// Its image id.
+        image_id: String,
+    },
+}
+
+impl OnlineImage {
+    /// What kind's `--image` gets.
+    pub fn kind_image(&self) -> &str {
+        match self {
+            OnlineImage::Pinned { reference, .. } => reference,
+            OnlineImage::StandIn { tag, .. } => tag,
+        }
+    }
+
+    /// The report's note.
+    pub fn note(&self) -> String {
+        match self {
+            OnlineImage::Pinned {
+                reference,
+                present: true,
+            } => format!("node image: {reference} (the pinned image, present in the local engine)"),
+            OnlineImage::Pinned {
+                reference,
+                present: false,
+            } => format!(
+                "node image: {reference} (the pinned image, pulled from the registry by kind)"
+            ),
+            OnlineImage::StandIn {
+                tag,
+                pinned,
+                image_id,
+            } => format!(
+                "node image: {tag} = {image_id}, a LOCAL STAND-IN for the pinned {pinned} \
+                 (tagged in the local engine without the pinned digest; nothing was pulled)"
+            ),
+        }
+    }
+}
+
+/// Classifies the pinned reference against `docker image inspect` of its tag
+/// (`<id> <repo digest>…`, `None`: no such image).
+pub fn classify_online(pinned: &str, inspected: Option<&str>) -> OnlineImage {
+    let (tag, digest) = pinned.split_once('@').unwrap_or((pinned, ""));
+    let repo = tag.rsplit_once(':').map_or(tag, |(repo, _)| repo);
+    let Some(inspected) = inspected.map(str::trim).filter(|it| !it.is_empty()) else {
+        return OnlineImage::Pinned {
+            reference: pinned.to_owned(),
+            present: false,
+        };
+    };
+    let mut words = inspected.split_whitespace();
+    let image_id = words.next().unwrap_or_default().to_owned();
+    let wanted = format!("{repo}@{digest}");
+    let wanted_hub = format!("docker.io/{wanted}");
+    if words.any(|it| it == wanted || it == wanted_hub) {
+        return OnlineImage::Pinned {
+            reference: pinned.to_owned(),
+            present: true,
+        };
+    }
+    OnlineImage::StandIn {
+        tag: tag.to_owned(),
+        pinned: pinned.to_owned(),
+        image_id,
+    }
+}
+
+/// The online path's node image, looked up in the local engine.
+pub fn online_image<R: Runner>(runner: &R, pinned: &str) -> OnlineImage {
+    let tag = pinned.split_once('@').map_or(pinned, |(tag, _)| tag);
+    let inspected = runner
+        .run(&Cmd::new(
+            "docker",
+            &[
+                "image",
+                "inspect",
+                "--format",
+                "{{.Id}} {{join .RepoDigests \" \"}}",
+                tag,
+            ],
+        ))
+        .ok()
+        .filter(|out| out.ok)
+        .map(|out| out.stdout);
+    classify_online(pinned, inspected.as_deref())
+}
+
+/// The image the control-plane node container runs.
+pub fn node_image_in_use<R: Runner>(runner: &R, cluster: &KindCluster) -> Option<String> {
+    runner
+        .run(&Cmd::new(
+            "docker",
+            &[
+                "inspect",
+                "-f",
+                "{{.Config.Image}}",
+                &cluster.control_plane(),
+            ],
+        ))
+        .ok()
+        .filter(|out| out.ok)
+        .map(|out| out.stdout.trim().to_owned())
+}
+
 /// Whether kind knows a cluster of this name.
 pub fn exists<R: Runner>(runner: &R, cluster: &KindCluster) -> anyhow::Result<bool> {
     let out = runner.check(&Cmd::new("kind", &["get", "clusters"]))?;
@@ -63,6 +206,40 @@ pub fn probe_nodes<R: Runner>(
         .collect()
 }
 
+/// A cluster none of whose node containers exists, and how to create it.
+pub fn no_cluster_message(cluster: &KindCluster) -> String {
+    format!(
+        "there is no kind cluster `{}` (none of its node containers exists): create it with \
+         `cargo xtask up --cluster-name {0}` or run the whole demo with `cargo xtask demo --cluster-name {0}`",
+        cluster.name()
+    )
+}
+
+/// Every node's state for `status`; fails, saying how to create it, when the
+/// cluster has no node container at all.
+pub fn node_states<R: Runner>(
+    runner: &R,
+    cluster: &KindCluster,
+) -> anyhow::Result<Vec<(String, String)>> {
+    let probes = probe_nodes(runner, cluster);
+    if probes
+        .iter()
+        .all(|(_, it)| matches!(it, Err(NodeProblem::Missing)))
+    {
+        anyhow::bail!("{}", no_cluster_message(cluster));
+    }
+    Ok(probes
+        .into_iter()
+        .map(|(node, status)| {
+            let state = match status {
+                Ok(()) => "running, NRI on".to_owned(),
+                Err(problem) => problem.to_string(),
+            };
+            (node, state)
+        })
+        .collect())
+}
+
 /// Fails naming every node container that is not running.
 pub fn preflight<R: Runner>(runner: &R, cluster: &KindCluster) -> anyhow::Result<()> {
     let mut down = Vec::new();
@@ -87,6 +264,12 @@ pub fn preflight<R: Runner>(runner: &R, cluster: &KindCluster) -> anyhow::Result
     }
     if down.is_empty() {
         return Ok(());
+    }
+    if down
+        .iter()
+        .all(|it| it.ends_with("does not exist (run `cargo xtask up`)"))
+    {
+        anyhow::bail!("{}", no_cluster_message(cluster));
     }
     anyhow::bail!(
         "cluster `{}` is not healthy: {}",
@@ -154,9 +337,10 @@ fn create<R: Runner>(
     let out = runner.run(&Cmd::new("kind", &args).streamed())?;
     if !out.ok {
         anyhow::bail!(
-            "`kind create cluster --name {}` failed; see its output above (retry with -v, or inspect with `docker logs {}`)",
+            "`kind create cluster --name {}` failed: {}\n{}",
             cluster.name(),
-            cluster.control_plane()
+            out.headline(),
+            out.error_text()
         );
     }
     let problems: Vec<String> = probe_nodes(runner, cluster)
@@ -328,6 +512,130 @@ mod tests {
         let done = ensure(&fake, &cluster(), true, Some("cdsim/kind-node:v1")).expect("recreated");
         assert_eq!(done, ClusterPlan::Recreate);
         assert_eq!(fake.remaining(), 0);
+    }
+
+    #[test]
+    fn a_failed_kind_create_stops_with_kinds_own_message() {
+        let fake = FakeRunner::default();
+        fake.expect("kind get clusters", true, "").expect(
+            "kind create cluster --name c",
+            false,
+            "",
+        );
+        let err = ensure(&fake, &cluster(), false, Some("no/such:image"))
+            .expect_err("kind failed")
+            .to_string();
+        assert!(
+            err.contains("kind create cluster --name c: failed"),
+            "kind's stderr: {err}"
+        );
+        assert!(!err.contains("lack NRI"), "{err}");
+        assert_eq!(fake.remaining(), 0, "no node is probed after the failure");
+        assert_eq!(fake.seen().len(), 2);
+    }
+
+    #[test]
+    fn status_of_a_missing_cluster_says_how_to_create_it() {
+        let fake = FakeRunner::default();
+        for _ in cluster().nodes() {
+            fake.expect("docker inspect", false, "");
+        }
+        let err = node_states(&fake, &cluster())
+            .expect_err("missing")
+            .to_string();
+        assert!(err.contains("there is no kind cluster `c`"), "{err}");
+        assert!(err.contains("cargo xtask up --cluster-name c"), "{err}");
+        let fake = FakeRunner::default();
+        for node in cluster().nodes() {
+            match node == "c-worker2" {
+                true => fake.expect("docker inspect", false, ""),
+                false => {
+                    expect_node(&fake, &node, NRI_ON);
+                    &fake
+                }
+            };
+        }
+        let states = node_states(&fake, &cluster()).expect("present");
+        assert_eq!(states.len(), cluster().nodes().len());
+        assert!(
+            states
+                .iter()
+                .any(|(node, state)| node == "c-worker2" && state.contains("missing")),
+            "{states:?}"
+        );
+    }
+
+    const PIN: &str = "kindest/node:v1.34.3@sha256:08497ee19eace7b4b5348db5c6a1591d7752b164530a36f855cb0f2bdcbadd48";
+
+    #[test]
+    fn the_online_image_is_the_pin_or_a_named_stand_in() {
+        assert_eq!(
+            classify_online(PIN, None),
+            OnlineImage::Pinned {
+                reference: PIN.to_owned(),
+                present: false
+            }
+        );
+        let real = "sha256:aaa kindest/node@sha256:08497ee19eace7b4b5348db5c6a1591d7752b164530a36f855cb0f2bdcbadd48\n";
+        let pinned = classify_online(PIN, Some(real));
+        assert_eq!(
+            pinned,
+            OnlineImage::Pinned {
+                reference: PIN.to_owned(),
+                present: true
+            }
+        );
+        assert_eq!(pinned.kind_image(), PIN);
+        let stand_in = classify_online(PIN, Some("sha256:bbb \n"));
+        assert_eq!(
+            stand_in.kind_image(),
+            "kindest/node:v1.34.3",
+            "kind must not pull"
+        );
+        let note = stand_in.note();
+        assert!(
+            note.contains("LOCAL STAND-IN for the pinned kindest/node:v1.34.3@sha256:08497ee1"),
+            "{note}"
+        );
+        assert!(note.contains("sha256:bbb"), "{note}");
+    }
+
+    #[test]
+    fn the_repository_pins_an_online_image_of_the_offline_minor() {
+        let versions = crate::tools::read_versions().expect("versions.toml");
+        let pin = online_pin(&versions).expect("pinned");
+        let offline = versions["node"]["kubernetes"]
+            .as_str()
+            .expect("kubernetes pin");
+        let minor = |text: &str| text.split('.').take(2).collect::<Vec<_>>().join(".");
+        let tag = pin
+            .split_once('@')
+            .expect("digest")
+            .0
+            .rsplit_once(':')
+            .expect("tag")
+            .1;
+        assert_eq!(minor(tag), minor(offline), "{pin} vs the offline {offline}");
+        let bad: toml::Table = "[online]\nnode_image = \"kindest/node:v1.34.3\""
+            .parse()
+            .expect("toml");
+        assert!(online_pin(&bad)
+            .expect_err("no digest")
+            .to_string()
+            .contains("sha256"));
+    }
+
+    #[test]
+    fn a_scenario_on_a_missing_cluster_says_how_to_create_it() {
+        let fake = FakeRunner::default();
+        for _ in cluster().nodes() {
+            fake.expect("docker inspect", false, "");
+        }
+        let err = preflight(&fake, &cluster())
+            .expect_err("missing")
+            .to_string();
+        assert!(err.contains("there is no kind cluster `c`"), "{err}");
+        assert!(err.contains("cargo xtask demo --cluster-name c"), "{err}");
     }
 
     #[test]

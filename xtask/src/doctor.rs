@@ -5,6 +5,8 @@ use std::fmt;
 
 use xshell::{cmd, Shell};
 
+use crate::tools::Tool;
+
 /// A version `major.minor.patch`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Version(pub u32, pub u32, pub u32);
@@ -54,35 +56,22 @@ pub struct Requirement {
     pub when_old: &'static str,
 }
 
-/// The prerequisites, as upstream's demo lists them.
-pub const REQUIREMENTS: [Requirement; 4] = [
+/// The prerequisites besides kind and helm (which `tools` resolves), as
+/// upstream's demo lists them.
+pub const REQUIREMENTS: [Requirement; 2] = [
     Requirement {
         tool: "docker",
         min: Version(24, 0, 0),
         required: true,
-        install: "apt-get install docker.io (cargo xtask starts dockerd when none answers)",
+        install: "apt-get install docker.io (as root, `cargo xtask host-setup` starts dockerd when none answers)",
         when_old: "upstream tests docker 24+; this demo needs no BuildKit (images are built without a daemon and loaded with `kind load image-archive`), so Debian 12's docker.io 20.10 works",
     },
     Requirement {
-        tool: "kind",
-        min: Version(0, 24, 0),
-        required: true,
-        install: "cargo xtask installs the pinned kind (manifests/versions.toml) with `go install` on first use",
-        when_old: "kind before v0.24 has no NetworkPolicy enforcement; use the pinned version",
-    },
-    Requirement {
-        tool: "helm",
-        min: Version(3, 13, 0),
-        required: true,
-        install: "cargo xtask installs the pinned helm (manifests/versions.toml) with `go install` on first use",
-        when_old: "helm before 3.13 is untested; use the pinned version",
-    },
-    Requirement {
         tool: "kubectl",
-        min: Version(1, 30, 0),
+        min: Version(1, 33, 0),
         required: false,
-        install: "optional: cargo xtask talks to the cluster through kube-rs; install kubectl only to poke around",
-        when_old: "kubectl older than the cluster's minor - 1 is unsupported by Kubernetes",
+        install: "optional: cargo xtask talks to the cluster through kube-rs; install kubectl (apt-get install kubernetes-client, or `nix develop`) only to poke around",
+        when_old: "kubectl more than one minor away from the cluster's (1.34) is unsupported by Kubernetes",
     },
 ];
 
@@ -115,61 +104,118 @@ pub fn inotify_advice(max_user_instances: u64) -> Option<String> {
 }
 
 fn probe(sh: &Shell, tool: &str) -> Option<String> {
-    let cached = |tool| crate::tools::cache_dir().join("bin").join(tool);
-    let run = |program: std::path::PathBuf, args: &[&str]| {
-        cmd!(sh, "{program} {args...}")
-            .quiet()
-            .ignore_stderr()
-            .read()
-            .ok()
-            .filter(|out| !out.trim().is_empty())
+    let args: &[&str] = match tool {
+        "docker" => &["version", "--format", "{{.Server.Version}}"],
+        "kubectl" => &["version", "--client"],
+        _ => return None,
     };
-    match tool {
-        "docker" => run(
-            "docker".into(),
-            &["version", "--format", "{{.Server.Version}}"],
+    cmd!(sh, "{tool} {args...}")
+        .quiet()
+        .ignore_stderr()
+        .read()
+        .ok()
+        .filter(|out| !out.trim().is_empty())
+}
+
+/// How kind or helm fared: a line, and whether it blocks `cargo xtask`.
+pub fn tool_line(
+    tool: Tool,
+    pinned: &str,
+    found: Option<(&crate::tools::Located, Option<Version>)>,
+    go: bool,
+) -> (String, bool) {
+    let name = tool.name();
+    let tested = tool.tested();
+    match found {
+        Some((located, version)) => {
+            let shown = version.map_or_else(|| "version unknown".to_owned(), |it| it.to_string());
+            let marker = match crate::tools::version_note(tool, version, pinned) {
+                None => format!(
+                    "✓ {name:<8} {shown} ({}, {}; tested {} up to {})",
+                    located.path.display(),
+                    located.source,
+                    tested.min,
+                    tested.below
+                ),
+                Some(note) => format!(
+                    "! {name:<8} {shown} ({}, {}): {note}",
+                    located.path.display(),
+                    located.source
+                ),
+            };
+            (marker, false)
+        }
+        None if go => (
+            format!(
+                "- {name:<8} not on PATH: cargo xtask will `go install {}@{pinned}` into the cache on first use",
+                tool.package(pinned)
+            ),
+            false,
         ),
-        "kind" => run("kind".into(), &["version"]).or_else(|| run(cached("kind"), &["version"])),
-        "helm" => run("helm".into(), &["version", "--short"])
-            .or_else(|| run(cached("helm"), &["version", "--short"])),
-        "kubectl" => run("kubectl".into(), &["version", "--client"]),
-        _ => None,
+        None => (
+            format!("✗ {name:<8} {}", crate::tools::missing_tool_message(tool, pinned)),
+            true,
+        ),
     }
 }
 
-/// Prints every prerequisite; fails when a required one can be neither found
-/// nor installed automatically.
+/// The Go line: needed only to build what is missing and the offline node image.
+pub fn go_line(version: Option<&str>, tools_missing: bool) -> String {
+    match (version, tools_missing) {
+        (Some(version), _) => format!(
+            "✓ go       {} (builds the offline node image, and kind or helm when missing from PATH)",
+            version.trim()
+        ),
+        (None, false) => "- go       not found: not needed for kind and helm (found above); only `cargo xtask demo --offline` \
+                          and `node-image` need it, to build the node image (apt-get install golang, or go.dev/dl)"
+            .to_owned(),
+        (None, true) => "✗ go       not found: install kind and helm onto PATH, or Go 1.24+ (apt-get install golang, \
+                         or go.dev/dl) to build them"
+            .to_owned(),
+    }
+}
+
+/// Prints every prerequisite and where each tool came from; fails when a
+/// required one can be neither found nor installed automatically.
 pub fn run(sh: &Shell) -> anyhow::Result<()> {
     let mut blocking = Vec::new();
     for requirement in &REQUIREMENTS {
         let verdict = judge(requirement, probe(sh, requirement.tool).as_deref());
+        let place = crate::tools::find_on_path(requirement.tool)
+            .map(|it| format!("{}, from PATH", it.display()))
+            .unwrap_or_default();
         match &verdict {
             Verdict::Ok(version) => println!(
-                "✓ {:<8} {version} (tested: {}+)",
+                "✓ {:<8} {version} ({place}; tested: {}+)",
                 requirement.tool, requirement.min
             ),
             Verdict::Old(version, note) => println!(
-                "! {:<8} {version} is older than {}: {note}",
+                "! {:<8} {version} ({place}) is older than {}: {note}",
                 requirement.tool, requirement.min
             ),
             Verdict::Missing(advice) => println!("✗ {:<8} not found: {advice}", requirement.tool),
         }
-        let auto = matches!(requirement.tool, "kind" | "helm");
         if requirement.required && matches!(verdict, Verdict::Missing(_)) {
-            let go = cmd!(sh, "go version")
-                .quiet()
-                .ignore_stderr()
-                .read()
-                .is_ok();
-            if !auto || !go {
-                blocking.push(requirement.tool);
-            }
+            blocking.push(requirement.tool);
         }
     }
-    match cmd!(sh, "go version").quiet().ignore_stderr().read() {
-        Ok(version) => println!("✓ go       {} (installs kind, helm and the node image's components)", version.trim()),
-        Err(_) => println!("✗ go       not found: install Go 1.24+ (apt-get install golang, or go.dev/dl) to build the pinned tools"),
+    let go = cmd!(sh, "go version").quiet().ignore_stderr().read().ok();
+    let versions = crate::tools::read_versions()?;
+    let mut tools_missing = false;
+    for tool in [Tool::Kind, Tool::Helm] {
+        let pinned = crate::tools::tool_version(&versions, tool)?;
+        let located = crate::tools::locate(tool, &pinned)?;
+        let found = located
+            .as_ref()
+            .map(|it| (it, crate::tools::probe_version(sh, tool, &it.path)));
+        let (line, blocks) = tool_line(tool, &pinned, found, go.is_some());
+        println!("{line}");
+        tools_missing |= located.is_none();
+        if blocks {
+            blocking.push(tool.name());
+        }
     }
+    println!("{}", go_line(go.as_deref(), tools_missing && go.is_none()));
     let instances = std::fs::read_to_string("/proc/sys/fs/inotify/max_user_instances")
         .ok()
         .and_then(|text| text.trim().parse::<u64>().ok());
@@ -177,6 +223,28 @@ pub fn run(sh: &Shell) -> anyhow::Result<()> {
         Some(None) => println!("✓ inotify  max_user_instances >= 512"),
         Some(Some(advice)) => println!("! inotify  {advice}"),
         None => println!("! inotify  cannot read /proc/sys/fs/inotify/max_user_instances"),
+    }
+    match crate::tools::host_fixes(sh, false) {
+        Ok(fixes) if fixes.is_empty() => {
+            println!("✓ host     the engine answers and runs privileged containers")
+        }
+        Ok(fixes) => {
+            let setup = crate::tools::host_setup_command();
+            for fix in &fixes {
+                println!("! host     {}", crate::tools::host_fix_message(fix, &setup));
+            }
+        }
+        Err(err) => println!("! host     cannot check: {err:#}"),
+    }
+    match crate::dirs::cache_dir() {
+        Ok(dir) => println!(
+            "✓ cache    {} (locks, scratch files, image archives, built tools)",
+            dir.display()
+        ),
+        Err(err) => {
+            println!("✗ cache    {err:#}");
+            blocking.push("a cache directory");
+        }
     }
     if !blocking.is_empty() {
         anyhow::bail!("missing prerequisites: {}", blocking.join(", "));
@@ -218,19 +286,70 @@ mod tests {
     }
 
     #[test]
-    fn missing_tools_say_what_to_do() {
-        let Verdict::Missing(advice) = judge(&REQUIREMENTS[1], None) else {
-            panic!("missing");
+    fn kind_and_helm_from_path_need_no_go() {
+        let located = crate::tools::Located {
+            path: "/usr/local/bin/kind".into(),
+            source: crate::tools::ToolSource::Path,
         };
-        assert!(advice.contains("go install"), "{advice}");
+        let (line, blocks) = tool_line(
+            Tool::Kind,
+            "v0.31.0",
+            Some((&located, Some(Version(0, 31, 0)))),
+            false,
+        );
+        assert!(!blocks);
+        assert!(line.starts_with("✓ kind"), "{line}");
+        assert!(line.contains("/usr/local/bin/kind, from PATH"), "{line}");
+        let go = go_line(None, false);
+        assert!(go.starts_with("- go"), "Go is not marked missing: {go}");
+        assert!(go.contains("not needed for kind and helm"), "{go}");
+    }
+
+    #[test]
+    fn a_kind_outside_the_tested_range_is_said_with_the_pin() {
+        let located = crate::tools::Located {
+            path: "/usr/bin/kind".into(),
+            source: crate::tools::ToolSource::Path,
+        };
+        let (line, blocks) = tool_line(
+            Tool::Kind,
+            "v0.31.0",
+            Some((&located, Some(Version(0, 20, 0)))),
+            false,
+        );
+        assert!(!blocks, "said, not refused");
+        assert!(line.starts_with("! kind"), "{line}");
+        assert!(line.contains("outside the tested range 0.24.0"), "{line}");
+        assert!(line.contains("the pinned version is v0.31.0"), "{line}");
+    }
+
+    #[test]
+    fn a_missing_tool_without_go_names_both_ways() {
+        let (line, blocks) = tool_line(Tool::Helm, "v3.19.0", None, false);
+        assert!(blocks);
+        assert!(line.contains("install helm v3.19.0 onto PATH"), "{line}");
+        assert!(line.contains("install Go 1.24+"), "{line}");
+        assert!(
+            line.contains("go install helm.sh/helm/v3/cmd/helm@v3.19.0"),
+            "{line}"
+        );
+        let (line, blocks) = tool_line(Tool::Helm, "v3.19.0", None, true);
+        assert!(!blocks, "Go builds it");
+        assert!(line.contains("will `go install"), "{line}");
+        assert!(go_line(None, true).contains("install kind and helm onto PATH, or Go 1.24+"));
+    }
+
+    #[test]
+    fn an_old_kubectl_is_explained() {
+        let kubectl = &REQUIREMENTS[1];
         assert!(matches!(
-            judge(&REQUIREMENTS[2], Some("v3.12.3")),
+            judge(kubectl, Some("Client Version: v1.29.0")),
             Verdict::Old(..)
         ));
-        assert_eq!(
-            judge(&REQUIREMENTS[2], Some("v4.0.0")),
-            Verdict::Ok(Version(4, 0, 0))
-        );
+        let Verdict::Missing(advice) = judge(kubectl, None) else {
+            panic!("missing");
+        };
+        assert!(advice.contains("optional"), "{advice}");
     }
 
     #[test]

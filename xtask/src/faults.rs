@@ -18,7 +18,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use xshell::{cmd, Shell};
 
-use crate::lock::{self, RunnerLock};
+use crate::lock::RunnerLock;
 use crate::names::{
     KindCluster, MOCK_NS, NRI_DS, STAGER_DS, WORKLOAD_DS, WORKLOAD_NS, WORKLOAD_SELECTOR,
 };
@@ -59,7 +59,11 @@ pub async fn fault_checks(sh: &Shell, cluster_name: &str) -> anyhow::Result<Vec<
 
     eprintln!("\n==> fault: a second concurrent run");
     {
-        let _held = RunnerLock::acquire(&lock::lock_dir(), name, "fault check (holding the lock)")?;
+        let _held = RunnerLock::acquire(
+            &crate::dirs::lock_dir()?,
+            name,
+            "fault check (holding the lock)",
+        )?;
         let out = xtask(&["scenario1", "--cluster-name", name])?;
         let line = expect_failure(
             "concurrent run",

@@ -47,18 +47,23 @@ pub enum Command {
     /// Delete the cluster (and with --images, the images).
     Down(DownArgs),
     /// Check prerequisites and their versions, with what to do about each.
-    Doctor(ClusterArgs),
+    Doctor,
     /// What is deployed and whether it is healthy.
     Status(ClusterArgs),
     /// Fault checks against the running demo cluster: a concurrent run, an
     /// incompatible cluster, a worker stopped mid-run (it is restarted).
-    Faults(ClusterArgs),
+    Faults(KindArgs),
     /// Build the offline kind node image from pinned sources.
     NodeImage(NodeImageArgs),
     /// Build the mock and workload images as reproducible archives.
     Images(ImagesArgs),
     /// The project's whole test suite, as .ci/run runs it.
     Ci(CiArgs),
+    /// As root: prepare this host for kind (start dockerd, install the
+    /// capability-filtering runc wrapper, raise the inotify limits), each only
+    /// when its check shows it is needed. Other commands print this command
+    /// when they need it and do not run as root.
+    HostSetup,
 }
 
 /// Which cluster to act on.
@@ -73,6 +78,31 @@ pub struct ClusterArgs {
     pub kube_context: Option<String>,
 }
 
+/// Which kind cluster to act on (commands that work on kind clusters only).
+#[derive(Debug, Clone, Args)]
+pub struct KindArgs {
+    /// kind cluster name.
+    #[arg(long, default_value = "nvml-mock-compute-domain")]
+    pub cluster_name: String,
+}
+
+/// An `--imex` value: an existing regular file (NVIDIA's archive) or
+/// directory (an extracted tree). Checked at parse time, so a typo fails
+/// before anything runs.
+pub fn imex_path(arg: &str) -> Result<PathBuf, String> {
+    const WHAT: &str =
+        "pass NVIDIA's nvidia-imex redistributable (imex-linux-x86_64-<version>-archive.tar.xz, \
+                        see manifests/versions.toml [imex]) or the directory it extracts to";
+    let path = PathBuf::from(arg);
+    match std::fs::metadata(&path) {
+        Ok(meta) if meta.is_file() || meta.is_dir() => Ok(path),
+        Ok(_) => Err(format!(
+            "{arg} is neither a regular file nor a directory: {WHAT}"
+        )),
+        Err(err) => Err(format!("{arg}: {err}: {WHAT}")),
+    }
+}
+
 /// Options for `demo` and `up`.
 #[derive(Debug, Clone, Args)]
 pub struct DemoArgs {
@@ -83,7 +113,7 @@ pub struct DemoArgs {
     #[arg(long, env = "FORCE_RECREATE", value_parser = clap::builder::FalseyValueParser::new())]
     pub force_recreate: bool,
     /// The nvidia-imex payload (NVIDIA's redistributable archive or an extracted tree).
-    #[arg(long)]
+    #[arg(long, value_parser = imex_path)]
     pub imex: Option<PathBuf>,
     /// Write a JSON report here (and JUnit XML beside it, `.xml`).
     #[arg(long)]
@@ -108,8 +138,9 @@ pub struct DemoArgs {
 pub struct ScenarioArgs {
     #[command(flatten)]
     pub cluster: ClusterArgs,
-    /// The nvidia-imex payload (scenario 2).
-    #[arg(long)]
+    /// The nvidia-imex payload (scenario 2): NVIDIA's redistributable archive
+    /// or an extracted tree.
+    #[arg(long, value_parser = imex_path)]
     pub imex: Option<PathBuf>,
     /// Write a JSON report here (and JUnit XML beside it, `.xml`).
     #[arg(long)]
@@ -120,7 +151,7 @@ pub struct ScenarioArgs {
 #[derive(Debug, Clone, Args)]
 pub struct DownArgs {
     #[command(flatten)]
-    pub cluster: ClusterArgs,
+    pub cluster: KindArgs,
     /// Also remove the demo images from the local Docker engine.
     #[arg(long)]
     pub images: bool,
@@ -137,11 +168,12 @@ pub struct NodeImageArgs {
 /// Options for `images`.
 #[derive(Debug, Clone, Args)]
 pub struct ImagesArgs {
-    /// Directory for the image archives.
-    #[arg(long, default_value = "target/images")]
-    pub out: PathBuf,
-    /// The nvidia-imex payload for the workload image.
+    /// Directory for the image archives (default: `images/` in the cache
+    /// directory, see ARCHITECTURE.md "Directories").
     #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// The nvidia-imex payload for the workload image.
+    #[arg(long, value_parser = imex_path)]
     pub imex: Option<PathBuf>,
 }
 
@@ -200,5 +232,48 @@ mod tests {
         assert_eq!(args.cluster.kube_context.as_deref(), Some("prod"));
         assert_eq!(args.cluster.cluster_name, "nvml-mock-compute-domain");
         assert_eq!(args.report.as_deref(), Some(std::path::Path::new("r.json")));
+    }
+
+    #[test]
+    fn a_missing_imex_path_fails_at_parse_time_naming_it() {
+        let err = Xtask::try_parse_from(["cargo xtask", "scenario2", "--imex", "/nonexistent"])
+            .expect_err("no such path")
+            .to_string();
+        assert!(err.contains("/nonexistent"), "{err}");
+        assert!(err.contains("No such file or directory"), "{err}");
+        assert!(
+            err.contains("pass NVIDIA's nvidia-imex redistributable"),
+            "{err}"
+        );
+        let dir = tempfile::tempdir().expect("tempdir");
+        let archive = dir.path().join("imex.tar.xz");
+        std::fs::write(&archive, "").expect("write");
+        for path in [dir.path(), archive.as_path()] {
+            let path = path.to_str().expect("utf-8");
+            let Command::Scenario2(args) = parse(&["scenario2", "--imex", path]).command else {
+                panic!("scenario2");
+            };
+            assert_eq!(args.imex.as_deref(), Some(std::path::Path::new(path)));
+        }
+        let err = imex_path("/dev/null").expect_err("a device");
+        assert!(
+            err.contains("neither a regular file nor a directory"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn kind_only_commands_do_not_accept_a_kube_context() {
+        for command in ["doctor", "faults", "down"] {
+            let res = Xtask::try_parse_from(["cargo xtask", command, "--kube-context", "x"]);
+            assert!(
+                res.is_err(),
+                "{command} accepts --kube-context it would ignore"
+            );
+        }
+        let Command::Status(args) = parse(&["status", "--kube-context", "x"]).command else {
+            panic!("status");
+        };
+        assert_eq!(args.kube_context.as_deref(), Some("x"));
     }
 }

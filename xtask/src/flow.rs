@@ -15,13 +15,13 @@ use xshell::Shell;
 use crate::fabric::Expected;
 use crate::flags::{ClusterArgs, DemoArgs, DownArgs, ScenarioArgs};
 use crate::k8s::{self, ExecOutput, PodInfo};
-use crate::lock::{self, RunnerLock};
+use crate::lock::RunnerLock;
 use crate::names::{
     self, KindCluster, CHART, MOCK_NS, NRI_DS, STAGER_DS, WORKLOAD_DS, WORKLOAD_NS,
     WORKLOAD_SELECTOR,
 };
 use crate::plan::{self, ImageRef};
-use crate::report::{Outcome, Report};
+use crate::report::{Outcome, Report, StepStatus, Verdict};
 use crate::runner::{Cmd, Runner, ShellRunner};
 use crate::scenarios::{self, Limits, Rebind, Tracker, Workload};
 
@@ -148,11 +148,7 @@ async fn step<T, F: Future<Output = anyhow::Result<T>>>(
     tracker.step(name);
     let started = Instant::now();
     let res = fut.await;
-    let status = match &res {
-        Ok(_) => "ok".to_owned(),
-        Err(err) => format!("failed: {err:#}"),
-    };
-    report.step(name, started.elapsed(), &status);
+    report.step(name, started.elapsed(), StepStatus::of(&res));
     res.with_context(|| format!("step `{name}` failed"))
 }
 
@@ -162,7 +158,7 @@ fn command_line() -> String {
 }
 
 fn take_lock(name: &str) -> anyhow::Result<RunnerLock> {
-    let lock = RunnerLock::acquire(&lock::lock_dir(), name, &command_line())?;
+    let lock = RunnerLock::acquire(&crate::dirs::lock_dir()?, name, &command_line())?;
     tracing::debug!(path = %lock.path().display(), "runner lock taken");
     Ok(lock)
 }
@@ -174,9 +170,7 @@ fn runner(sh: &Shell) -> anyhow::Result<ShellRunner<'_>> {
 }
 
 fn scratch_dir(name: &str) -> anyhow::Result<PathBuf> {
-    let dir = crate::project_root().join("target/cdsim").join(name);
-    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    Ok(dir)
+    crate::dirs::scratch_dir(&name.replace(['/', ':'], "_"))
 }
 
 fn finish_report(report: &mut Report, started: Instant, path: Option<&Path>) -> anyhow::Result<()> {
@@ -211,10 +205,14 @@ pub async fn demo(
     };
     let res = demo_inner(sh, args, &cluster, with_scenarios, tracker, &mut report).await;
     finish_report(&mut report, started, args.report.as_deref())?;
-    print_summary(&report, &cluster);
+    let cluster_up = report
+        .steps
+        .iter()
+        .any(|it| it.name == "cluster" && it.status == StepStatus::Ok);
+    print_summary(&report, &cluster, cluster_up);
     res?;
     if report.failed() {
-        anyhow::bail!("a scenario failed: see the summary above");
+        anyhow::bail!("{}", report.verdict_line());
     }
     Ok(())
 }
@@ -228,7 +226,7 @@ async fn demo_inner(
     report: &mut Report,
 ) -> anyhow::Result<()> {
     let runner = step(report, tracker, "engine and tools", async {
-        crate::tools::ensure_engine(sh)?;
+        crate::tools::ensure_host(sh, true)?;
         runner(sh)
     })
     .await?;
@@ -240,13 +238,31 @@ async fn demo_inner(
             })
             .await?,
         ),
-        (None, false) => None,
+        (None, false) => {
+            let pinned = crate::cluster::online_pin(&crate::tools::read_versions()?)?;
+            let online = crate::cluster::online_image(&runner, &pinned);
+            eprintln!("    {}", online.note());
+            report.notes.push(online.note());
+            Some(online.kind_image().to_owned())
+        }
     };
+    match (&args.node_image, args.offline, &node_image) {
+        (Some(image), _, _) => report
+            .notes
+            .push(format!("node image: {image} (--node-image)")),
+        (None, true, Some(image)) => report.notes.push(format!(
+            "node image: {image} (--offline: built locally from pinned sources)"
+        )),
+        _ => {}
+    }
     let decision = step(report, tracker, "cluster", async {
         crate::cluster::ensure(&runner, cluster, args.force_recreate, node_image.as_deref())
     })
     .await?;
     report.notes.push(format!("cluster: {decision:?}"));
+    if let Some(image) = crate::cluster::node_image_in_use(&runner, cluster) {
+        report.notes.push(format!("nodes run {image}"));
+    }
     let images = step(report, tracker, "images", async { images(sh, args) }).await?;
     step(report, tracker, "load images", async {
         for (archive, image) in [&images.mock, &images.workload] {
@@ -273,6 +289,15 @@ async fn demo_inner(
         k8s::wait_nodes_ready(&client, &cluster.nodes(), Duration::from_secs(300)).await
     })
     .await?;
+    match client.apiserver_version().await {
+        Ok(info) => report.notes.push(format!(
+            "Kubernetes {} (the API server's version)",
+            info.git_version
+        )),
+        Err(err) => report
+            .notes
+            .push(format!("Kubernetes version unknown: {err}")),
+    }
     step(report, tracker, "install", async {
         let dir = scratch_dir(cluster.name())?;
         let values = dir.join("values.yaml");
@@ -373,7 +398,7 @@ fn images(sh: &Shell, args: &DemoArgs) -> anyhow::Result<ImagePair> {
     let (mock, workload) = match (mock, workload) {
         (Some(mock), Some(workload)) => (mock, workload),
         (mock, workload) => {
-            let out = crate::project_root().join("target/images");
+            let out = crate::dirs::images_dir()?;
             let imex = match &args.imex {
                 Some(path) => Some(
                     std::path::absolute(path)
@@ -485,13 +510,16 @@ async fn run_scenario<R: Runner>(
             result.outcome = Outcome::Failed(format!("{reason}; {err:#}"));
         }
     }
-    match &result.outcome {
-        Outcome::Passed => eprintln!("    ✓ {name} passed in {:.1}s", result.seconds),
-        Outcome::Failed(reason) => eprintln!("ERROR: {name} failed: {reason}"),
-        Outcome::Skipped(reason) => eprintln!("    - {name} SKIPPED: {reason}"),
+    match result.outcome.verdict() {
+        Verdict::Passed => eprintln!(
+            "    ✓ {name} {} in {:.1}s",
+            result.outcome.label(),
+            result.seconds
+        ),
+        Verdict::Failed => eprintln!("ERROR: {name} {}", result.outcome.label()),
+        Verdict::Skipped => eprintln!("    - {name} {}", result.outcome.label()),
     }
-    report.step(&name, Duration::from_secs_f64(result.seconds), "ok");
-    report.scenarios.push(result);
+    report.scenario(result);
     Ok(())
 }
 
@@ -525,36 +553,39 @@ pub async fn scenario(
     finish_report(&mut report, started, args.report.as_deref())?;
     res?;
     if report.failed() {
-        anyhow::bail!("scenario{which} failed");
+        anyhow::bail!("{}", report.verdict_line());
     }
     Ok(())
 }
 
-fn print_summary(report: &Report, cluster: &KindCluster) {
+fn print_summary(report: &Report, cluster: &KindCluster, cluster_up: bool) {
     eprintln!("\n==> summary ({:.1}s)", report.total_seconds);
     for step in &report.steps {
         eprintln!(
             "    {:<18} {:>7.1}s  {}",
             step.name,
             step.seconds,
-            step.status.lines().next().unwrap_or("")
+            step.status.label()
         );
     }
     for scenario in &report.scenarios {
-        let verdict = match &scenario.outcome {
-            Outcome::Passed => "PASSED".to_owned(),
-            Outcome::Failed(reason) => format!("FAILED: {}", reason.lines().next().unwrap_or("")),
-            Outcome::Skipped(reason) => format!("SKIPPED: {reason}"),
-        };
-        eprintln!("    {:<10} {verdict}", scenario.name);
+        eprintln!(
+            "    {:<18} {:>7.1}s  {}",
+            scenario.name,
+            scenario.seconds,
+            scenario.outcome.label()
+        );
     }
     for note in &report.notes {
         eprintln!("    {note}");
     }
-    eprintln!(
-        "    the cluster stays up: rerun any scenario with `cargo xtask scenario1|2|3`; tear down with `cargo xtask down --cluster-name {}`",
-        cluster.name()
-    );
+    if cluster_up {
+        eprintln!(
+            "    the cluster stays up: rerun any scenario with `cargo xtask scenario1|2|3`; tear down with `cargo xtask down --cluster-name {}`",
+            cluster.name()
+        );
+    }
+    eprintln!("    {}", report.verdict_line());
 }
 
 /// `down`: delete the cluster (and the image archives with `--images`).
@@ -572,7 +603,7 @@ pub fn down(sh: &Shell, args: &DownArgs) -> anyhow::Result<()> {
         eprintln!("    no cluster {}", cluster.name());
     }
     if args.images {
-        let dir = crate::project_root().join("target/images");
+        let dir = crate::dirs::images_dir()?;
         for (path, image) in crate::archive::scan(&dir).unwrap_or_default() {
             std::fs::remove_file(&path).with_context(|| format!("removing {}", path.display()))?;
             eprintln!("    removed {image} ({})", path.display());
@@ -592,12 +623,7 @@ pub fn down(sh: &Shell, args: &DownArgs) -> anyhow::Result<()> {
 pub async fn status(sh: &Shell, args: &ClusterArgs) -> anyhow::Result<()> {
     if args.kube_context.is_none() {
         let cluster = KindCluster::new(&args.cluster_name)?;
-        let docker = docker_only(sh);
-        for node in cluster.nodes() {
-            let state = match crate::cluster::probe_node(&docker, &node) {
-                Ok(()) => "running, NRI on".to_owned(),
-                Err(problem) => problem.to_string(),
-            };
+        for (node, state) in crate::cluster::node_states(&docker_only(sh), &cluster)? {
             println!("node {node}: {state}");
         }
     }

@@ -78,10 +78,12 @@ pub struct BuiltImages {
 
 /// `cargo xtask images [--out DIR] [--imex ARCHIVE_OR_DIR]`.
 ///
-/// A relative `--out` is under the repository root; a relative `--imex` is
-/// relative to the current directory.
+/// A relative `--out` or `--imex` is relative to the current directory.
 pub fn run(sh: &Shell, args: &ImagesArgs) -> Result<()> {
-    let out_dir = crate::project_root().join(&args.out);
+    let out_dir = match &args.out {
+        Some(out) => absolute(out)?,
+        None => crate::dirs::images_dir()?,
+    };
     let imex = match &args.imex {
         Some(path) => Some(absolute(path)?),
         None => None,
@@ -138,16 +140,15 @@ pub fn build_all(
         cargo_args.push(package);
     }
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    // Cargo and this code agree on the target dir (see `dirs`): it is passed on.
+    let target_dir = crate::dirs::target_dir()?;
     {
         let _dir = sh.push_dir(&root);
+        let _target = sh.push_env("CARGO_TARGET_DIR", &target_dir);
         cmd!(sh, "{cargo} {cargo_args...}")
             .run()
             .context("cannot build the crates the images need")?;
     }
-    let target_dir = match std::env::var_os("CARGO_TARGET_DIR") {
-        Some(dir) => root.join(dir),
-        None => root.join("target"),
-    };
     let artifact_dir = target_dir.join(profile.dir_name());
 
     let inputs = Inputs {

@@ -8,9 +8,6 @@ use std::fs::{File, OpenOptions, TryLockError};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
-/// The default lock directory; `CDSIM_LOCK_DIR` overrides it.
-pub const DEFAULT_DIR: &str = "/var/cache/cdsim/locks";
-
 /// A held runner lock; dropping it releases the lock.
 #[derive(Debug)]
 pub struct RunnerLock {
@@ -18,21 +15,13 @@ pub struct RunnerLock {
     path: PathBuf,
 }
 
-/// The lock directory: `CDSIM_LOCK_DIR` or the default.
-pub fn lock_dir() -> PathBuf {
-    match std::env::var_os("CDSIM_LOCK_DIR") {
-        Some(dir) if !dir.is_empty() => PathBuf::from(dir),
-        _ => PathBuf::from(DEFAULT_DIR),
-    }
-}
-
 impl RunnerLock {
     /// Takes the lock for `cluster`, or fails naming the current holder.
     pub fn acquire(dir: &Path, cluster: &str, command: &str) -> anyhow::Result<RunnerLock> {
         if let Err(err) = std::fs::create_dir_all(dir) {
             anyhow::bail!(
-                "cannot create the lock directory {}: {err}; set CDSIM_LOCK_DIR to a writable directory",
-                dir.display()
+                "{}",
+                crate::dirs::not_writable_message(dir, &err.to_string())
             );
         }
         let path = dir.join(format!("{cluster}.lock"));
@@ -44,7 +33,11 @@ impl RunnerLock {
             .open(&path)
         {
             Ok(file) => file,
-            Err(err) => anyhow::bail!("cannot open the lock file {}: {err}", path.display()),
+            Err(err) => anyhow::bail!(
+                "cannot open the lock file {}: {err}; set CDSIM_CACHE_DIR to a directory you can write \
+                 (locks live in its locks/)",
+                path.display()
+            ),
         };
         match file.try_lock() {
             Ok(()) => {}
@@ -151,6 +144,29 @@ mod tests {
         assert!(
             refused.contains("another run holds cluster `demo`"),
             "{refused}"
+        );
+    }
+
+    #[test]
+    fn an_unusable_lock_location_names_the_variable_to_set() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        // A directory where the lock file goes: opening it for writing fails, even as root.
+        std::fs::create_dir(dir.path().join("demo.lock")).expect("mkdir");
+        let err = RunnerLock::acquire(dir.path(), "demo", "test").expect_err("a directory");
+        assert!(
+            err.to_string()
+                .contains("set CDSIM_CACHE_DIR to a directory you can write"),
+            "{err}"
+        );
+        // A lock directory below a regular file cannot be created.
+        let file = dir.path().join("file");
+        std::fs::write(&file, "").expect("write");
+        let err =
+            RunnerLock::acquire(&file.join("locks"), "demo", "test").expect_err("below a file");
+        assert!(
+            err.to_string()
+                .contains("set CDSIM_CACHE_DIR to a directory you can write"),
+            "{err}"
         );
     }
 }

@@ -9,6 +9,7 @@
 mod archive;
 mod ci;
 mod cluster;
+mod dirs;
 mod doctor;
 mod fabric;
 mod faults;
@@ -78,7 +79,7 @@ fn run(flags: flags::Xtask) -> anyhow::Result<()> {
         Command::Scenario2(args) => runtime.block_on(flow::scenario(&sh, 2, &args, &tracker)),
         Command::Scenario3(args) => runtime.block_on(flow::scenario(&sh, 3, &args, &tracker)),
         Command::Down(args) => flow::down(&sh, &args),
-        Command::Doctor(_) => doctor::run(&sh),
+        Command::Doctor => doctor::run(&sh),
         Command::Status(args) => runtime.block_on(flow::status(&sh, &args)),
         Command::Faults(args) => {
             let lines = runtime.block_on(faults::fault_checks(&sh, &args.cluster_name))?;
@@ -88,9 +89,29 @@ fn run(flags: flags::Xtask) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Ci(args) => ci::run(&sh, &args),
+        Command::HostSetup => host_setup(&sh),
         Command::NodeImage(args) => node_image::run(&sh, &args),
         Command::Images(args) => images::run(&sh, &args),
     }
+}
+
+/// `host-setup`: the root-only host preparation, each part only when its
+/// check shows it is needed.
+fn host_setup(sh: &xshell::Shell) -> anyhow::Result<()> {
+    if !dirs::is_root() {
+        anyhow::bail!(
+            "host-setup changes the Docker engine's configuration and kernel limits: run it as root (`{}`)",
+            tools::host_setup_command()
+        );
+    }
+    let fixes = tools::host_fixes(sh, true)?;
+    if fixes.is_empty() {
+        eprintln!("    nothing to do: the engine answers, privileged containers work, the inotify limits suffice");
+        return Ok(());
+    }
+    tools::ensure_host(sh, true)?;
+    eprintln!("    host prepared ({} fix(es))", fixes.len());
+    Ok(())
 }
 
 /// Ctrl-C: stop daemons a scenario may have started, say where the run
@@ -126,11 +147,12 @@ async fn on_interrupt(tracker: Tracker, context: String) {
     }
     if let Some(args) = &state.restore_topology {
         eprintln!("    restoring the demo topology (scenario 3 was rebinding)");
-        let cached = tools::cache_dir().join("bin/helm");
-        let helm = match cached.exists() {
-            true => cached,
-            false => std::path::PathBuf::from("helm"),
-        };
+        let helm = tools::read_versions()
+            .and_then(|versions| tools::tool_version(&versions, tools::Tool::Helm))
+            .and_then(|pinned| tools::locate(tools::Tool::Helm, &pinned))
+            .ok()
+            .flatten()
+            .map_or_else(|| std::path::PathBuf::from("helm"), |it| it.path);
         // An upgrade of the scenario itself may still be finishing: retry once.
         let mut last = String::new();
         for attempt in 0..2 {

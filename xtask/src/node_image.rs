@@ -84,8 +84,7 @@ fn input_files(dir: &std::path::Path) -> Result<Vec<pins::InputFile>> {
 /// One node image build per machine at a time: a second run waits here
 /// (they share the cache, the work directory and the build container name).
 fn lock_builds() -> Result<fs::File> {
-    let dir = tools::cache_dir();
-    fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let dir = crate::dirs::ensure(&crate::dirs::cache_dir()?)?;
     tools::lock_file(&dir.join("node-image.lock"))
 }
 

@@ -7,6 +7,11 @@ use std::time::Duration;
 use serde::Serialize;
 
 /// How a scenario ended.
+///
+/// Every consumer (the summary, the JUnit writer, [`Report::failed`]) goes
+/// through [`Outcome::verdict`] and [`Outcome::label`], so a new variant (e.g.
+/// a pass that relied on a named test double) needs only those two arms and
+/// its serde name; nothing compares strings.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "outcome", content = "reason", rename_all = "lowercase")]
 pub enum Outcome {
@@ -16,6 +21,74 @@ pub enum Outcome {
     Failed(String),
     /// It could not run (never counted as passed).
     Skipped(String),
+}
+
+/// The three ways a result counts, whatever its variant's detail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// Counts as passed.
+    Passed,
+    /// Counts as failed: the run fails.
+    Failed,
+    /// Counts as skipped: neither passed nor failed.
+    Skipped,
+}
+
+impl Outcome {
+    /// How this outcome counts.
+    pub fn verdict(&self) -> Verdict {
+        match self {
+            Outcome::Passed => Verdict::Passed,
+            Outcome::Failed(_) => Verdict::Failed,
+            Outcome::Skipped(_) => Verdict::Skipped,
+        }
+    }
+
+    /// One line for the summary: `PASSED`, `FAILED: …`, `SKIPPED: …`.
+    pub fn label(&self) -> String {
+        match self {
+            Outcome::Passed => "PASSED".to_owned(),
+            Outcome::Failed(reason) => format!("FAILED: {}", first_line(reason)),
+            Outcome::Skipped(reason) => format!("SKIPPED: {}", first_line(reason)),
+        }
+    }
+
+    /// The reason, for failures and skips.
+    pub fn reason(&self) -> Option<&str> {
+        match self {
+            Outcome::Passed => None,
+            Outcome::Failed(reason) | Outcome::Skipped(reason) => Some(reason),
+        }
+    }
+}
+
+/// How a step ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "status", content = "error", rename_all = "lowercase")]
+pub enum StepStatus {
+    /// It did what it had to.
+    Ok,
+    /// It failed with this error; the run stopped there (or, for a check
+    /// step such as the NetworkPolicy probe, the run goes on and fails at the end).
+    Failed(String),
+}
+
+impl StepStatus {
+    /// The status of a step that returned `res`.
+    pub fn of<T>(res: &anyhow::Result<T>) -> StepStatus {
+        match res {
+            Ok(_) => StepStatus::Ok,
+            Err(err) => StepStatus::Failed(format!("{err:#}")),
+        }
+    }
+
+    /// One line for the summary.
+    pub fn label(&self) -> String {
+        match self {
+            StepStatus::Ok => "ok".to_owned(),
+            StepStatus::Failed(error) => format!("FAILED: {}", first_line(error)),
+        }
+    }
 }
 
 /// What one worker showed in a scenario.
@@ -54,8 +127,9 @@ pub struct Step {
     pub name: String,
     /// Wall time in seconds.
     pub seconds: f64,
-    /// `ok`, `failed: …` or `interrupted`.
-    pub status: String,
+    /// How it ended.
+    #[serde(flatten)]
+    pub status: StepStatus,
 }
 
 /// The whole report.
@@ -76,21 +150,62 @@ pub struct Report {
 }
 
 impl Report {
-    /// Records a step.
-    pub fn step(&mut self, name: &str, took: Duration, status: &str) {
+    /// Records a step (scenarios are not steps: see [`Report::scenario`]).
+    pub fn step(&mut self, name: &str, took: Duration, status: StepStatus) {
         self.steps.push(Step {
             name: name.to_owned(),
             seconds: round(took),
-            status: status.to_owned(),
+            status,
         });
+    }
+
+    /// Records a scenario's result.
+    pub fn scenario(&mut self, result: ScenarioResult) {
+        self.scenarios.push(result);
+    }
+
+    /// What failed, in order: `scenario <name>` and `step <name>` entries.
+    pub fn failures(&self) -> Vec<String> {
+        let steps = self
+            .steps
+            .iter()
+            .filter(|it| matches!(it.status, StepStatus::Failed(_)))
+            .map(|it| format!("step `{}`", it.name));
+        let scenarios = self
+            .scenarios
+            .iter()
+            .filter(|it| it.outcome.verdict() == Verdict::Failed)
+            .map(|it| it.name.clone());
+        scenarios.chain(steps).collect()
     }
 
     /// Whether any scenario or step failed.
     pub fn failed(&self) -> bool {
-        self.scenarios
-            .iter()
-            .any(|it| matches!(it.outcome, Outcome::Failed(_)))
-            || self.steps.iter().any(|it| it.status != "ok")
+        !self.failures().is_empty()
+    }
+
+    /// The summary's last line: what failed, or what passed and what was skipped.
+    pub fn verdict_line(&self) -> String {
+        let failures = self.failures();
+        if !failures.is_empty() {
+            return format!("FAILED: {}", failures.join(", "));
+        }
+        let count = |verdict| {
+            self.scenarios
+                .iter()
+                .filter(|it| it.outcome.verdict() == verdict)
+                .map(|it| it.name.as_str())
+                .collect::<Vec<_>>()
+        };
+        let (passed, skipped) = (count(Verdict::Passed), count(Verdict::Skipped));
+        let mut line = match passed.is_empty() {
+            true => "ok: no scenario ran".to_owned(),
+            false => format!("PASSED: {}", passed.join(", ")),
+        };
+        if !skipped.is_empty() {
+            line.push_str(&format!("; SKIPPED (not passed): {}", skipped.join(", ")));
+        }
+        line
     }
 
     /// The JSON document.
@@ -98,18 +213,14 @@ impl Report {
         serde_json::to_string_pretty(self).unwrap_or_else(|err| format!("{{\"error\": \"{err}\"}}"))
     }
 
-    /// JUnit XML: one testsuite, steps and scenarios as test cases.
+    /// JUnit XML: one testsuite; each step and each scenario is one test case
+    /// (a scenario is never also a step).
     pub fn to_junit(&self) -> String {
-        let failures = self.steps.iter().filter(|it| it.status != "ok").count()
-            + self
-                .scenarios
-                .iter()
-                .filter(|it| matches!(it.outcome, Outcome::Failed(_)))
-                .count();
+        let failures = self.failures().len();
         let skipped = self
             .scenarios
             .iter()
-            .filter(|it| matches!(it.outcome, Outcome::Skipped(_)))
+            .filter(|it| it.outcome.verdict() == Verdict::Skipped)
             .count();
         let tests = self.steps.len() + self.scenarios.len();
         let mut out = format!(
@@ -123,8 +234,8 @@ impl Report {
                 xml(&step.name),
                 step.seconds
             ));
-            if step.status != "ok" {
-                out.push_str(&format!("<failure message=\"{}\"/>", xml(&step.status)));
+            if let StepStatus::Failed(error) = &step.status {
+                out.push_str(&format!("<failure message=\"{}\"/>", xml(error)));
             }
             out.push_str("</testcase>\n");
         }
@@ -134,12 +245,11 @@ impl Report {
                 xml(&scenario.name),
                 scenario.seconds
             ));
-            match &scenario.outcome {
-                Outcome::Passed => {}
-                Outcome::Failed(reason) => {
-                    out.push_str(&format!("<failure message=\"{}\"/>", xml(reason)))
-                }
-                Outcome::Skipped(reason) => {
+            let reason = scenario.outcome.reason().unwrap_or_default();
+            match scenario.outcome.verdict() {
+                Verdict::Passed => {}
+                Verdict::Failed => out.push_str(&format!("<failure message=\"{}\"/>", xml(reason))),
+                Verdict::Skipped => {
                     out.push_str(&format!("<skipped message=\"{}\"/>", xml(reason)))
                 }
             }
@@ -176,6 +286,10 @@ impl Report {
     }
 }
 
+fn first_line(text: &str) -> &str {
+    text.lines().next().unwrap_or("")
+}
+
 /// Seconds with millisecond precision.
 pub fn round(took: Duration) -> f64 {
     (took.as_secs_f64() * 1000.0).round() / 1000.0
@@ -208,7 +322,7 @@ mod tests {
             cluster: "c".to_owned(),
             ..Report::default()
         };
-        report.step("cluster", Duration::from_millis(1500), "ok");
+        report.step("cluster", Duration::from_millis(1500), StepStatus::Ok);
         report.scenarios.push(ScenarioResult {
             name: "scenario1".to_owned(),
             outcome: Outcome::Passed,
@@ -235,6 +349,7 @@ mod tests {
     fn json_carries_outcomes_and_reasons() {
         let doc: serde_json::Value = serde_json::from_str(&sample().to_json()).expect("json");
         assert_eq!(doc["steps"][0]["seconds"], 1.5);
+        assert_eq!(doc["steps"][0]["status"], "ok");
         assert_eq!(doc["scenarios"][0]["outcome"], "passed");
         assert_eq!(doc["scenarios"][1]["outcome"], "skipped");
         assert_eq!(doc["scenarios"][1]["reason"], "no nvidia-imex payload");
@@ -253,6 +368,7 @@ mod tests {
             timings: vec![],
         });
         assert!(report.failed());
+        assert_eq!(report.verdict_line(), "FAILED: scenario3");
         let xml = report.to_junit();
         assert!(
             xml.contains("tests=\"4\" failures=\"1\" skipped=\"1\""),
@@ -281,5 +397,97 @@ mod tests {
         assert!(std::fs::read_to_string(&xml)
             .expect("xml")
             .starts_with("<?xml"));
+    }
+
+    #[test]
+    fn a_failed_scenario_is_one_failed_case_and_no_step() {
+        let mut report = sample();
+        report.scenario(ScenarioResult {
+            name: "scenario3".to_owned(),
+            outcome: Outcome::Failed("worker3 kept clique 1".to_owned()),
+            seconds: 1.0,
+            workers: vec![],
+            timings: vec![],
+        });
+        assert_eq!(
+            report.steps.len(),
+            1,
+            "a scenario is not recorded as a step"
+        );
+        let xml = report.to_junit();
+        assert_eq!(xml.matches("name=\"scenario3\"").count(), 1, "{xml}");
+        assert_eq!(xml.matches("<failure").count(), 1, "{xml}");
+        let doc: serde_json::Value = serde_json::from_str(&report.to_json()).expect("json");
+        assert_eq!(doc["scenarios"][2]["outcome"], "failed");
+        assert_eq!(doc["scenarios"][2]["reason"], "worker3 kept clique 1");
+        assert!(doc["steps"]
+            .as_array()
+            .expect("steps")
+            .iter()
+            .all(|it| it["name"] != "scenario3"));
+    }
+
+    #[test]
+    fn a_failed_network_policy_step_is_named_not_called_a_scenario() {
+        let mut report = sample();
+        report.step(
+            "network policy",
+            Duration::from_secs(3),
+            StepStatus::Failed("the probe pod reached worker2".to_owned()),
+        );
+        assert!(report.failed());
+        let line = report.verdict_line();
+        assert_eq!(line, "FAILED: step `network policy`");
+        assert!(!line.contains("scenario"), "{line}");
+        let doc: serde_json::Value = serde_json::from_str(&report.to_json()).expect("json");
+        assert_eq!(doc["steps"][1]["status"], "failed");
+        assert_eq!(doc["steps"][1]["error"], "the probe pod reached worker2");
+        let xml = report.to_junit();
+        assert!(xml.contains("failures=\"1\""), "{xml}");
+        assert!(
+            xml.contains("<failure message=\"the probe pod reached worker2\"/>"),
+            "{xml}"
+        );
+    }
+
+    #[test]
+    fn the_verdict_line_names_passes_and_skips() {
+        assert_eq!(
+            sample().verdict_line(),
+            "PASSED: scenario1; SKIPPED (not passed): scenario2"
+        );
+        let empty = Report::default();
+        assert_eq!(empty.verdict_line(), "ok: no scenario ran");
+        let mut failing = sample();
+        failing.step(
+            "cluster",
+            Duration::ZERO,
+            StepStatus::Failed("kind create cluster failed: no such image".to_owned()),
+        );
+        failing.scenario(ScenarioResult {
+            name: "scenario1b".to_owned(),
+            outcome: Outcome::Failed("x".to_owned()),
+            seconds: 0.0,
+            workers: vec![],
+            timings: vec![],
+        });
+        assert_eq!(failing.verdict_line(), "FAILED: scenario1b, step `cluster`");
+    }
+
+    #[test]
+    fn labels_take_the_first_line() {
+        assert_eq!(Outcome::Passed.label(), "PASSED");
+        assert_eq!(Outcome::Failed("a\nb".to_owned()).label(), "FAILED: a");
+        assert_eq!(Outcome::Skipped("r".to_owned()).label(), "SKIPPED: r");
+        assert_eq!(StepStatus::Ok.label(), "ok");
+        assert_eq!(
+            StepStatus::Failed("e\nmore".to_owned()).label(),
+            "FAILED: e"
+        );
+        let failed: anyhow::Result<()> = Err(anyhow::format_err!("inner").context("outer"));
+        assert_eq!(
+            StepStatus::of(&failed),
+            StepStatus::Failed("outer: inner".to_owned())
+        );
     }
 }

@@ -16,7 +16,8 @@ pub struct Cmd {
     pub program: String,
     /// Its arguments.
     pub args: Vec<String>,
-    /// Stream output to the terminal instead of capturing it.
+    /// Stream output to the terminal as it comes (stderr is still captured,
+    /// for the error message).
     pub stream: bool,
 }
 
@@ -54,8 +55,50 @@ pub struct Output {
     pub ok: bool,
     /// Captured stdout (empty when streamed).
     pub stdout: String,
-    /// Captured stderr (empty when streamed).
+    /// Captured stderr (also when streamed).
     pub stderr: String,
+}
+
+/// How many of a failed command's last stderr lines its error carries.
+const ERROR_LINES: usize = 12;
+
+impl Output {
+    /// The line that says what went wrong: the last stderr line that starts
+    /// with an error (kind follows it with `Command Output:` detail), else the last line.
+    pub fn headline(&self) -> String {
+        let lines: Vec<&str> = self
+            .stderr
+            .lines()
+            .map(str::trim)
+            .filter(|it| !it.is_empty())
+            .collect();
+        lines
+            .iter()
+            .rev()
+            .find(|it| {
+                it.starts_with("ERROR") || it.starts_with("Error") || it.starts_with("error")
+            })
+            .or(lines.last())
+            .map_or_else(
+                || "(it printed nothing on stderr)".to_owned(),
+                |it| (*it).to_owned(),
+            )
+    }
+
+    /// The command's own message: the last lines of its stderr.
+    pub fn error_text(&self) -> String {
+        let lines: Vec<&str> = self
+            .stderr
+            .lines()
+            .map(str::trim_end)
+            .filter(|it| !it.trim().is_empty())
+            .collect();
+        let tail = &lines[lines.len().saturating_sub(ERROR_LINES)..];
+        match tail.is_empty() {
+            true => "(it printed nothing on stderr)".to_owned(),
+            false => tail.join("\n"),
+        }
+    }
 }
 
 /// Runs commands.
@@ -67,7 +110,12 @@ pub trait Runner {
     fn check(&self, cmd: &Cmd) -> anyhow::Result<Output> {
         let out = self.run(cmd)?;
         if !out.ok {
-            anyhow::bail!("`{}` failed: {}", cmd.display(), out.stderr.trim());
+            anyhow::bail!(
+                "`{}` failed: {}\n{}",
+                cmd.display(),
+                out.headline(),
+                out.error_text()
+            );
         }
         Ok(out)
     }
@@ -96,14 +144,12 @@ impl Runner for ShellRunner<'_> {
         };
         let args = &cmd.args;
         tracing::debug!(command = %cmd.display(), "run");
+        if cmd.stream {
+            return stream(self.sh, &program, args)
+                .map_err(|err| anyhow::format_err!("cannot run `{}`: {err}", cmd.display()));
+        }
         let expr = cmd!(self.sh, "{program} {args...}").quiet().ignore_status();
         let run = || {
-            if cmd.stream {
-                return expr.run().map(|()| Output {
-                    ok: true,
-                    ..Output::default()
-                });
-            }
             expr.output().map(|out| Output {
                 ok: out.status.success(),
                 stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -115,6 +161,34 @@ impl Runner for ShellRunner<'_> {
             Err(err) => anyhow::bail!("cannot run `{}`: {err}", cmd.display()),
         }
     }
+}
+
+/// Runs `program` with stdout on the terminal and stderr both shown as it
+/// comes and captured, so a failure can carry the command's own message.
+fn stream(sh: &Shell, program: &std::path::Path, args: &[String]) -> std::io::Result<Output> {
+    use std::io::{BufRead, Write};
+    let mut child = std::process::Command::new(program)
+        .args(args)
+        .current_dir(sh.current_dir())
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()?;
+    let mut captured = String::new();
+    if let Some(stderr) = child.stderr.take() {
+        let mut terminal = std::io::stderr();
+        for line in std::io::BufReader::new(stderr).lines() {
+            let line = line?;
+            let _ = writeln!(terminal, "{line}");
+            captured.push_str(&line);
+            captured.push('\n');
+        }
+    }
+    let status = child.wait()?;
+    Ok(Output {
+        ok: status.success(),
+        stdout: String::new(),
+        stderr: captured,
+    })
 }
 
 #[cfg(test)]
@@ -169,5 +243,54 @@ impl Runner for FakeRunner {
             anyhow::bail!("unexpected command `{line}`: expected one starting with `{prefix}`");
         }
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failing_streamed_command_fails_with_its_own_stderr() {
+        let sh = Shell::new().expect("shell");
+        let runner = ShellRunner::new(&sh, PathBuf::from("kind"), PathBuf::from("helm"));
+        let cmd = Cmd::new(
+            "sh",
+            &["-c", "echo progress >&2; echo 'ERROR: failed to pull image \"no/such:image\"' >&2; exit 3"],
+        )
+        .streamed();
+        let out = runner.run(&cmd).expect("started");
+        assert!(!out.ok, "the exit status is checked");
+        let err = runner.check(&cmd).expect_err("fails").to_string();
+        assert!(
+            err.contains("failed to pull image \"no/such:image\""),
+            "{err}"
+        );
+        let ok = runner
+            .run(&Cmd::new("sh", &["-c", "true"]).streamed())
+            .expect("started");
+        assert!(ok.ok);
+    }
+
+    #[test]
+    fn the_error_text_is_the_stderr_tail() {
+        let out = Output {
+            ok: false,
+            stdout: String::new(),
+            stderr: (0..30).map(|it| format!("line {it}\n")).collect(),
+        };
+        let text = out.error_text();
+        assert!(text.starts_with("line 18"), "{text}");
+        assert!(text.ends_with("line 29"), "{text}");
+        assert_eq!(
+            Output::default().error_text(),
+            "(it printed nothing on stderr)"
+        );
+        let kind = Output {
+            ok: false,
+            stdout: String::new(),
+            stderr: "Creating cluster\nERROR: failed to pull image \"x\"\nCommand Output: no such host\n".to_owned(),
+        };
+        assert_eq!(kind.headline(), "ERROR: failed to pull image \"x\"");
     }
 }

@@ -1,12 +1,15 @@
-//! External tools: the Docker engine and the Go-installed CLIs (kind, helm, crictl).
+//! External tools: the Docker engine and the CLIs (kind, helm, crictl).
 //!
-//! The CLIs are `go install`ed at the versions pinned in `manifests/versions.toml`
-//! `[tools]` into `/var/cache/cdsim/bin/<tool>-<version>/<tool>`, outside the
-//! repository, so fresh clones on the same machine reuse them. A plain
-//! `/var/cache/cdsim/bin/<tool>` symlink points at the pinned one for humans.
+//! A CLI on `PATH` is used (the user's own, or the Nix shell's pinned one); its
+//! version is checked against the tested range ([`Tool::tested`]) and a
+//! version outside it is said, with what depends on it. A CLI that is not on
+//! `PATH` is taken from the cache (`<cache>/bin/<tool>-<version>/<tool>`, see
+//! `dirs`), else `go install`ed there at the version `manifests/versions.toml`
+//! `[tools]` pins when Go is present; else one message names both ways to get
+//! it. A plain `<cache>/bin/<tool>` symlink points at the pinned one for humans.
 
 use std::{
-    fs,
+    fmt, fs,
     os::unix::process::CommandExt,
     path::{Path, PathBuf},
     process::{Command, Stdio},
@@ -17,13 +20,7 @@ use std::{
 use anyhow::{bail, format_err, Context, Result};
 use xshell::{cmd, Shell};
 
-/// Where every cached build output of the project lives (override: `CDSIM_CACHE_DIR`).
-pub fn cache_dir() -> PathBuf {
-    match std::env::var_os("CDSIM_CACHE_DIR") {
-        Some(dir) if !dir.is_empty() => PathBuf::from(dir),
-        _ => PathBuf::from("/var/cache/cdsim"),
-    }
-}
+use crate::doctor::{parse_version, Version};
 
 /// A command-line tool installed from the Go module proxy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -115,14 +112,166 @@ pub fn is_go_version(version: &str) -> bool {
             .all(|part| !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit()))
 }
 
+/// A host quirk that needs root to fix.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HostFix {
+    /// No Docker engine answers.
+    StartEngine {
+        /// What `docker info` said.
+        said: String,
+    },
+    /// The capability bounding set lacks these, and Docker's default runtime
+    /// is not the filtering wrapper yet.
+    CapFilter {
+        /// The capabilities the host cannot grant.
+        missing: Vec<String>,
+    },
+    /// An inotify limit below what five kind nodes need.
+    Inotify {
+        /// The `fs.inotify.*` knob.
+        knob: &'static str,
+        /// Its value.
+        current: u64,
+        /// What it needs.
+        wanted: u64,
+    },
+}
+
+/// The command a non-root user runs as root to prepare this host: this very
+/// xtask binary's `host-setup`, which needs no toolchain of root's.
+pub fn host_setup_command() -> String {
+    let exe = std::env::current_exe()
+        .map(|it| it.display().to_string())
+        .unwrap_or_else(|_| "cargo xtask".to_owned());
+    format!("sudo {exe} host-setup")
+}
+
+/// What a non-root user is told for `fix`: the cause and the exact root command.
+pub fn host_fix_message(fix: &HostFix, setup: &str) -> String {
+    match fix {
+        HostFix::StartEngine { said } => format!(
+            "no Docker engine answers (`docker info`: {}); starting one needs root: run `sudo systemctl start docker` \
+             (or `{setup}`, which starts dockerd); if it runs already, join the docker group \
+             (`sudo usermod -aG docker $USER`, then log in again)",
+            said.trim()
+        ),
+        HostFix::CapFilter { missing } => format!(
+            "this host's capability bounding set lacks {}, so every privileged container (every kind node) fails \
+             with \"unable to apply caps\" until Docker's default runtime is the {CAPFILTER_RUNTIME} wrapper that drops them; \
+             installing it rewrites /etc/docker/daemon.json and needs root: run `{setup}` once",
+            missing.join(", ")
+        ),
+        HostFix::Inotify {
+            knob,
+            current,
+            wanted,
+        } => format!(
+            "fs.inotify.{knob} is {current}, five kind nodes need {wanted} (kubelets fail with \"too many open files\"); \
+             raising it needs root: run `sudo sysctl -w fs.inotify.{knob}={wanted}` (or `{setup}`)"
+        ),
+    }
+}
+
+/// The inotify limits five kind nodes need, with their current values.
+fn inotify_fixes() -> Result<Vec<HostFix>> {
+    let mut fixes = Vec::new();
+    for (knob, wanted) in [
+        ("max_user_instances", 512u64),
+        ("max_user_watches", 524_288),
+    ] {
+        let path = format!("/proc/sys/fs/inotify/{knob}");
+        let current: u64 = fs::read_to_string(&path)
+            .with_context(|| format!("reading {path}"))?
+            .trim()
+            .parse()
+            .with_context(|| format!("parsing {path}"))?;
+        if current < wanted {
+            fixes.push(HostFix::Inotify {
+                knob,
+                current,
+                wanted,
+            });
+        }
+    }
+    Ok(fixes)
+}
+
+/// The Docker engine's default runtime, when it answers.
+fn default_runtime(sh: &Shell) -> Option<String> {
+    cmd!(sh, "docker info --format '{{.DefaultRuntime}}'")
+        .quiet()
+        .ignore_stderr()
+        .read()
+        .ok()
+        .map(|it| it.trim().to_owned())
+}
+
+/// What needs root on this host now (empty: nothing).
+pub fn host_fixes(sh: &Shell, with_inotify: bool) -> Result<Vec<HostFix>> {
+    let mut fixes = Vec::new();
+    match engine_error(sh) {
+        Some(said) => fixes.push(HostFix::StartEngine { said }),
+        None => {
+            let missing = missing_capabilities()?;
+            if !missing.is_empty() && default_runtime(sh).as_deref() != Some(CAPFILTER_RUNTIME) {
+                fixes.push(HostFix::CapFilter { missing });
+            }
+        }
+    }
+    if with_inotify {
+        fixes.extend(inotify_fixes()?);
+    }
+    Ok(fixes)
+}
+
 /// Makes sure a Docker engine answers and can run privileged containers (kind
-/// nodes); starts Debian's `dockerd` when none answers.
-///
-/// When this host's capability bounding set lacks capabilities the kernel
-/// knows (a sandboxed host), `docker run --privileged` fails with "unable to
-/// apply caps"; the engine then gets a default runtime that drops exactly
-/// those capabilities before calling runc (see [`capfilter_script`]).
+/// nodes), and (`with_inotify`) that the inotify limits suffice for five
+/// nodes. Each host quirk is handled only when its check shows it is needed:
+/// as root it is fixed (dockerd started, the capability filter installed, the
+/// limits raised); otherwise this fails with the exact command to run as root.
+pub fn ensure_host(sh: &Shell, with_inotify: bool) -> Result<()> {
+    let fixes = host_fixes(sh, with_inotify)?;
+    if fixes.is_empty() {
+        return Ok(());
+    }
+    if !crate::dirs::is_root() {
+        let setup = host_setup_command();
+        let messages: Vec<String> = fixes
+            .iter()
+            .map(|fix| host_fix_message(fix, &setup))
+            .collect();
+        bail!("{}", messages.join("\n"));
+    }
+    if fixes
+        .iter()
+        .any(|it| matches!(it, HostFix::StartEngine { .. } | HostFix::CapFilter { .. }))
+    {
+        ensure_engine_as_root(sh)?;
+    }
+    for fix in &fixes {
+        if let HostFix::Inotify {
+            knob,
+            current,
+            wanted,
+        } = fix
+        {
+            let path = format!("/proc/sys/fs/inotify/{knob}");
+            fs::write(&path, wanted.to_string())
+                .with_context(|| format!("raising {path} to {wanted}"))?;
+            eprintln!("    raised fs.inotify.{knob} from {current} to {wanted}");
+        }
+    }
+    Ok(())
+}
+
+/// The engine only: fails (non-root) or fixes (root) as [`ensure_host`] does.
 pub fn ensure_engine(sh: &Shell) -> Result<()> {
+    ensure_host(sh, false)
+}
+
+/// As root: the capability filter when the host needs it, and dockerd started
+/// when no engine answers.
+fn ensure_engine_as_root(sh: &Shell) -> Result<()> {
     let missing = missing_capabilities()?;
     let runtime = if missing.is_empty() {
         None
@@ -310,7 +459,7 @@ fn install_capfilter(missing: &[String]) -> Result<PathBuf> {
     }
     let runc = found[0].display().to_string();
     let script = capfilter_script(missing, &runc);
-    let dir = cache_dir().join("bin");
+    let dir = crate::dirs::bin_dir()?;
     let path = dir.join("runc-capfilter");
     if fs::read_to_string(&path).ok().as_deref() != Some(script.as_str()) {
         fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
@@ -455,30 +604,208 @@ pub fn find_program(name: &str) -> Option<PathBuf> {
 }
 
 fn engine_answers(sh: &Shell) -> bool {
-    cmd!(sh, "docker info --format '{{.ServerVersion}}'")
-        .quiet()
-        .ignore_stdout()
-        .ignore_stderr()
-        .run()
-        .is_ok()
+    engine_error(sh).is_none()
 }
 
-/// The pinned `tool`, `go install`ed into the cache on first use; returns its path.
+/// `None` when the engine answers, else what `docker info` said.
+fn engine_error(sh: &Shell) -> Option<String> {
+    match cmd!(sh, "docker info --format '{{.ServerVersion}}'")
+        .quiet()
+        .ignore_status()
+        .output()
+    {
+        Ok(out) if out.status.success() => None,
+        Ok(out) => Some(String::from_utf8_lossy(&out.stderr).trim().to_owned()),
+        Err(err) => Some(err.to_string()),
+    }
+}
+
+/// Where a tool came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ToolSource {
+    /// Found on `PATH` (the user's, or the Nix shell's pinned one).
+    Path,
+    /// Go-installed earlier into the cache directory's `bin/`.
+    Cache,
+    /// Go-installed by this run.
+    GoInstalled,
+}
+
+impl fmt::Display for ToolSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ToolSource::Path => "from PATH",
+            ToolSource::Cache => "go-installed earlier into the cache",
+            ToolSource::GoInstalled => "go-installed now into the cache",
+        })
+    }
+}
+
+/// A tool found on this machine.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Located {
+    /// The binary.
+    pub path: PathBuf,
+    /// Where it came from.
+    pub source: ToolSource,
+}
+
+/// The versions a tool is tested with: `min` up to (not including) `below`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tested {
+    /// The oldest tested version.
+    pub min: Version,
+    /// The first version past the tested range.
+    pub below: Version,
+    /// What depends on the version (said when outside the range).
+    pub why: &'static str,
+}
+
+impl Tool {
+    /// The tested range.
+    pub fn tested(self) -> Tested {
+        match self {
+            Tool::Kind => Tested {
+                min: Version(0, 24, 0),
+                below: Version(0, 32, 0),
+                why: "kind before v0.24 enforces no NetworkPolicy; kind supports a node image only with the kind \
+                      release that names it, and the online path's pinned kindest/node is the one kind v0.31.0 names",
+            },
+            Tool::Helm => Tested {
+                min: Version(3, 13, 0),
+                below: Version(5, 0, 0),
+                why: "the chart and `helm upgrade --reuse-values` of scenario 3 are tested with helm v3.13+ and v4",
+            },
+            Tool::Crictl => Tested {
+                min: Version(1, 31, 0),
+                below: Version(1, 36, 0),
+                why: "crictl should match the nodes' Kubernetes minor (1.34)",
+            },
+        }
+    }
+
+    fn version_args(self) -> &'static [&'static str] {
+        match self {
+            Tool::Kind => &["version"],
+            Tool::Helm => &["version", "--short"],
+            Tool::Crictl => &["--version"],
+        }
+    }
+}
+
+/// `None` when `version` is in the tested range, else what to know about it.
+pub fn version_note(tool: Tool, version: Option<Version>, pinned: &str) -> Option<String> {
+    let tested = tool.tested();
+    let Some(version) = version else {
+        return Some(format!(
+            "cannot read {}'s version; tested: {} up to (not including) {}, pinned {pinned}",
+            tool.name(),
+            tested.min,
+            tested.below
+        ));
+    };
+    if version >= tested.min && version < tested.below {
+        return None;
+    }
+    Some(format!(
+        "{} {version} is outside the tested range {} up to (not including) {}: {}; the pinned version is {pinned}",
+        tool.name(),
+        tested.min,
+        tested.below,
+        tested.why
+    ))
+}
+
+/// The one message for a tool that is neither on PATH nor installable here.
+pub fn missing_tool_message(tool: Tool, pinned: &str) -> String {
+    format!(
+        "{name} is not on PATH and Go is not installed to build it: either install {name} {pinned} onto PATH \
+         (see {docs}, or use `nix develop`), or install Go 1.24+ (apt-get install golang, or go.dev/dl) and rerun: \
+         cargo xtask then runs `go install {package}@{pinned}` into {bin}",
+        name = tool.name(),
+        docs = match tool {
+            Tool::Kind => "https://kind.sigs.k8s.io/docs/user/quick-start/#installation",
+            Tool::Helm => "https://helm.sh/docs/intro/install/",
+            Tool::Crictl => "https://github.com/kubernetes-sigs/cri-tools/releases",
+        },
+        package = tool.package(pinned),
+        bin = crate::dirs::bin_dir()
+            .map(|it| it.display().to_string())
+            .unwrap_or_else(|_| "the cache directory's bin/".to_owned()),
+    )
+}
+
+/// `name` on `PATH` only.
+pub fn find_on_path(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(name))
+        .find(|candidate| candidate.is_file())
+}
+
+/// Finds `tool` on PATH, else in the cache, without installing anything.
+pub fn locate(tool: Tool, pinned: &str) -> Result<Option<Located>> {
+    if let Some(path) = find_on_path(tool.name()) {
+        return Ok(Some(Located {
+            path,
+            source: ToolSource::Path,
+        }));
+    }
+    let cached = crate::dirs::bin_dir()?
+        .join(format!("{}-{pinned}", tool.name()))
+        .join(tool.name());
+    Ok(cached.is_file().then_some(Located {
+        path: cached,
+        source: ToolSource::Cache,
+    }))
+}
+
+/// The version `path` reports, if it reports one.
+pub fn probe_version(sh: &Shell, tool: Tool, path: &Path) -> Option<Version> {
+    let args = tool.version_args();
+    cmd!(sh, "{path} {args...}")
+        .quiet()
+        .ignore_stderr()
+        .read()
+        .ok()
+        .and_then(|out| parse_version(&out))
+}
+
+/// `tool` from PATH or the cache (a version outside the tested range is said,
+/// not refused); else the pinned one, `go install`ed into the cache when Go is
+/// present; else an error naming both ways to get it.
 pub fn ensure_tool(sh: &Shell, tool: Tool) -> Result<PathBuf> {
+    Ok(ensure_located(sh, tool)?.path)
+}
+
+/// [`ensure_tool`], saying where the tool came from.
+pub fn ensure_located(sh: &Shell, tool: Tool) -> Result<Located> {
     let versions = read_versions()?;
     let version = tool_version(&versions, tool)?;
-    let bin_dir = cache_dir().join("bin");
+    if let Some(found) = locate(tool, &version)? {
+        if let Some(note) = version_note(tool, probe_version(sh, tool, &found.path), &version) {
+            eprintln!("! {} ({}): {note}", found.path.display(), found.source);
+        }
+        return Ok(found);
+    }
+    if find_on_path("go").is_none() {
+        bail!("{}", missing_tool_message(tool, &version));
+    }
+    go_install(sh, tool, &version).map(|path| Located {
+        path,
+        source: ToolSource::GoInstalled,
+    })
+}
+
+fn go_install(sh: &Shell, tool: Tool, version: &str) -> Result<PathBuf> {
+    let bin_dir = crate::dirs::ensure(&crate::dirs::bin_dir()?)?;
     let dir = bin_dir.join(format!("{}-{version}", tool.name()));
     let path = dir.join(tool.name());
-    if path.is_file() {
-        return Ok(path);
-    }
-    fs::create_dir_all(&bin_dir).with_context(|| format!("creating {}", bin_dir.display()))?;
     let _lock = lock_file(&bin_dir.join(format!(".{}.lock", tool.name())))?;
     if path.is_file() {
         return Ok(path);
     }
-    let package = format!("{}@{version}", tool.package(&version));
+    let package = format!("{}@{version}", tool.package(version));
     eprintln!("==> go install {package}");
     let staging = bin_dir.join(format!(".{}-{version}.partial", tool.name()));
     if staging.exists() {
@@ -615,5 +942,96 @@ mod tests {
         assert_eq!(Tool::Helm.package("v3.19.0"), "helm.sh/helm/v3/cmd/helm");
         assert_eq!(Tool::Helm.package("v4.1.0"), "helm.sh/helm/v4/cmd/helm");
         assert_eq!(Tool::Kind.package("v0.31.0"), "sigs.k8s.io/kind");
+    }
+
+    #[test]
+    fn a_missing_tool_names_both_ways_to_get_it() {
+        let message = missing_tool_message(Tool::Kind, "v0.31.0");
+        assert!(
+            message.contains("install kind v0.31.0 onto PATH"),
+            "{message}"
+        );
+        assert!(
+            message.contains("install Go 1.24+ (apt-get install golang"),
+            "{message}"
+        );
+        assert!(
+            message.contains("go install sigs.k8s.io/kind@v0.31.0"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn versions_outside_the_tested_range_say_why_and_the_pin() {
+        assert_eq!(
+            version_note(Tool::Kind, Some(Version(0, 31, 0)), "v0.31.0"),
+            None
+        );
+        assert_eq!(
+            version_note(Tool::Helm, Some(Version(3, 19, 0)), "v3.19.0"),
+            None
+        );
+        assert_eq!(
+            version_note(Tool::Helm, Some(Version(4, 1, 0)), "v3.19.0"),
+            None
+        );
+        let note = version_note(Tool::Kind, Some(Version(0, 32, 0)), "v0.31.0").expect("outside");
+        assert!(
+            note.contains(
+                "kind 0.32.0 is outside the tested range 0.24.0 up to (not including) 0.32.0"
+            ),
+            "{note}"
+        );
+        assert!(note.contains("the one kind v0.31.0 names"), "{note}");
+        assert!(note.contains("the pinned version is v0.31.0"), "{note}");
+        let note = version_note(Tool::Helm, None, "v3.19.0").expect("unknown");
+        assert!(note.contains("cannot read helm's version"), "{note}");
+    }
+
+    #[test]
+    fn host_fixes_for_non_root_users_name_the_root_command() {
+        let setup = "sudo /home/u/target/debug/xtask host-setup";
+        let engine = host_fix_message(
+            &HostFix::StartEngine {
+                said: "permission denied while trying to connect to the Docker daemon socket"
+                    .to_owned(),
+            },
+            setup,
+        );
+        assert!(engine.contains("sudo systemctl start docker"), "{engine}");
+        assert!(engine.contains("sudo usermod -aG docker $USER"), "{engine}");
+        assert!(
+            engine.contains("permission denied"),
+            "the engine's own words: {engine}"
+        );
+        let caps = host_fix_message(
+            &HostFix::CapFilter {
+                missing: vec!["CAP_SYS_RESOURCE".to_owned()],
+            },
+            setup,
+        );
+        assert!(caps.contains("lacks CAP_SYS_RESOURCE"), "{caps}");
+        assert!(
+            caps.contains("run `sudo /home/u/target/debug/xtask host-setup` once"),
+            "{caps}"
+        );
+        let inotify = host_fix_message(
+            &HostFix::Inotify {
+                knob: "max_user_instances",
+                current: 128,
+                wanted: 512,
+            },
+            setup,
+        );
+        assert!(
+            inotify.contains("sudo sysctl -w fs.inotify.max_user_instances=512"),
+            "{inotify}"
+        );
+        assert!(
+            host_setup_command().starts_with("sudo /"),
+            "the absolute binary: {}",
+            host_setup_command()
+        );
+        assert!(host_setup_command().ends_with(" host-setup"));
     }
 }

@@ -66,7 +66,7 @@ const KUBE_STATIC: [&str; 3] = [
 
 /// Builds the node image `image` for `pins`; `key` is the full cache key.
 pub fn build(sh: &Shell, pins: &NodePins, key: &str, image: &str, inputs: &Path) -> Result<()> {
-    let cache = crate::tools::cache_dir();
+    let cache = crate::dirs::cache_dir()?;
     let short = &key[..12];
     let work = cache.join("work").join(short);
     if work.exists() {
