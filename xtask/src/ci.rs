@@ -53,6 +53,10 @@ pub fn run(sh: &Shell, args: &CiArgs) -> Result<()> {
             run: e2e_demo,
         });
         steps.push(Step {
+            name: "nix apps as a user",
+            run: nix_apps_as_a_user,
+        });
+        steps.push(Step {
             name: "e2e warm rerun",
             run: e2e_warm_rerun,
         });
@@ -170,6 +174,18 @@ fn e2e_demo(sh: &Shell) -> Result<()> {
     let res = cmd!(sh, "cargo xtask demo --offline --report {report}").run();
     print_report(sh, report);
     res?;
+    Ok(())
+}
+
+/// The flake's `doctor` and `status` app wrappers as an unprivileged user
+/// against the cluster the demo left up (tests/nix_flake.rs, ignored in the
+/// tests step because it needs that cluster).
+fn nix_apps_as_a_user(sh: &Shell) -> Result<()> {
+    cmd!(
+        sh,
+        "cargo test -p integration-tests --test nix_flake -- --ignored --exact apps_run_as_a_user_from_a_read_only_root"
+    )
+    .run()?;
     Ok(())
 }
 
