@@ -10,7 +10,7 @@
         "x86_64-linux"
         "aarch64-linux"
       ];
-      perSystem = f: nixpkgs.lib.genAttrs systems (system: f (import ./nix { inherit nixpkgs system self; }));
+      perSystem = f: nixpkgs.lib.genAttrs systems (system: f (import ./nix { inherit nixpkgs system; }));
     in
     {
       packages = perSystem (it: it.packages);

@@ -16,17 +16,36 @@ let
   ];
 
   # The images are streamed (no tarball in the store); the wrapper writes each
-  # once per build into the user's cache and hands the path to xtask.
+  # once per build into the cache directory xtask uses too ($CDSIM_CACHE_DIR,
+  # else /var/cache/cdsim for root, else $XDG_CACHE_HOME/cdsim) and hands the
+  # path to xtask. Each archive is streamed into a temporary file and renamed
+  # only when complete, so an interrupted stream is never reused.
+  archive = image: ''
+    archive="$images/${baseNameOf image}.tar"
+    if [ ! -s "$archive" ]; then
+      ${image} > "$archive.partial.$$"
+      mv -f "$archive.partial.$$" "$archive"
+    fi
+  '';
   imageFlags = ''
-    cache="''${XDG_CACHE_HOME:-$HOME/.cache}/cdsim"
-    mkdir -p "$cache"
-    [ -s "$cache/${baseNameOf images.mock-image}.tar" ] || ${images.mock-image} > "$cache/${baseNameOf images.mock-image}.tar"
-    [ -s "$cache/${baseNameOf images.workload-image}.tar" ] || ${images.workload-image} > "$cache/${baseNameOf images.workload-image}.tar"
-    set -- --mock-image "$cache/${baseNameOf images.mock-image}.tar" --workload-image "$cache/${baseNameOf images.workload-image}.tar" "$@"
+    if [ -n "''${CDSIM_CACHE_DIR:-}" ]; then
+      cache=$CDSIM_CACHE_DIR
+    elif [ "$EUID" -eq 0 ]; then
+      cache=/var/cache/cdsim
+    else
+      cache="''${XDG_CACHE_HOME:-$HOME/.cache}/cdsim"
+    fi
+    images="$cache/images"
+    mkdir -p "$images"
+    trap 'rm -f "$images"/*.partial.$$' EXIT
+    ${archive images.mock-image}
+    ${archive images.workload-image}
+    trap - EXIT
+    set -- --mock-image "$images/${baseNameOf images.mock-image}.tar" --workload-image "$images/${baseNameOf images.workload-image}.tar" "$@"
   '';
 
   app =
-    command: withImages:
+    command: description: withImages:
     let
       wrapper = pkgs.writeShellApplication {
         name = "cdsim-${command}";
@@ -41,15 +60,17 @@ let
     {
       type = "app";
       program = "${wrapper}/bin/cdsim-${command}";
+      meta = { inherit description; };
     };
 in
 rec {
-  demo = app "demo" true;
-  up = app "up" true;
-  down = app "down" false;
-  scenario1 = app "scenario1" false;
-  scenario2 = app "scenario2" false;
-  scenario3 = app "scenario3" false;
-  doctor = app "doctor" false;
+  demo = app "demo" "The whole demo: cluster, chart, Nix-built images, the three scenarios" true;
+  up = app "up" "Create or reuse the kind cluster and install the chart with the Nix-built images" true;
+  down = app "down" "Delete the demo's kind cluster" false;
+  scenario1 = app "scenario1" "Scenario 1 on the running setup: per-node fabric identity" false;
+  scenario2 = app "scenario2" "Scenario 2 on the running setup: a real IMEX domain in no-GPU mode (needs --imex)" false;
+  scenario3 = app "scenario3" "Scenario 3 on the running setup: live topology rebinding" false;
+  doctor = app "doctor" "Check this machine for what the demo needs" false;
+  status = app "status" "What is deployed and whether it is healthy" false;
   default = demo;
 }

@@ -2,7 +2,6 @@
 {
   nixpkgs,
   system,
-  self,
 }:
 let
   cdsimLib = import ./lib.nix;
@@ -14,14 +13,28 @@ let
     config.allowUnfreePredicate = pkg: nixpkgs.lib.getName pkg == "nvidia-imex";
   };
 
+  # Only the build inputs: a README or flake edit rebuilds nothing and
+  # retags no image.
+  src = pkgs.lib.fileset.toSource {
+    root = ../.;
+    fileset = pkgs.lib.fileset.unions [
+      ../Cargo.toml
+      ../Cargo.lock
+      ../.cargo
+      ../crates
+      ../xtask
+      ../tests
+      ../manifests
+    ];
+  };
+
   packages = import ./packages.nix {
-    inherit pkgs pins;
-    src = self;
+    inherit pkgs pins src;
   };
   images = import ./images.nix {
     inherit pkgs cdsimLib;
     inherit (packages) cdsim nvidia-imex;
-    src = self;
+    inherit src;
   };
 in
 {
@@ -33,12 +46,12 @@ in
   apps = import ./apps.nix {
     inherit pkgs images;
     inherit (packages) cdsim;
-    src = self;
+    inherit src;
   };
   checks = import ./checks.nix {
     inherit pkgs cdsimLib images;
     inherit (packages) cdsim cdsimWith;
-    src = self;
+    inherit src;
   };
   devShell = pkgs.mkShell {
     packages = [
@@ -54,5 +67,7 @@ in
       pkgs.docker-client
     ];
   };
-  formatter = pkgs.nixfmt;
+  # nixfmt-tree formats the whole tree under a bare `nix fmt`; plain nixfmt
+  # would wait on stdin there (Nix >= 2.25 passes no file arguments).
+  formatter = pkgs.nixfmt-tree;
 }

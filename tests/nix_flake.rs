@@ -198,6 +198,7 @@ fn flake_shows_every_output_for_both_systems() {
                 "scenario1",
                 "scenario2",
                 "scenario3",
+                "status",
                 "up"
             ]
         );
@@ -253,19 +254,18 @@ fn every_derivation_instantiates_against_the_stub() {
     }
 }
 
-#[test]
-fn apps_hand_nix_built_images_to_xtask() {
-    // The stub keeps each wrapper's script and runtime inputs in its
-    // derivation, so the wiring is evaluated: pinned tools on PATH, the image
-    // archives handed to xtask by the commands that install.
+/// Each app's wrapper script, as writeShellApplication writes it (the stub
+/// keeps the full text in the derivation).
+fn wrapper_texts() -> serde_json::Value {
     let root = repo_root();
     let wrapper_drvs = eval_json(
         &root,
         ".#apps.x86_64-linux",
         "apps: builtins.mapAttrs (name: app: builtins.attrNames (builtins.getContext app.program)) apps",
     );
-    let wrapper = |app: &str| -> (String, String) {
-        let drv = wrapper_drvs[app][0]
+    let mut texts = serde_json::Map::new();
+    for (app, drvs) in wrapper_drvs.as_object().expect("apps") {
+        let drv = drvs[0]
             .as_str()
             .unwrap_or_else(|| panic!("app {app} has no wrapper derivation"));
         let out = nix()
@@ -278,12 +278,14 @@ fn apps_hand_nix_built_images_to_xtask() {
             String::from_utf8_lossy(&out.stderr)
         );
         let shown: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
-        let env = &shown[drv]["env"];
-        (
-            env["text"].as_str().unwrap_or_default().to_owned(),
-            env["runtimeInputs"].as_str().unwrap_or_default().to_owned(),
-        )
-    };
+        texts.insert(app.clone(), shown[drv]["env"]["text"].clone());
+    }
+    serde_json::Value::Object(texts)
+}
+
+#[test]
+fn apps_hand_nix_built_images_to_xtask() {
+    let texts = wrapper_texts();
     for app in [
         "demo",
         "up",
@@ -292,8 +294,9 @@ fn apps_hand_nix_built_images_to_xtask() {
         "scenario2",
         "scenario3",
         "doctor",
+        "status",
     ] {
-        let (text, inputs) = wrapper(app);
+        let text = texts[app].as_str().unwrap_or_default();
         assert!(
             text.contains(&format!("/bin/xtask {app} \"$@\"")),
             "{app} does not exec xtask {app}:\n{text}"
@@ -302,12 +305,14 @@ fn apps_hand_nix_built_images_to_xtask() {
             text.contains("export CDSIM_ROOT=/nix/store/"),
             "{app} does not point xtask at the flake source"
         );
+        let path_line = text
+            .lines()
+            .find(|line| line.starts_with("export PATH="))
+            .unwrap_or_else(|| panic!("{app} puts nothing on PATH:\n{text}"));
         for tool in ["kind", "kubernetes-helm", "kubectl", "jq", "docker-client"] {
             assert!(
-                inputs
-                    .split(' ')
-                    .any(|it| it.ends_with(&format!("-{tool}"))),
-                "{app} lacks {tool} on PATH: {inputs}"
+                path_line.contains(&format!("-{tool}/bin")),
+                "{app} lacks {tool} on PATH: {path_line}"
             );
         }
         let installs = matches!(app, "demo" | "up");
@@ -318,27 +323,76 @@ fn apps_hand_nix_built_images_to_xtask() {
         );
     }
     assert_eq!(
-        wrapper_drvs["default"], wrapper_drvs["demo"],
+        texts["default"], texts["demo"],
         "the default app is the demo"
     );
 }
 
+/// `nix flake check` warns about an app without meta.description.
 #[test]
-fn the_stub_rejects_a_misspelt_argument_or_attribute() {
+fn every_app_has_a_description() {
+    let descriptions = eval_json(
+        &repo_root(),
+        ".#apps.x86_64-linux",
+        "apps: builtins.mapAttrs (name: app: app.meta.description or \"\") apps",
+    );
+    for (app, description) in descriptions.as_object().expect("apps") {
+        assert!(
+            description.as_str().is_some_and(|it| it.len() > 10),
+            "app {app} has no meta.description"
+        );
+    }
+}
+
+/// pkgs/build-support/rust/build-rust-package/default.nix: without cargoLock
+/// (or cargoHash, cargoDeps, cargoVendorDir) it throws this message.
+#[test]
+fn buildrustpackage_without_vendored_dependencies_is_refused() {
     let copy = flake_copy();
     edit(
         copy.path(),
         "nix/packages.nix",
-        "cargoTestFlags = [",
-        "cargoTestFlag = [",
+        "cargoLock.lockFile =",
+        "cargoLocks.lockFile =",
     );
     let err = nix_with_stub(
         copy.path(),
         &["eval", ".#packages.x86_64-linux.cdsim.drvPath"],
     )
-    .expect_err("a misspelt builder argument must fail evaluation");
-    assert!(err.contains("cargoTestFlag"), "unexpected error:\n{err}");
+    .expect_err("without cargoLock the package must not evaluate");
+    assert!(
+        err.contains("cargoHash, cargoVendorDir, cargoDeps, or cargoLock must be set"),
+        "unexpected error:\n{err}"
+    );
+}
 
+/// pkgs/stdenv/generic/make-derivation.nix: mkDerivation (and so
+/// buildRustPackage) takes any argument and puts it into the derivation, so
+/// the flake's checkFlags and nativeCheckInputs reach the check phase.
+#[test]
+fn builder_arguments_pass_through_to_the_derivation() {
+    let flags = eval_json(
+        &repo_root(),
+        ".#packages.x86_64-linux.cdsim",
+        "d: { inherit (d) checkFlags cargoTestFlags; }",
+    );
+    let check_flags = flags["checkFlags"].to_string();
+    assert!(
+        check_flags.contains("\"--exact\"")
+            && check_flags.contains("\"--skip=ldcache::tests::agrees_with_ldconfig\""),
+        "{flags}"
+    );
+    let chart = eval_json(
+        &repo_root(),
+        ".#checks.x86_64-linux.chart",
+        "d: map (p: p.pname) d.nativeCheckInputs",
+    );
+    assert_eq!(chart, serde_json::json!(["kubernetes-helm"]));
+}
+
+/// A misspelt package is a missing attribute, in nixpkgs as in the stub.
+#[test]
+fn a_misspelt_package_fails_evaluation() {
     let copy = flake_copy();
     edit(
         copy.path(),
@@ -354,6 +408,26 @@ fn the_stub_rejects_a_misspelt_argument_or_attribute() {
     assert!(err.contains("kubernetes-helmm"), "unexpected error:\n{err}");
 }
 
+/// pkgs/build-support/trivial-builders/default.nix: writeShellApplication's
+/// argument set is closed, so a misspelt argument is an error there.
+#[test]
+fn write_shell_application_rejects_an_unknown_argument() {
+    let copy = flake_copy();
+    edit(
+        copy.path(),
+        "nix/apps.nix",
+        "runtimeInputs = tools;",
+        "runtimeInput = tools;",
+    );
+    let err = nix_with_stub(copy.path(), &["eval", ".#apps.x86_64-linux.doctor.program"])
+        .expect_err("writeShellApplication has a closed argument set");
+    assert!(
+        err.contains("unexpected argument 'runtimeInput'"),
+        "unexpected error:\n{err}"
+    );
+}
+
+/// pkgs/stdenv/generic/check-meta.nix: the unfree refusal, with its message.
 #[test]
 fn unfree_is_allowed_for_nvidia_imex_only() {
     let copy = flake_copy();
@@ -369,9 +443,107 @@ fn unfree_is_allowed_for_nvidia_imex_only() {
     )
     .expect_err("without the predicate the unfree payload must be refused");
     assert!(
-        err.contains("refusing unfree package nvidia-imex"),
+        err.contains("Refusing to evaluate package 'nvidia-imex-")
+            && err.contains("because it has an unfree license (‘unfree’)"),
         "unexpected error:\n{err}"
     );
+}
+
+/// Builds installables of a flake directory against the stub (placeholder
+/// builds: the stub's builders write empty trees, never compile).
+fn build_with_stub(flake_dir: &Path, installables: &[&str]) -> Result<String, String> {
+    let mut args = vec!["build", "--no-link"];
+    args.extend(installables);
+    args.extend([
+        "--option",
+        "substituters",
+        "",
+        "--option",
+        "sandbox",
+        "false",
+        "--option",
+        "build-users-group",
+        "",
+    ]);
+    nix_with_stub(flake_dir, &args)
+}
+
+/// pkgs/build-support/docker/default.nix: extraCommands run in the image's
+/// root with the referenced packages present; the stub's packages are trees
+/// of placeholders at the paths they really install (binaries from the
+/// workspace manifests, the install phases' destinations). A payload path
+/// the package does not install fails the image build.
+#[test]
+fn image_payload_paths_exist_in_the_packages() {
+    build_with_stub(
+        &repo_root(),
+        &[
+            ".#packages.x86_64-linux.mock-image",
+            ".#packages.x86_64-linux.workload-image",
+        ],
+    )
+    .unwrap_or_else(|err| panic!("the images' extraCommands fail against the packages:\n{err}"));
+
+    let copy = flake_copy();
+    edit(
+        copy.path(),
+        "nix/images.nix",
+        "\"lib\" else \"bin\"",
+        "\"lib64\" else \"bin\"",
+    );
+    let err = build_with_stub(copy.path(), &[".#packages.x86_64-linux.mock-image"])
+        .expect_err("a payload path the package does not install must fail");
+    assert!(
+        err.contains("lib64/libnvidia_ml.so"),
+        "unexpected error:\n{err}"
+    );
+}
+
+/// lib/fileset: the package's source is only its build inputs, so a README
+/// edit changes no derivation (no rebuild, no retag) and a crate edit does.
+#[test]
+fn only_build_inputs_are_in_the_source() {
+    let drv = |dir: &Path| -> (String, String) {
+        let out = nix_with_stub(
+            dir,
+            &[
+                "eval",
+                "--json",
+                ".#packages.x86_64-linux",
+                "--apply",
+                "p: [ p.cdsim.drvPath p.mock-image.drvPath ]",
+            ],
+        )
+        .unwrap_or_else(|err| panic!("eval failed:\n{err}"));
+        let paths: Vec<String> = serde_json::from_str(&out).expect("JSON");
+        (paths[0].clone(), paths[1].clone())
+    };
+    let before = drv(flake_copy().path());
+
+    let copy = flake_copy();
+    edit(copy.path(), "README.md", "# cdsim", "# cdsim (edited)");
+    edit(
+        copy.path(),
+        "flake.nix",
+        "description = \"cdsim",
+        "description = \"edited cdsim",
+    );
+    assert_eq!(
+        drv(copy.path()),
+        before,
+        "a README or flake edit must not rebuild"
+    );
+
+    let copy = flake_copy();
+    edit(
+        copy.path(),
+        "crates/topology/src/lib.rs",
+        "//!",
+        "//! (edited)\n//!",
+    );
+    let after = drv(copy.path());
+    assert_ne!(after.0, before.0, "a crate edit must rebuild the package");
+    assert_ne!(after.1, before.1, "and retag the image");
 }
 
 #[test]
@@ -462,18 +634,20 @@ fn flake_lock_pins_nixpkgs_exactly() {
 #[test]
 fn readme_documents_the_nix_entry_points() {
     let readme = std::fs::read_to_string(repo_root().join("README.md")).expect("README.md");
-    for needle in [
-        "nix run .#demo",
-        "nix flake check",
-        "nix develop",
-        "Docker",
-        "KVM",
-    ] {
+    for needle in ["nix run .#demo", "nix flake check", "nix develop", "Docker"] {
         assert!(
             readme.contains(needle),
             "README.md does not mention `{needle}`"
         );
     }
+    // README.md says whether there is a NixOS VM test, and checks.nix agrees.
+    let checks = std::fs::read_to_string(repo_root().join("nix/checks.nix")).expect("checks.nix");
+    let has_vm_test = checks.contains("runNixOSTest");
+    assert_eq!(
+        readme.contains("There is no NixOS VM test"),
+        !has_vm_test,
+        "README.md and nix/checks.nix disagree about the NixOS VM test"
+    );
 }
 
 /// The plan `nix/lib.nix` derives from `manifests/images.toml`, evaluated for
@@ -696,5 +870,263 @@ fn nvidia_imex_install_phase_and_the_rust_reader_agree_on_the_payload() {
             .expect("hard link")
             .bytes,
         b"\x7fELF daemon"
+    );
+}
+
+/// Where a tool the apps put on PATH is on this machine: xtask's cache of
+/// pinned tools, else PATH.
+fn host_tool(name: &str) -> PathBuf {
+    let cached = PathBuf::from("/var/cache/cdsim/bin").join(name);
+    if cached.exists() {
+        return cached;
+    }
+    require_program(
+        name,
+        "run `cargo xtask doctor` as root once (it installs the pinned tools)",
+    )
+}
+
+/// The apps as a user runs them: each wrapper's script text (from the stub
+/// evaluation) with the store paths of the stub's packages swapped for this
+/// machine's (the built xtask; kind, helm, kubectl, jq, docker), run as an
+/// unprivileged user in the docker group, the project root the read-only
+/// source in the store, no Go anywhere on PATH. `doctor` and `status`
+/// succeed, and the user writes nothing under the root or /var/cache.
+#[test]
+#[ignore = "needs the demo cluster up and the pinned tools: `cargo xtask ci` runs it after the e2e demo (step `nix apps as a user`)"]
+fn apps_run_as_a_user_from_a_read_only_root() {
+    use std::os::unix::fs::PermissionsExt;
+
+    let texts = wrapper_texts();
+    let work = tempfile::tempdir().expect("temp dir");
+    std::fs::set_permissions(work.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let bin = work.path().join("bin");
+    std::fs::create_dir(&bin).expect("mkdir");
+    let xtask = integration_tests::artifact("xtask", "xtask");
+    std::fs::copy(&xtask, bin.join("xtask")).expect("copy xtask");
+    for (name, path) in [
+        ("kind", host_tool("kind")),
+        ("helm", host_tool("helm")),
+        ("kubectl", host_tool("kubectl")),
+        ("jq", host_tool("jq")),
+        ("docker", host_tool("docker")),
+    ] {
+        std::fs::copy(&path, bin.join(name)).unwrap_or_else(|err| panic!("copy {name}: {err}"));
+    }
+    let home = work.path().join("home");
+    std::fs::create_dir(&home).expect("mkdir");
+    let (uid, gid) = (65534u32, 65534u32);
+    std::os::unix::fs::chown(&home, Some(uid), Some(gid)).expect("chown home");
+    let docker_gid = std::fs::read_to_string("/etc/group")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|line| line.strip_prefix("docker:x:"))
+        .and_then(|rest| rest.split(':').next().map(str::to_owned))
+        .expect("a docker group");
+
+    let as_user = |program: &Path| -> Command {
+        let mut cmd = Command::new("setpriv");
+        cmd.args([
+            &format!("--reuid={uid}"),
+            &format!("--regid={gid}"),
+            &format!("--groups={docker_gid}"),
+            "--",
+            "env",
+            "-i",
+            &format!("HOME={}", home.display()),
+            &format!("PATH={}:/usr/bin:/bin", bin.display()),
+        ])
+        .arg(program);
+        cmd
+    };
+    // What a user does once for a kind cluster someone else created: status
+    // needs its kube context.
+    let out = as_user(&bin.join("kind"))
+        .args(["export", "kubeconfig", "--name", "nvml-mock-compute-domain"])
+        .output()
+        .expect("kind runs");
+    assert!(
+        out.status.success(),
+        "kind export kubeconfig as the user (is the demo cluster up? `cargo xtask up`):\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    for app in ["doctor", "status"] {
+        let text = texts[app].as_str().expect("wrapper text");
+        let root = text
+            .lines()
+            .find_map(|line| line.strip_prefix("export CDSIM_ROOT="))
+            .expect("CDSIM_ROOT")
+            .to_owned();
+        // The stub's store paths: the tools' bin dirs on the PATH line and
+        // the package's xtask.
+        let mut script = String::new();
+        for line in text.lines() {
+            if line.starts_with("export PATH=") {
+                script.push_str(&format!("export PATH=\"{}:$PATH\"\n", bin.display()));
+            } else if let Some(rest) = line.strip_prefix("exec /nix/store/") {
+                let (_, tail) = rest.split_once("/bin/xtask").expect("exec of xtask");
+                script.push_str(&format!("exec {}/xtask{tail}\n", bin.display()));
+            } else {
+                script.push_str(line);
+                script.push('\n');
+            }
+        }
+        let wrapper = work.path().join(format!("cdsim-{app}"));
+        std::fs::write(&wrapper, script).expect("write the wrapper");
+        std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+
+        let out = as_user(&wrapper).output().expect("setpriv runs");
+        assert!(
+            out.status.success(),
+            "`nix run .#{app}` as a user failed:\n{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        for dir in [root.as_str(), "/var/cache"] {
+            let owned = Command::new("find")
+                .args([dir, "-user", &uid.to_string()])
+                .output()
+                .expect("find runs");
+            assert!(
+                owned.stdout.is_empty(),
+                "{app} as a user wrote under {dir}:\n{}",
+                String::from_utf8_lossy(&owned.stdout)
+            );
+        }
+    }
+    assert!(
+        !["/usr/bin/go", "/bin/go"]
+            .iter()
+            .any(|it| Path::new(it).exists()),
+        "Go is on the user's PATH (/usr/bin): the test must run without Go"
+    );
+}
+
+/// `nix develop`: the shell puts the toolchain and the pinned tools on PATH
+/// (pkgs/build-support/mkshell/default.nix passes `packages` on as inputs),
+/// so `cargo xtask scenario2` there finds kind, helm and kubectl as the apps'
+/// wrappers give them.
+#[test]
+fn dev_shell_puts_the_pinned_tools_on_path() {
+    let names = eval_json(
+        &repo_root(),
+        ".#devShells.x86_64-linux.default",
+        "d: map (p: p.pname) d.packages",
+    );
+    let names: Vec<&str> = names
+        .as_array()
+        .expect("a list")
+        .iter()
+        .filter_map(|it| it.as_str())
+        .collect();
+    for tool in [
+        "cargo",
+        "rustc",
+        "clippy",
+        "rustfmt",
+        "kind",
+        "kubernetes-helm",
+        "kubectl",
+        "jq",
+        "docker-client",
+    ] {
+        assert!(names.contains(&tool), "nix develop lacks {tool}: {names:?}");
+    }
+}
+
+/// writeShellApplication's checkPhase runs shellcheck on the script
+/// (pkgs/build-support/trivial-builders/default.nix); real peer: shellcheck.
+#[test]
+fn wrapper_scripts_pass_shellcheck() {
+    require_program("shellcheck", "apt-get install shellcheck");
+    let texts = wrapper_texts();
+    let dir = tempfile::tempdir().expect("temp dir");
+    for (app, text) in texts.as_object().expect("apps") {
+        let path = dir.path().join(app);
+        std::fs::write(&path, text.as_str().unwrap_or_default()).expect("write");
+        let out = Command::new("shellcheck")
+            .arg(&path)
+            .output()
+            .expect("shellcheck runs");
+        assert!(
+            out.status.success(),
+            "the {app} wrapper fails shellcheck, so its real build fails:\n{}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+    }
+}
+
+/// The demo wrapper's image archives: an interrupted stream leaves nothing
+/// behind, so the next run streams again; a complete one is reused. The
+/// wrapper's text runs with the image streams and xtask swapped for stand-ins.
+#[test]
+fn an_interrupted_image_stream_is_never_reused() {
+    let texts = wrapper_texts();
+    let text = texts["demo"].as_str().expect("the demo wrapper");
+    let cache = tempfile::tempdir().expect("temp dir");
+    let run = |stream: &str| -> std::process::Output {
+        let script: String = text
+            .lines()
+            .map(|line| {
+                let trimmed = line.trim_start();
+                if trimmed.starts_with("/nix/store/") && trimmed.contains("-stream-") {
+                    let (_, redirect) = trimmed.split_once(" > ").expect("a redirect");
+                    format!("{stream} > {redirect}\n")
+                } else if trimmed.starts_with("exec /nix/store/") {
+                    "echo \"$@\"\n".to_owned()
+                } else {
+                    format!("{line}\n")
+                }
+            })
+            .collect();
+        Command::new("bash")
+            .arg("-c")
+            .arg(script)
+            .env("CDSIM_CACHE_DIR", cache.path())
+            .output()
+            .expect("bash runs")
+    };
+    let archives = || -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(cache.path().join("images"))
+            .map(|it| {
+                it.filter_map(Result::ok)
+                    .map(|entry| entry.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        names.sort();
+        names
+    };
+
+    let out = run("{ echo half-an-image; exit 1; }");
+    assert!(!out.status.success(), "a failed stream must fail the app");
+    assert!(
+        archives().is_empty(),
+        "an interrupted stream left {:?}",
+        archives()
+    );
+
+    let out = run("echo whole-image");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let names = archives();
+    assert_eq!(names.len(), 2, "{names:?}");
+    assert!(names.iter().all(|it| it.ends_with(".tar")), "{names:?}");
+    let args = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        args.contains("--mock-image") && args.contains(&names[0]),
+        "xtask got {args}"
+    );
+
+    // Complete archives are reused: a failing stream is not even started.
+    let out = run("{ exit 1; }");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
     );
 }

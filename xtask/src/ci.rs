@@ -57,6 +57,10 @@ pub fn run(sh: &Shell, args: &CiArgs) -> Result<()> {
             run: e2e_scenario2_double,
         });
         steps.push(Step {
+            name: "nix apps as a user",
+            run: nix_apps_as_a_user,
+        });
+        steps.push(Step {
             name: "e2e warm rerun",
             run: e2e_warm_rerun,
         });
@@ -124,8 +128,10 @@ fn build(sh: &Shell) -> Result<()> {
 
 fn tests(sh: &Shell) -> Result<()> {
     // The image and containerd tests need a running engine; the chart tests
-    // need the pinned helm, first on PATH.
+    // need the pinned helm, first on PATH; the Nix sandbox rehearsal
+    // (tests/nix_sandbox.rs) needs Nix's build users.
     crate::tools::ensure_engine(sh)?;
+    ensure_nix_build_users(sh)?;
     let helm = crate::tools::ensure_tool(sh, crate::tools::Tool::Helm)?;
     let mut path =
         std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()).collect::<Vec<_>>();
@@ -134,6 +140,33 @@ fn tests(sh: &Shell) -> Result<()> {
     }
     let _path = sh.push_env("PATH", std::env::join_paths(path)?);
     cmd!(sh, "cargo test --workspace --no-fail-fast").run()?;
+    Ok(())
+}
+
+/// Nix's sandbox builds as members of `nixbld`; Debian's nix-bin does not
+/// create them (its nix-setup-systemd does, with a daemon CI does not want).
+/// CI owns its machine, so it adds the group and two build users once.
+fn ensure_nix_build_users(sh: &Shell) -> Result<()> {
+    let group = std::fs::read_to_string("/etc/group")?;
+    let members = group
+        .lines()
+        .find_map(|line| line.strip_prefix("nixbld:"))
+        .and_then(|rest| rest.split(':').nth(2))
+        .map(str::to_owned);
+    if members.as_deref().is_some_and(|it| !it.is_empty()) {
+        return Ok(());
+    }
+    if members.is_none() {
+        cmd!(sh, "groupadd --system nixbld").run()?;
+    }
+    for user in ["nixbld1", "nixbld2"] {
+        cmd!(
+            sh,
+            "useradd --system --gid nixbld --groups nixbld --no-create-home --home-dir /var/empty --shell /usr/sbin/nologin --comment {user} {user}"
+        )
+        .run()?;
+    }
+    eprintln!("    created the nixbld group and build users for Nix's sandbox");
     Ok(())
 }
 
@@ -194,6 +227,18 @@ fn scenario_outcome(sh: &Shell, report: &str, name: &str) -> Result<String> {
         .and_then(|s| s["outcome"].as_str())
         .map(str::to_owned)
         .ok_or_else(|| anyhow::format_err!("{report} has no {name} outcome"))
+}
+
+/// The flake's `doctor` and `status` app wrappers as an unprivileged user
+/// against the cluster the demo left up (tests/nix_flake.rs, ignored in the
+/// tests step because it needs that cluster).
+fn nix_apps_as_a_user(sh: &Shell) -> Result<()> {
+    cmd!(
+        sh,
+        "cargo test -p integration-tests --test nix_flake -- --ignored --exact apps_run_as_a_user_from_a_read_only_root"
+    )
+    .run()?;
+    Ok(())
 }
 
 /// Scenarios 1 and 3 again against the running setup: the warm path users rerun.

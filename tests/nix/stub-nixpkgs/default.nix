@@ -1,89 +1,305 @@
-# The package set of the stub: only what the flake uses. Every builder takes an
-# exact argument set (no `...`), so a misspelt argument is an evaluation error,
-# and a misspelt attribute is missing. Derivations are real (`nix eval` can
-# instantiate them) but their builders only write a marker file.
-{ system, config }:
+# The package set of the stub: only what the flake uses, each builder with the
+# argument handling of the nixpkgs file named beside it. Argument sets are open
+# where the real ones are (`...`, passed through to the derivation) and closed
+# where the real ones are; the only rejections are the ones nixpkgs makes.
+# Derivations are real (`nix eval` can instantiate them, tests/nix_flake.rs
+# builds some) but their builders only write placeholders, never build.
+{
+  system,
+  config ? { },
+  overlays ? [ ],
+}:
 let
   lib = import ./lib.nix;
 
+  rustTriple = if system == "aarch64-linux" then "aarch64-unknown-linux-gnu" else "x86_64-unknown-linux-gnu";
+
+  # What a workspace build produces, read from its manifests (stub only: the
+  # real build runs cargo).
+  workspace =
+    let
+      members =
+        src:
+        map (member: {
+          dir = src + "/${member}";
+          manifest = builtins.fromTOML (builtins.readFile (src + "/${member}/Cargo.toml"));
+        }) (builtins.fromTOML (builtins.readFile (src + "/Cargo.toml"))).workspace.members;
+    in
+    {
+      bins =
+        src:
+        builtins.concatMap (
+          it:
+          if it.manifest ? bin then
+            map (bin: bin.name) it.manifest.bin
+          else if builtins.pathExists (it.dir + "/src/main.rs") then
+            [ it.manifest.package.name ]
+          else
+            [ ]
+        ) (members src);
+      cdylibs =
+        src:
+        builtins.concatMap (
+          it:
+          if builtins.elem "cdylib" (it.manifest.lib.crate-type or [ ]) then
+            [ (it.manifest.lib.name or it.manifest.package.name) ]
+          else
+            [ ]
+        ) (members src);
+    };
+
+  # Attributes nixpkgs keeps out of the derivation's environment.
+  notEnv = [
+    "meta"
+    "passthru"
+  ];
+
   drv =
-    name: attrs:
+    name: attrs: script:
     derivation (
-      {
+      builtins.removeAttrs attrs notEnv
+      // {
         inherit name system;
+        # The placeholder scripts use the build host's coreutils.
+        PATH = "/usr/bin:/bin";
         builder = "/bin/sh";
         args = [
           "-c"
-          "echo stub > $out"
+          script
         ];
       }
-      // attrs
-    );
+    )
+    // {
+      meta = attrs.meta or { };
+    }
+    // (attrs.passthru or { });
 
-  tool = name: drv name { } // { pname = name; };
+  stubScript = "echo stub > $out";
 
-  # nixpkgs refuses unfree packages unless config allows them.
+  # A package's output as a tree of empty placeholder files: its install
+  # phases run with `install` writing an empty file at the destination, so
+  # the tree has the paths the package really installs (sources are never
+  # built, so they are not read). The image stub below runs against it.
+  placeholderScript = ''
+    set -e
+    runHook() { :; }
+    install() {
+      dest=""; make=""
+      for arg in "$@"; do
+        case $arg in
+          -D*) make=1 ;;
+          -m*|-[0-9]*) ;;
+          *) dest=$arg ;;
+        esac
+      done
+      [ -z "$make" ] || mkdir -p "$(dirname "$dest")"
+      : > "$dest"
+    }
+    mkdir -p "$out"
+    for file in ''${placeholderOutputFiles:-}; do
+      mkdir -p "$(dirname "$out/$file")" && : > "$out/$file"
+    done
+    for file in ''${placeholderBuildFiles:-}; do
+      mkdir -p "$(dirname "$file")" && : > "$file"
+    done
+    eval "''${installPhase:-}"
+    eval "''${postInstall:-}"
+  '';
+
+  tool = name: drv name { } stubScript // { pname = name; };
+
+  # pkgs/stdenv/generic/check-meta.nix: an unfree package is refused unless
+  # config.allowUnfree or config.allowUnfreePredicate allows it, with this
+  # message (its first line; nixpkgs goes on with the ways to allow it).
   checkLicense =
     pkg:
-    if (pkg.meta.license.free or true) || (config.allowUnfreePredicate or (_: false)) pkg then
+    let
+      license = pkg.meta.license or { free = true; };
+      pos = builtins.unsafeGetAttrPos "description" pkg.meta;
+      where = if pos == null then "«unknown-file»" else "${pos.file}:${toString pos.line}";
+    in
+    if
+      (license.free or true)
+      || (config.allowUnfree or false)
+      || (config.allowUnfreePredicate or (_: false)) pkg
+    then
       pkg
     else
-      throw "stub nixpkgs: refusing unfree package ${pkg.pname}";
+      throw "Refusing to evaluate package '${pkg.name}' in ${where} because it has an unfree license (‘${license.shortName}’)";
 
+  # pkgs/stdenv/generic/make-derivation.nix: any argument is accepted and,
+  # apart from meta and passthru, becomes part of the derivation.
   mkDerivation =
-    {
+    args@{
       pname,
       version,
-      src,
-      nativeBuildInputs ? [ ],
-      buildInputs ? [ ],
-      installPhase ? "",
-      meta ? { },
+      ...
     }:
+    let
+      # A fetched source is instantiated (its pinned hash is checked) but never
+      # fetched: the placeholder build does not read it.
+      unfetched =
+        if args ? src && builtins.isAttrs args.src && args.src ? drvPath then
+          { src = builtins.unsafeDiscardOutputDependency args.src.drvPath; }
+        else
+          { };
+    in
     checkLicense (
-      drv "${pname}-${version}" {
-        inherit src nativeBuildInputs buildInputs installPhase;
-      }
+      drv "${pname}-${version}" (args // unfetched) placeholderScript
       // {
-        inherit pname version meta;
+        inherit pname version;
       }
     );
 
+  # pkgs/build-support/rust/build-rust-package/default.nix: open (`...`,
+  # passed on to mkDerivation); the vendored dependencies must come from one
+  # of four arguments, else this throw. The check phase is cargo-check-hook.sh:
+  # `cargo test` with cargoTestFlags, then `--` checkFlags; cargoCheckType
+  # defaults to the build type, release.
   buildRustPackage =
-    {
+    args@{
       pname,
       version,
       src,
-      cargoLock,
-      cargoBuildFlags ? [ ],
-      cargoTestFlags ? [ ],
-      nativeBuildInputs ? [ ],
-      nativeCheckInputs ? [ ],
-      buildPhase ? null,
-      installPhase ? null,
-      postInstall ? "",
-      preCheck ? "",
+      cargoLock ? null,
+      cargoHash ? null,
+      cargoDeps ? null,
+      cargoVendorDir ? null,
+      cargoBuildType ? "release",
       doCheck ? true,
+      ...
+    }:
+    if cargoLock == null && cargoHash == null && cargoDeps == null && cargoVendorDir == null then
+      throw "cargoHash, cargoVendorDir, cargoDeps, or cargoLock must be set"
+    else
+      assert cargoLock == null || builtins.pathExists cargoLock.lockFile;
+      mkDerivation (
+        builtins.removeAttrs args [ "cargoLock" ]
+        // {
+          # cargo-install-hook.sh: every binary target into $out/bin; the
+          # build leaves the cdylibs in target/<triple>/<type>.
+          placeholderOutputFiles = map (bin: "bin/${bin}") (workspace.bins src);
+          placeholderBuildFiles = map (
+            name: "target/${rustTriple}/${cargoBuildType}/lib${name}.so"
+          ) (workspace.cdylibs src);
+          inherit cargoBuildType;
+          cargoCheckType = args.cargoCheckType or cargoBuildType;
+          doCheck = if doCheck then "1" else "";
+        }
+      );
+
+  # pkgs/build-support/trivial-builders/default.nix: a closed argument set;
+  # the script text gets the shebang, the bash options and, with
+  # runtimeInputs, `export PATH="<their bin dirs>:$PATH"` before the text.
+  writeShellApplication =
+    {
+      name,
+      text,
+      runtimeInputs ? [ ],
+      runtimeEnv ? null,
+      meta ? { },
+      passthru ? { },
+      checkPhase ? null,
+      excludeShellChecks ? [ ],
+      extraShellCheckFlags ? [ ],
+      bashOptions ? [
+        "errexit"
+        "nounset"
+        "pipefail"
+      ],
+      derivationArgs ? { },
+      inheritPath ? true,
+    }:
+    let
+      script =
+        ''
+          #!/bin/bash
+          ${builtins.concatStringsSep "\n" (map (option: "set -o ${option}") bashOptions)}
+        ''
+        + (
+          if runtimeInputs != [ ] then
+            ''
+
+              export PATH="${lib.makeBinPath runtimeInputs}${if inheritPath then ":$PATH" else ""}"
+            ''
+          else
+            ""
+        )
+        + ''
+
+          ${text}
+        '';
+    in
+    drv name {
+      inherit meta passthru;
+      text = script;
+    } "echo stub > $out";
+
+  # trivial-builders: runCommand name env buildCommand; env is open.
+  runCommand =
+    name: env: buildCommand:
+    drv name (env // { inherit buildCommand; }) stubScript;
+
+  # pkgs/build-support/mkshell/default.nix: open, passed to mkDerivation.
+  mkShell =
+    args@{
+      name ? "nix-shell",
+      packages ? [ ],
+      ...
+    }:
+    drv name (builtins.removeAttrs args [ "name" ]) stubScript;
+
+  # pkgs/build-support/docker/default.nix: streamLayeredImage takes a closed
+  # argument set (the ones below are the real ones the flake may use). The
+  # stub runs extraCommands in an empty image root, as dockerTools does, with
+  # every store path it names present as a placeholder tree (see tree below),
+  # so a payload path that the package does not install fails the build.
+  streamLayeredImage =
+    {
+      name,
+      tag ? null,
+      fromImage ? null,
+      contents ? [ ],
+      config ? { },
+      architecture ? "amd64",
+      created ? "1970-01-01T00:00:01Z",
+      uid ? 0,
+      gid ? 0,
+      uname ? "root",
+      gname ? "root",
+      maxLayers ? 100,
+      extraCommands ? "",
+      fakeRootCommands ? "",
+      enableFakechroot ? false,
+      includeStorePaths ? true,
+      passthru ? { },
       meta ? { },
     }:
-    assert builtins.attrNames cargoLock == [ "lockFile" ];
-    assert builtins.pathExists cargoLock.lockFile;
-    drv "${pname}-${version}" {
-      inherit
-        src
-        cargoBuildFlags
-        cargoTestFlags
-        nativeBuildInputs
-        nativeCheckInputs
-        postInstall
-        preCheck
-        ;
-      buildPhase = if buildPhase == null then "" else buildPhase;
-      installPhase = if installPhase == null then "" else installPhase;
-      doCheck = if doCheck then "1" else "";
-    }
+    drv "stream-${name}" {
+      inherit meta passthru extraCommands;
+      imageTag = if tag == null then "" else tag;
+      imageConfig = builtins.toJSON config;
+    } ''
+      set -e
+      mkdir -p "$TMPDIR/root" && cd "$TMPDIR/root"
+      eval "$extraCommands"
+      echo stub > "$out"
+    '';
+
+  # A package whose output is a tree of empty placeholder files at the given
+  # relative paths, for the image stubs above.
+  tree =
+    name: files:
+    drv name { inherit files; } ''
+      set -e
+      for file in $files; do
+        mkdir -p "$out/$(dirname "$file")"
+        : > "$out/$file"
+      done
+      mkdir -p "$out"
+    ''
     // {
-      inherit pname version meta;
+      pname = name;
     };
 in
 {
@@ -100,10 +316,15 @@ in
   };
 
   fetchurl =
-    { url, sha256 }:
+    {
+      url,
+      sha256 ? "",
+      hash ? "",
+      name ? baseNameOf url,
+      ...
+    }:
     derivation {
-      name = baseNameOf url;
-      inherit system url;
+      inherit name system url;
       builder = "/bin/sh";
       args = [
         "-c"
@@ -111,37 +332,17 @@ in
       ];
       outputHashMode = "flat";
       outputHashAlgo = "sha256";
-      outputHash = sha256;
+      outputHash = if hash != "" then hash else sha256;
     };
 
-  writeShellApplication =
-    {
-      name,
-      runtimeInputs ? [ ],
-      text,
-    }:
-    drv name { inherit runtimeInputs text; };
-
-  runCommand =
-    name: env: script:
-    drv name (env // { inherit script; });
-
-  mkShell = { packages }: drv "nix-shell" { inherit packages; };
+  inherit
+    writeShellApplication
+    runCommand
+    mkShell
+    ;
 
   dockerTools = {
-    streamLayeredImage =
-      {
-        name,
-        tag,
-        contents ? [ ],
-        extraCommands ? "",
-        config ? { },
-      }:
-      drv "stream-${name}" {
-        inherit contents extraCommands;
-        imageTag = tag;
-        imageConfig = builtins.toJSON config;
-      };
+    inherit streamLayeredImage;
   };
 
   autoPatchelfHook = tool "auto-patchelf-hook";
@@ -155,7 +356,9 @@ in
   kubectl = tool "kubectl";
   kubernetes-helm = tool "kubernetes-helm";
   nixfmt = tool "nixfmt";
+  nixfmt-tree = tool "nixfmt-tree";
   rustc = tool "rustc";
   rustfmt = tool "rustfmt";
-  pkgsStatic.busybox = tool "busybox";
+  util-linux = tool "util-linux";
+  pkgsStatic.busybox = tree "busybox" [ "bin/busybox" ];
 }
