@@ -31,7 +31,10 @@ struct LocalPods {
 }
 
 fn built(name: &str) -> PathBuf {
-    let path = crate::project_root().join("target/debug").join(name);
+    let path = crate::dirs::target_dir()
+        .expect("target dir")
+        .join("debug")
+        .join(name);
     assert!(
         path.exists(),
         "{} is missing: run `cargo build -p imex-double -p imex-shim` (cargo xtask ci builds it first)",
@@ -43,7 +46,7 @@ fn built(name: &str) -> PathBuf {
 impl LocalPods {
     fn new(ips: [&str; 2], fault_after_b_stops: Option<&'static str>) -> LocalPods {
         // Not under /tmp: the harness maps the pods' /tmp/ into it.
-        let target = crate::project_root().join("target");
+        let target = crate::dirs::target_dir().expect("target dir");
         let root = tempfile::tempdir_in(&target).expect("tempdir");
         let daemon = built("nvidia-imex-double");
         let ctl = built("nvidia-imex-ctl-double");
