@@ -4,7 +4,10 @@
 //! [`build`] is the pure part (texts in, profile and warnings out); [`load`] reads the
 //! environment and the files and calls it.
 
-use std::path::PathBuf;
+use std::{
+    io::Read,
+    path::{Path, PathBuf},
+};
 
 use nvml_profile::{FabricUuid, Profile};
 
@@ -12,6 +15,11 @@ use crate::abi::{self, NvmlReturn};
 
 /// The most GPUs one process can see (the number of handle slots).
 pub const MAX_DEVICES: usize = 64;
+
+/// The largest profile or topology file init reads, in bytes (4 MiB: a profile is a few KiB, and
+/// a topology listing thousands of nodes stays far below). A larger file, or anything that is not
+/// a regular file (a FIFO, a device such as `/dev/zero`, a directory), is refused unread.
+pub const MAX_FILE_BYTES: u64 = 4 << 20;
 
 /// Environment variable naming the profile.
 pub const ENV_CONFIG: &str = "MOCK_NVML_CONFIG";
@@ -33,9 +41,9 @@ pub enum InitError {
     ConfigUnreadable {
         /// The path from `MOCK_NVML_CONFIG`.
         path: PathBuf,
-        /// The I/O error.
+        /// Why.
         #[source]
-        source: std::io::Error,
+        source: ReadError,
     },
     /// The profile is not a valid profile.
     #[error("{path} ({ENV_CONFIG}): {source}")]
@@ -73,6 +81,78 @@ impl InitError {
             _ => abi::ERROR_UNKNOWN,
         }
     }
+}
+
+/// Why a profile or topology file was not read.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    /// The path names something other than a regular file (reading it could block or never end).
+    #[error("it is {kind}, not a regular file: point the variable at a YAML file")]
+    NotRegular {
+        /// What it is instead ("a character device", "a FIFO", …).
+        kind: &'static str,
+    },
+    /// The file is larger than [`MAX_FILE_BYTES`].
+    #[error("it has {size} bytes, more than the {MAX_FILE_BYTES}-byte limit: point the variable at a smaller YAML file")]
+    TooLarge {
+        /// Its size (at least the limit plus one when it grew while being read).
+        size: u64,
+    },
+    /// Opening or reading failed.
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+}
+
+/// What a path names, for [`ReadError::NotRegular`].
+fn kind_of(file_type: std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if file_type.is_dir() {
+        "a directory"
+    } else if file_type.is_char_device() {
+        "a character device"
+    } else if file_type.is_block_device() {
+        "a block device"
+    } else if file_type.is_fifo() {
+        "a FIFO"
+    } else if file_type.is_socket() {
+        "a socket"
+    } else {
+        "not a regular file"
+    }
+}
+
+/// Checks that `metadata` is a regular file within [`MAX_FILE_BYTES`].
+fn check_bounds(metadata: &std::fs::Metadata) -> Result<(), ReadError> {
+    if !metadata.is_file() {
+        return Err(ReadError::NotRegular {
+            kind: kind_of(metadata.file_type()),
+        });
+    }
+    if metadata.len() > MAX_FILE_BYTES {
+        return Err(ReadError::TooLarge {
+            size: metadata.len(),
+        });
+    }
+    Ok(())
+}
+
+/// Reads a UTF-8 file, refusing anything that is not a regular file or exceeds
+/// [`MAX_FILE_BYTES`]. The path is checked before it is opened (opening a FIFO blocks), the opened
+/// file again (the path may have been replaced in between), and the read stops one byte past the
+/// limit (the file may grow while being read).
+pub fn read_bounded(path: &Path) -> Result<(std::fs::Metadata, String), ReadError> {
+    check_bounds(&std::fs::metadata(path)?)?;
+    let file = std::fs::File::open(path)?;
+    let metadata = file.metadata()?;
+    check_bounds(&metadata)?;
+    let mut text = String::with_capacity(usize::try_from(metadata.len()).unwrap_or(0));
+    file.take(MAX_FILE_BYTES + 1).read_to_string(&mut text)?;
+    if text.len() as u64 > MAX_FILE_BYTES {
+        return Err(ReadError::TooLarge {
+            size: text.len() as u64,
+        });
+    }
+    Ok((metadata, text))
 }
 
 /// The topology as found in the environment.
@@ -177,8 +257,8 @@ pub fn build(inputs: Inputs<'_>) -> Result<Built, InitError> {
 pub fn load() -> Result<Built, InitError> {
     let non_empty = |name: &str| std::env::var_os(name).filter(|value| !value.is_empty());
     let config_path = PathBuf::from(non_empty(ENV_CONFIG).ok_or(InitError::ConfigUnset)?);
-    let config_text =
-        std::fs::read_to_string(&config_path).map_err(|source| InitError::ConfigUnreadable {
+    let (_, config_text) =
+        read_bounded(&config_path).map_err(|source| InitError::ConfigUnreadable {
             path: config_path.clone(),
             source,
         })?;
@@ -186,8 +266,8 @@ pub fn load() -> Result<Built, InitError> {
         None => TopologySource::Absent,
         Some(path) => {
             let path = PathBuf::from(path);
-            match std::fs::read_to_string(&path) {
-                Ok(text) => TopologySource::Text { path, text },
+            match read_bounded(&path) {
+                Ok((_, text)) => TopologySource::Text { path, text },
                 Err(err) => TopologySource::Unreadable {
                     path,
                     error: err.to_string(),
@@ -341,5 +421,85 @@ domains:
             "{err}"
         );
         assert_eq!(InitError::ConfigUnset.code(), abi::ERROR_DRIVER_NOT_LOADED);
+    }
+
+    #[test]
+    fn read_bounded_refuses_devices_directories_and_fifos_unread() {
+        let err = read_bounded(Path::new("/dev/zero")).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                ReadError::NotRegular {
+                    kind: "a character device"
+                }
+            ),
+            "{err}"
+        );
+        assert_eq!(
+            err.to_string(),
+            "it is a character device, not a regular file: point the variable at a YAML file"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let err = read_bounded(dir.path()).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                ReadError::NotRegular {
+                    kind: "a directory"
+                }
+            ),
+            "{err}"
+        );
+        // A FIFO with no writer: opening it would block forever, so it must be refused unopened.
+        let fifo = dir.path().join("fifo");
+        let status = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap();
+        assert!(status.success(), "mkfifo failed");
+        let err = read_bounded(&fifo).unwrap_err();
+        assert!(
+            matches!(err, ReadError::NotRegular { kind: "a FIFO" }),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn read_bounded_refuses_files_over_the_limit_and_reads_the_rest() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("big.yaml");
+        let file = std::fs::File::create(&path).unwrap();
+        file.set_len(MAX_FILE_BYTES + 1).unwrap();
+        let err = read_bounded(&path).unwrap_err();
+        assert!(
+            matches!(err, ReadError::TooLarge { size } if size == MAX_FILE_BYTES + 1),
+            "{err}"
+        );
+        assert!(
+            err.to_string().contains("more than the 4194304-byte limit"),
+            "{err}"
+        );
+        file.set_len(MAX_FILE_BYTES).unwrap();
+        let (metadata, text) = read_bounded(&path).unwrap();
+        assert_eq!(metadata.len(), MAX_FILE_BYTES);
+        assert_eq!(text.len() as u64, MAX_FILE_BYTES);
+        let err = read_bounded(&dir.path().join("absent")).unwrap_err();
+        assert!(matches!(err, ReadError::Io(_)), "{err}");
+    }
+
+    #[test]
+    fn an_unreadable_profile_is_one_line_naming_the_variable() {
+        let err = InitError::ConfigUnreadable {
+            path: "/dev/zero".into(),
+            source: ReadError::NotRegular {
+                kind: "a character device",
+            },
+        };
+        assert_eq!(err.code(), abi::ERROR_DRIVER_NOT_LOADED);
+        assert_eq!(
+            err.to_string(),
+            "cannot read the GPU profile /dev/zero (MOCK_NVML_CONFIG): it is a character device, \
+             not a regular file: point the variable at a YAML file"
+        );
     }
 }

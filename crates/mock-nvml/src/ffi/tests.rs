@@ -521,6 +521,32 @@ fn missing_or_invalid_config_fails_init() {
 }
 
 #[test]
+fn a_device_or_oversized_file_fails_init_instead_of_hanging() {
+    let session = Session::new(GB200, None);
+    std::env::set_var("MOCK_NVML_CONFIG", "/dev/zero");
+    assert_eq!(nvmlInit_v2(), abi::ERROR_DRIVER_NOT_LOADED);
+    let big = session._dir.path().join("big.yaml");
+    std::fs::File::create(&big)
+        .unwrap()
+        .set_len(crate::config::MAX_FILE_BYTES + 1)
+        .unwrap();
+    std::env::set_var("MOCK_NVML_CONFIG", &big);
+    assert_eq!(nvmlInit_v2(), abi::ERROR_DRIVER_NOT_LOADED);
+    assert_eq!(nvmlShutdown(), abi::ERROR_UNINITIALIZED);
+
+    // A topology that is a device: a warning, the profile's identity kept; strict: init fails.
+    std::env::set_var("MOCK_NVML_CONFIG", session._dir.path().join("config.yaml"));
+    std::env::set_var("MOCK_TOPOLOGY_CONFIG", "/dev/zero");
+    std::env::set_var("NODE_NAME", "me");
+    assert_eq!(nvmlInit_v2(), abi::SUCCESS);
+    assert_eq!(nvmlShutdown(), abi::SUCCESS);
+    std::env::set_var("MOCK_NVML_STRICT", "1");
+    assert_eq!(nvmlInit_v2(), abi::ERROR_UNKNOWN);
+    assert_eq!(nvmlShutdown(), abi::ERROR_UNINITIALIZED);
+    std::env::remove_var("MOCK_NVML_STRICT");
+}
+
+#[test]
 fn fabric_versions() {
     let topology = "version: 1\ndomains:\n  - uuid: \"00000000-0000-0000-0000-0000000000ab\"\n    cliques:\n      - {id: 7, nodes: [me]}\n";
     let _session = Session::new(GB200, Some((topology, "me")));
