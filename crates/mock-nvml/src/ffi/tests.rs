@@ -7,14 +7,14 @@
 use std::{
     ffi::{c_char, c_int, c_uint, CStr},
     ptr::{null, null_mut},
-    sync::{Mutex, MutexGuard},
+    sync::MutexGuard,
 };
 
 use nvml_profile::{Profile, GB200, H100};
 
 use super::*;
 
-static LOCK: Mutex<()> = Mutex::new(());
+use crate::ENV_LOCK as LOCK;
 
 /// Holds the lock, a profile on disk and the environment pointing at it; shuts down on drop.
 struct Session {
@@ -599,6 +599,57 @@ fn fabric_versions() {
         );
         assert_eq!(buffer, before, "nothing written for {bad:#x}");
     }
+}
+
+/// The clique id GPU 0 reports now.
+fn clique_of_gpu0() -> u32 {
+    let mut v3: abi::GpuFabricInfoV3 = unsafe { std::mem::zeroed() };
+    v3.version = abi::GPU_FABRIC_INFO_V3;
+    // SAFETY: a live local of the right type.
+    assert_eq!(
+        unsafe { nvmlDeviceGetGpuFabricInfoV(handle(0), &mut v3) },
+        abi::SUCCESS
+    );
+    v3.clique_id
+}
+
+#[test]
+fn a_rewritten_topology_is_seen_at_the_next_init() {
+    let topology = |clique: u32| {
+        format!(
+            "version: 1\ndomains:\n  - uuid: \"00000000-0000-0000-0000-0000000000ab\"\n    cliques:\n      - {{id: {clique}, nodes: [me]}}\n"
+        )
+    };
+    let session = Session::new(GB200, Some((&topology(7), "me")));
+    let path = session._dir.path().join("topology.yaml");
+    assert_eq!(nvmlInit_v2(), abi::SUCCESS);
+    assert_eq!(clique_of_gpu0(), 7);
+    assert_eq!(nvmlShutdown(), abi::SUCCESS);
+
+    // Rewritten in place, same size, at once: within the file system's timestamp granularity
+    // every stat field but ctime can stay the same, so only the bytes tell.
+    std::fs::write(&path, topology(8)).unwrap();
+    assert_eq!(nvmlInit_v2(), abi::SUCCESS);
+    assert_eq!(clique_of_gpu0(), 8);
+    assert_eq!(nvmlShutdown(), abi::SUCCESS);
+
+    // Replaced atomically, as the node stager does.
+    let next = session._dir.path().join("topology.yaml.new");
+    std::fs::write(&next, topology(9)).unwrap();
+    std::fs::rename(&next, &path).unwrap();
+    assert_eq!(nvmlInit_v2(), abi::SUCCESS);
+    assert_eq!(clique_of_gpu0(), 9);
+    assert_eq!(nvmlShutdown(), abi::SUCCESS);
+
+    // Unchanged: the same identity again; a node outside the topology: the profile's default.
+    assert_eq!(nvmlInit_v2(), abi::SUCCESS);
+    assert_eq!(clique_of_gpu0(), 9);
+    assert_eq!(nvmlShutdown(), abi::SUCCESS);
+    std::env::set_var("NODE_NAME", "someone-else");
+    assert_eq!(nvmlInit_v2(), abi::SUCCESS);
+    let default = Profile::parse(GB200).unwrap().devices()[0].fabric.unwrap();
+    assert_eq!(clique_of_gpu0(), default.clique_id);
+    assert_ne!(default.clique_id, 9);
 }
 
 #[test]
