@@ -45,6 +45,10 @@ pub fn run(sh: &Shell, args: &CiArgs) -> Result<()> {
             name: "tests",
             run: tests,
         },
+        Step {
+            name: "bench vs upstream",
+            run: bench_vs_upstream,
+        },
     ];
     if !args.no_e2e {
         steps.push(Step {
@@ -121,6 +125,14 @@ fn tests(sh: &Shell) -> Result<()> {
     }
     let _path = sh.push_env("PATH", std::env::join_paths(path)?);
     cmd!(sh, "cargo test --workspace --no-fail-fast").run()?;
+    Ok(())
+}
+
+/// The side-by-side benchmark against upstream's Go mock, once, its table printed into the log.
+/// The figures never fail this step; the identity check (same fabric identity, UUID count and
+/// memory from both libraries) does. Upstream's build is cached in /var/cache/cdsim.
+fn bench_vs_upstream(sh: &Shell) -> Result<()> {
+    cmd!(sh, "cargo xtask bench-vs-upstream").run()?;
     Ok(())
 }
 

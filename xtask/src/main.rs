@@ -7,6 +7,7 @@
 //! `k8s` and `flow` do the I/O.
 
 mod archive;
+mod bench_upstream;
 mod ci;
 mod cluster;
 mod doctor;
@@ -90,6 +91,7 @@ fn run(flags: flags::Xtask) -> anyhow::Result<()> {
         Command::Ci(args) => ci::run(&sh, &args),
         Command::NodeImage(args) => node_image::run(&sh, &args),
         Command::Images(args) => images::run(&sh, &args),
+        Command::BenchVsUpstream(args) => bench_upstream::run(&sh, &args),
     }
 }
 
