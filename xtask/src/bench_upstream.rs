@@ -352,6 +352,58 @@ fn identity(sh: &Shell, program: &Path, side: &Side, node: &str) -> Result<(Vec<
     Ok((facts, uuids.len()))
 }
 
+/// What differs between two `identity` answers, one entry per field and GPU set.
+fn differences(
+    theirs: &[String],
+    mine: &[String],
+    their_uuids: usize,
+    my_uuids: usize,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    if their_uuids != my_uuids {
+        out.push(format!(
+            "distinct UUIDs: upstream {their_uuids}, ours {my_uuids}"
+        ));
+    }
+    if theirs.len() != mine.len() {
+        out.push(format!(
+            "GPUs: upstream {}, ours {}",
+            theirs.len(),
+            mine.len()
+        ));
+    }
+    let mut by_field: BTreeMap<(String, String, String), Vec<String>> = BTreeMap::new();
+    for (their_line, my_line) in theirs.iter().zip(mine) {
+        let gpu = my_line
+            .split_whitespace()
+            .next()
+            .unwrap_or("gpu=?")
+            .to_owned();
+        for (their_pair, my_pair) in their_line
+            .split_whitespace()
+            .zip(my_line.split_whitespace())
+        {
+            if their_pair != my_pair {
+                let key = their_pair
+                    .split_once('=')
+                    .map_or(their_pair, |(key, _)| key);
+                let value = |pair: &str| pair.split_once('=').map_or(pair, |(_, v)| v).to_owned();
+                by_field
+                    .entry((key.to_owned(), value(their_pair), value(my_pair)))
+                    .or_default()
+                    .push(gpu.clone());
+            }
+        }
+    }
+    for ((key, theirs, mine), gpus) in by_field {
+        out.push(format!(
+            "{key}: upstream {theirs}, ours {mine} ({})",
+            gpus.join(", ")
+        ));
+    }
+    out
+}
+
 /// Runs the whole comparison.
 pub fn run(sh: &Shell, args: &BenchVsUpstreamArgs) -> Result<()> {
     let root = crate::project_root();
@@ -408,15 +460,11 @@ pub fn run(sh: &Shell, args: &BenchVsUpstreamArgs) -> Result<()> {
     for node in &nodes {
         let (theirs, their_uuids) = identity(sh, &program, &sides[0], node)?;
         let (mine, my_uuids) = identity(sh, &program, &sides[1], node)?;
-        if theirs != mine || their_uuids != my_uuids {
-            mismatches.push(format!(
-                "{node}: upstream {theirs:?} ({their_uuids} UUIDs), ours {mine:?} ({my_uuids} UUIDs)"
-            ));
+        let differences = differences(&theirs, &mine, their_uuids, my_uuids);
+        if differences.is_empty() {
+            eprintln!("    {node}: same answers ({my_uuids} UUIDs)");
         } else {
-            eprintln!(
-                "    {node}: same answers ({my_uuids} UUIDs): {}",
-                mine.first().map_or("", String::as_str)
-            );
+            mismatches.push(format!("{node}: {}", differences.join("; ")));
         }
     }
 
@@ -522,7 +570,7 @@ pub fn run(sh: &Shell, args: &BenchVsUpstreamArgs) -> Result<()> {
                 &program,
                 side,
                 &node,
-                &["cycle".into(), args.cycles.to_string(), library.clone()],
+                &["cycle".into(), library.clone(), args.cycles.to_string()],
             )?;
             let pairs = parse_pairs(line.first().map_or("", String::as_str))?;
             cycle_mean[index].0.push(pairs["cycle_mean_us"]);
@@ -532,7 +580,7 @@ pub fn run(sh: &Shell, args: &BenchVsUpstreamArgs) -> Result<()> {
                 &program,
                 side,
                 &node,
-                &["queries".into(), args.cycles.to_string(), library.clone()],
+                &["queries".into(), library.clone(), args.cycles.to_string()],
             )?;
             let pairs = parse_pairs(line.first().map_or("", String::as_str))?;
             query[index].0.push(pairs["round_median_us"]);
@@ -543,9 +591,9 @@ pub fn run(sh: &Shell, args: &BenchVsUpstreamArgs) -> Result<()> {
                 &node,
                 &[
                     "threads".into(),
+                    library,
                     "8".into(),
                     args.thread_rounds.to_string(),
-                    library,
                 ],
             )?;
             let pairs = parse_pairs(line.first().map_or("", String::as_str))?;
@@ -744,6 +792,27 @@ mod tests {
             "version: 1\nsystem:\n  num_devices: 4\n  driver_version: x\n"
         );
         assert!(sized_profile("version: 1\n", 4).is_err());
+    }
+
+    #[test]
+    fn differences_name_the_field_and_the_gpus() {
+        let theirs = [
+            "gpu=0 clique=1 memory_total=2".to_owned(),
+            "gpu=1 clique=1 memory_total=2".to_owned(),
+        ];
+        let mine = [
+            "gpu=0 clique=1 memory_total=3".to_owned(),
+            "gpu=1 clique=1 memory_total=3".to_owned(),
+        ];
+        assert_eq!(
+            differences(&theirs, &mine, 2, 2),
+            ["memory_total: upstream 2, ours 3 (gpu=0, gpu=1)"]
+        );
+        assert!(differences(&theirs, &theirs, 2, 2).is_empty());
+        assert_eq!(
+            differences(&theirs, &theirs, 2, 1),
+            ["distinct UUIDs: upstream 2, ours 1"]
+        );
     }
 
     #[test]
