@@ -337,6 +337,68 @@ fn missing_profile_fails_init_with_exit_1() {
     );
 }
 
+/// Runs check-fabric with the profile or the topology at `/dev/zero`; before the bound on what
+/// init reads, this never returned. Killed after 20 s so that a regression fails instead of
+/// hanging the suite.
+fn run_with_dev_zero(variable: &str) -> Output {
+    let fixture = Fixture::new();
+    let mut command = Command::new(artifact("check-fabric", "check-fabric"));
+    command
+        .env_clear()
+        .env("LD_LIBRARY_PATH", fixture.lib_dir.path())
+        .env("MOCK_NVML_CONFIG", profile_path("gb200"))
+        .env("MOCK_NVML_STRICT", "1")
+        .env("NODE_NAME", "w1")
+        .env(variable, "/dev/zero")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = command.spawn().expect("run check-fabric");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while child.try_wait().expect("poll check-fabric").is_none() {
+        if std::time::Instant::now() > deadline {
+            child.kill().expect("kill check-fabric");
+            panic!("check-fabric with {variable}=/dev/zero still runs after 20 s: init hangs");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.wait_with_output().expect("collect check-fabric")
+}
+
+#[test]
+fn a_profile_at_dev_zero_fails_init_with_one_line() {
+    let output = run_with_dev_zero("MOCK_NVML_CONFIG");
+    assert_eq!(output.status.code(), Some(1));
+    let message = stderr(&output);
+    let errors: Vec<&str> = message
+        .lines()
+        .filter(|line| line.starts_with("[MOCK_NVML ERROR]"))
+        .collect();
+    assert_eq!(
+        errors,
+        [
+            "[MOCK_NVML ERROR] nvmlInit failed: cannot read the GPU profile /dev/zero \
+          (MOCK_NVML_CONFIG): it is a character device, not a regular file: point the variable \
+          at a YAML file"
+        ],
+        "{message}"
+    );
+}
+
+#[test]
+fn a_strict_topology_at_dev_zero_fails_init_with_one_line() {
+    let output = run_with_dev_zero("MOCK_TOPOLOGY_CONFIG");
+    assert_eq!(output.status.code(), Some(1));
+    let message = stderr(&output);
+    assert!(
+        message.lines().any(|line| line
+            == "[MOCK_NVML ERROR] nvmlInit failed: cannot read the topology /dev/zero \
+                (MOCK_TOPOLOGY_CONFIG): it is a character device, not a regular file: point the \
+                variable at a YAML file; keeping the profile's fabric identity \
+                (MOCK_NVML_STRICT is set, so this fails init)"),
+        "{message}"
+    );
+}
+
 #[test]
 fn closed_stdout_is_not_a_crash() {
     // `check-fabric | head -6`, as the upstream README suggests: the reader

@@ -46,6 +46,10 @@ pub fn run(sh: &Shell, args: &CiArgs) -> Result<()> {
             name: "tests",
             run: tests,
         },
+        Step {
+            name: "bench vs upstream",
+            run: bench_vs_upstream,
+        },
     ];
     if !args.no_e2e {
         steps.push(Step {
@@ -167,6 +171,14 @@ fn ensure_nix_build_users(sh: &Shell) -> Result<()> {
         .run()?;
     }
     eprintln!("    created the nixbld group and build users for Nix's sandbox");
+    Ok(())
+}
+
+/// The side-by-side benchmark against upstream's Go mock, once, its table printed into the log.
+/// The figures never fail this step; the identity check (same fabric identity, UUID count and
+/// memory from both libraries) does. Upstream's build is cached in /var/cache/cdsim.
+fn bench_vs_upstream(sh: &Shell) -> Result<()> {
+    cmd!(sh, "cargo xtask bench-vs-upstream").run()?;
     Ok(())
 }
 

@@ -73,6 +73,35 @@ pub enum Command {
     /// when its check shows it is needed. Other commands print this command
     /// when they need it and do not run as root.
     HostSetup,
+    /// This mock NVML library against upstream's Go mock, side by side (a benchmark).
+    ///
+    /// Builds upstream's mock and check-fabric from the pinned snapshot offline (cached), runs
+    /// one driver program against both libraries, interleaved, and prints the table of ratios.
+    /// Fails only when the two disagree on fabric identity, UUID count or memory.
+    BenchVsUpstream(BenchVsUpstreamArgs),
+}
+
+/// Options for `bench-vs-upstream`.
+#[derive(Debug, Clone, Args)]
+pub struct BenchVsUpstreamArgs {
+    /// Upstream's snapshot (default: ../shared/peers/ beside the project, then the cached copy).
+    #[arg(long)]
+    pub snapshot: Option<PathBuf>,
+    /// Interleaved rounds: each side runs each measure once per round.
+    #[arg(long, default_value_t = 3)]
+    pub rounds: usize,
+    /// Processes for the start-up measure, in all (split over the rounds).
+    #[arg(long, default_value_t = 199)]
+    pub starts: usize,
+    /// Init/shutdown cycles (and query rounds) per process.
+    #[arg(long, default_value_t = 10_000)]
+    pub cycles: usize,
+    /// Query rounds per thread in the 8-thread measure.
+    #[arg(long, default_value_t = 100_000)]
+    pub thread_rounds: usize,
+    /// Whole processes (check-fabric, pynvml, go-nvml) per side per round.
+    #[arg(long, default_value_t = 20)]
+    pub processes: usize,
 }
 
 /// Which cluster to act on.

@@ -7,6 +7,7 @@
 //! `k8s` and `flow` do the I/O.
 
 mod archive;
+mod bench_upstream;
 mod ci;
 mod cluster;
 mod dirs;
@@ -93,6 +94,7 @@ fn run(flags: flags::Xtask) -> anyhow::Result<()> {
         Command::NodeImage(args) => node_image::run(&sh, &args),
         Command::Images(args) => images::run(&sh, &args),
         Command::ImexDoublePayload(args) => images::imex_double_payload(&sh, &args.out),
+        Command::BenchVsUpstream(args) => bench_upstream::run(&sh, &args),
     }
 }
 

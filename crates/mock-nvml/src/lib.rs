@@ -4,7 +4,10 @@
 //! At the first `nvmlInit*` (reference count 0 → 1) the library reads the profile named by
 //! `MOCK_NVML_CONFIG` (or, unset, the one in its own driver root) and, when `MOCK_TOPOLOGY_CONFIG` and `NODE_NAME` are set, overlays the
 //! node's cluster uuid and clique id ([`config`]). Queries then answer from that snapshot until the
-//! last `nvmlShutdown`; the next first init reads the files again.
+//! last `nvmlShutdown`. The parsed result is kept across shutdowns: the next first init
+//! revalidates both files (one `stat` each, their bytes compared while a file's last change is
+//! under [`config::RACY_WINDOW`] old) and parses again only what changed, so a rewritten
+//! topology is seen at the next init and an unchanged one costs no parsing.
 //!
 //! Layers, top to bottom:
 //! - [`ffi`]: the exported C functions; the only module with `unsafe`, every export behind
@@ -36,3 +39,7 @@ pub mod ffi;
 pub mod locate;
 pub mod query;
 pub mod state;
+
+/// Serialises the unit tests that set the process environment and drive the process-wide state.
+#[cfg(test)]
+pub(crate) static ENV_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());

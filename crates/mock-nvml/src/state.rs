@@ -27,11 +27,14 @@ pub struct Loaded {
 struct State {
     refcount: u32,
     loaded: Option<Arc<Loaded>>,
+    /// Kept across shutdowns, so that an init with unchanged files parses nothing.
+    cache: config::Cache<Loaded>,
 }
 
 static STATE: RwLock<State> = RwLock::new(State {
     refcount: 0,
     loaded: None,
+    cache: config::Cache::new(),
 });
 
 /// One handle slot; its address is the `nvmlDevice_t`.
@@ -73,23 +76,24 @@ fn write() -> RwLockWriteGuard<'static, State> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// `nvmlInit*`: the first init loads the configuration (printing its warnings, or one error
-/// line on failure); later ones only count.
+/// `nvmlInit*`: the first init loads the configuration through the cache (printing its
+/// warnings, or one error line on failure); later ones only count.
 pub fn init() -> NvmlReturn {
     let mut state = write();
     if state.refcount > 0 {
         state.refcount += 1;
         return abi::SUCCESS;
     }
-    match config::load() {
-        Ok(built) => {
-            for warning in &built.warnings {
+    let loaded = state.cache.load(|profile| Loaded {
+        system: profile.system().clone(),
+        devices: profile.devices(),
+    });
+    match loaded {
+        Ok((loaded, warnings)) => {
+            for warning in warnings {
                 eprintln!("[MOCK_NVML WARNING] {warning}");
             }
-            state.loaded = Some(Arc::new(Loaded {
-                system: built.profile.system().clone(),
-                devices: built.profile.devices(),
-            }));
+            state.loaded = Some(loaded);
             state.refcount = 1;
             abi::SUCCESS
         }

@@ -219,11 +219,14 @@ fn clique_id(value: Option<serde_yaml::Value>, path: String) -> Result<u32> {
             value: number.to_string(),
         });
     }
+    // Described without serialising it back to YAML: that would link the YAML emitter into the
+    // mock NVML library, which only parses.
     let shown = match &value {
         serde_yaml::Value::String(text) => format!("{text:?}"),
-        other => serde_yaml::to_string(other)
-            .map(|text| text.trim_end().to_owned())
-            .unwrap_or_else(|_| "(not a number)".to_owned()),
+        serde_yaml::Value::Bool(flag) => flag.to_string(),
+        serde_yaml::Value::Sequence(_) => "(a sequence)".to_owned(),
+        serde_yaml::Value::Mapping(_) => "(a mapping)".to_owned(),
+        _ => "(a tagged value)".to_owned(),
     };
     Err(Error::CliqueIdOutOfRange { path, value: shown })
 }
@@ -382,7 +385,10 @@ domains:
             ("4294967296", "4294967296"),
             ("1.5", "1.5"),
             ("\"7\"", "\"7\""),
-            ("[1]", "- 1"),
+            ("[1]", "(a sequence)"),
+            ("{a: 1}", "(a mapping)"),
+            ("true", "true"),
+            ("!x 1", "(a tagged value)"),
         ] {
             let yaml = VALID.replace("id: 4294967295", &format!("id: {id}"));
             assert_eq!(

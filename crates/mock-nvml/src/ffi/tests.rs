@@ -7,14 +7,14 @@
 use std::{
     ffi::{c_char, c_int, c_uint, CStr},
     ptr::{null, null_mut},
-    sync::{Mutex, MutexGuard},
+    sync::MutexGuard,
 };
 
 use nvml_profile::{Profile, GB200, H100};
 
 use super::*;
 
-static LOCK: Mutex<()> = Mutex::new(());
+use crate::ENV_LOCK as LOCK;
 
 /// Holds the lock, a profile on disk and the environment pointing at it; shuts down on drop.
 struct Session {
@@ -564,6 +564,32 @@ fn missing_or_invalid_config_fails_init() {
 }
 
 #[test]
+fn a_device_or_oversized_file_fails_init_instead_of_hanging() {
+    let session = Session::new(GB200, None);
+    std::env::set_var("MOCK_NVML_CONFIG", "/dev/zero");
+    assert_eq!(nvmlInit_v2(), abi::ERROR_DRIVER_NOT_LOADED);
+    let big = session._dir.path().join("big.yaml");
+    std::fs::File::create(&big)
+        .unwrap()
+        .set_len(crate::config::MAX_FILE_BYTES + 1)
+        .unwrap();
+    std::env::set_var("MOCK_NVML_CONFIG", &big);
+    assert_eq!(nvmlInit_v2(), abi::ERROR_DRIVER_NOT_LOADED);
+    assert_eq!(nvmlShutdown(), abi::ERROR_UNINITIALIZED);
+
+    // A topology that is a device: a warning, the profile's identity kept; strict: init fails.
+    std::env::set_var("MOCK_NVML_CONFIG", session._dir.path().join("config.yaml"));
+    std::env::set_var("MOCK_TOPOLOGY_CONFIG", "/dev/zero");
+    std::env::set_var("NODE_NAME", "me");
+    assert_eq!(nvmlInit_v2(), abi::SUCCESS);
+    assert_eq!(nvmlShutdown(), abi::SUCCESS);
+    std::env::set_var("MOCK_NVML_STRICT", "1");
+    assert_eq!(nvmlInit_v2(), abi::ERROR_UNKNOWN);
+    assert_eq!(nvmlShutdown(), abi::ERROR_UNINITIALIZED);
+    std::env::remove_var("MOCK_NVML_STRICT");
+}
+
+#[test]
 fn fabric_versions() {
     let topology = "version: 1\ndomains:\n  - uuid: \"00000000-0000-0000-0000-0000000000ab\"\n    cliques:\n      - {id: 7, nodes: [me]}\n";
     let _session = Session::new(GB200, Some((topology, "me")));
@@ -616,6 +642,57 @@ fn fabric_versions() {
         );
         assert_eq!(buffer, before, "nothing written for {bad:#x}");
     }
+}
+
+/// The clique id GPU 0 reports now.
+fn clique_of_gpu0() -> u32 {
+    let mut v3: abi::GpuFabricInfoV3 = unsafe { std::mem::zeroed() };
+    v3.version = abi::GPU_FABRIC_INFO_V3;
+    // SAFETY: a live local of the right type.
+    assert_eq!(
+        unsafe { nvmlDeviceGetGpuFabricInfoV(handle(0), &mut v3) },
+        abi::SUCCESS
+    );
+    v3.clique_id
+}
+
+#[test]
+fn a_rewritten_topology_is_seen_at_the_next_init() {
+    let topology = |clique: u32| {
+        format!(
+            "version: 1\ndomains:\n  - uuid: \"00000000-0000-0000-0000-0000000000ab\"\n    cliques:\n      - {{id: {clique}, nodes: [me]}}\n"
+        )
+    };
+    let session = Session::new(GB200, Some((&topology(7), "me")));
+    let path = session._dir.path().join("topology.yaml");
+    assert_eq!(nvmlInit_v2(), abi::SUCCESS);
+    assert_eq!(clique_of_gpu0(), 7);
+    assert_eq!(nvmlShutdown(), abi::SUCCESS);
+
+    // Rewritten in place, same size, at once: within the file system's timestamp granularity
+    // every stat field but ctime can stay the same, so only the bytes tell.
+    std::fs::write(&path, topology(8)).unwrap();
+    assert_eq!(nvmlInit_v2(), abi::SUCCESS);
+    assert_eq!(clique_of_gpu0(), 8);
+    assert_eq!(nvmlShutdown(), abi::SUCCESS);
+
+    // Replaced atomically, as the node stager does.
+    let next = session._dir.path().join("topology.yaml.new");
+    std::fs::write(&next, topology(9)).unwrap();
+    std::fs::rename(&next, &path).unwrap();
+    assert_eq!(nvmlInit_v2(), abi::SUCCESS);
+    assert_eq!(clique_of_gpu0(), 9);
+    assert_eq!(nvmlShutdown(), abi::SUCCESS);
+
+    // Unchanged: the same identity again; a node outside the topology: the profile's default.
+    assert_eq!(nvmlInit_v2(), abi::SUCCESS);
+    assert_eq!(clique_of_gpu0(), 9);
+    assert_eq!(nvmlShutdown(), abi::SUCCESS);
+    std::env::set_var("NODE_NAME", "someone-else");
+    assert_eq!(nvmlInit_v2(), abi::SUCCESS);
+    let default = Profile::parse(GB200).unwrap().devices()[0].fabric.unwrap();
+    assert_eq!(clique_of_gpu0(), default.clique_id);
+    assert_ne!(default.clique_id, 9);
 }
 
 #[test]
