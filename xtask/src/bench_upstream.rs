@@ -98,6 +98,8 @@ struct Upstream {
     library: PathBuf,
     check_fabric: PathBuf,
     profile: PathBuf,
+    /// Upstream's gb200 profile as its snapshot ships it.
+    original_profile: PathBuf,
 }
 
 /// Builds upstream once per snapshot hash into the cache; later runs reuse it.
@@ -111,9 +113,10 @@ fn ensure_upstream(sh: &Shell, args: &BenchVsUpstreamArgs) -> Result<Upstream> {
         library: dir.join("lib/libnvidia-ml.so.1"),
         check_fabric: dir.join("check-fabric"),
         profile: dir.join("gb200-4gpu.yaml"),
+        original_profile: dir.join("gb200-upstream.yaml"),
     };
     let done = dir.join(".built");
-    if done.exists() {
+    if done.exists() && upstream.original_profile.exists() {
         eprintln!("    upstream: reusing the build in {}", dir.display());
         return Ok(upstream);
     }
@@ -149,9 +152,10 @@ fn ensure_upstream(sh: &Shell, args: &BenchVsUpstreamArgs) -> Result<Upstream> {
     fs::create_dir_all(&upstream.lib_dir)?;
     let built = fs::canonicalize(src.join("pkg/gpu/mocknvml/libnvidia-ml.so.1"))?;
     fs::copy(&built, &upstream.library)?;
-    let profile =
-        fs::read_to_string(src.join("pkg/gpu/mocknvml/configs/mock-nvml-config-gb200.yaml"))?;
-    fs::write(&upstream.profile, sized_profile(&profile, 4)?)?;
+    fs::copy(
+        src.join("pkg/gpu/mocknvml/configs/mock-nvml-config-gb200.yaml"),
+        &upstream.original_profile,
+    )?;
     fs::remove_dir_all(&src)?;
     if snapshot != cached_snapshot {
         fs::create_dir_all(cached_snapshot.parent().unwrap_or(Path::new("/")))?;
@@ -161,11 +165,47 @@ fn ensure_upstream(sh: &Shell, args: &BenchVsUpstreamArgs) -> Result<Upstream> {
     Ok(upstream)
 }
 
-/// Upstream's `setup.sh`: `sed "/^system:/a\  num_devices: N"`.
-fn sized_profile(profile: &str, gpus: usize) -> Result<String> {
+/// Upstream's `setup.sh`: `sed "/^system:/a\  num_devices: N"`; and, so that both sides serve
+/// the same part, the memory total of our profile (189,471 MiB, what a GB200 reports, where
+/// upstream's profile rounds it to 192 GiB) in the first `memory:` block's `total_bytes`, with
+/// `free_bytes` kept at total minus `reserved_bytes`.
+fn sized_profile(profile: &str, gpus: usize, memory_total: u64) -> Result<String> {
     let mut out = String::with_capacity(profile.len() + 32);
     let mut inserted = false;
+    let mut in_memory = false;
+    let mut total_set = false;
+    let mut reserved = None;
     for line in profile.lines() {
+        let trimmed = line.trim_start();
+        let value = |key: &str| {
+            trimmed
+                .strip_prefix(key)
+                .and_then(|rest| rest.split('#').next())
+                .map(str::trim)
+        };
+        if trimmed == "memory:" && !total_set {
+            in_memory = true;
+        } else if in_memory && !line.starts_with("    ") {
+            in_memory = false;
+        }
+        let indent = &line[..line.len() - trimmed.len()];
+        if in_memory && value("total_bytes:").is_some() {
+            out.push_str(&format!("{indent}total_bytes: {memory_total}\n"));
+            total_set = true;
+            continue;
+        }
+        if in_memory {
+            if let Some(bytes) = value("reserved_bytes:") {
+                reserved = Some(bytes.parse::<u64>().context("upstream's reserved_bytes")?);
+            }
+            if value("free_bytes:").is_some() {
+                let reserved =
+                    reserved.context("upstream's memory lists free_bytes before reserved_bytes")?;
+                let free = memory_total.saturating_sub(reserved);
+                out.push_str(&format!("{indent}free_bytes: {free}\n"));
+                continue;
+            }
+        }
         out.push_str(line);
         out.push('\n');
         if line == "system:" {
@@ -174,7 +214,21 @@ fn sized_profile(profile: &str, gpus: usize) -> Result<String> {
         }
     }
     ensure!(inserted, "upstream's gb200 profile has no `system:` line");
+    ensure!(
+        total_set,
+        "upstream's gb200 profile has no `memory:` block with `total_bytes`"
+    );
     Ok(out)
+}
+
+/// `device_defaults.memory.total` of our profile.
+fn our_memory_total(profile: &Path) -> Result<u64> {
+    let text =
+        fs::read_to_string(profile).with_context(|| format!("reading {}", profile.display()))?;
+    let doc: serde_yaml::Value = serde_yaml::from_str(&text)?;
+    doc["device_defaults"]["memory"]["total"]
+        .as_u64()
+        .with_context(|| format!("{} has no device_defaults.memory.total", profile.display()))
 }
 
 /// Ours: the release library and check-fabric, and the shipped gb200 profile (4 GPUs).
@@ -423,6 +477,13 @@ pub fn run(sh: &Shell, args: &BenchVsUpstreamArgs) -> Result<()> {
     eprintln!("==> bench-vs-upstream: building both sides");
     let upstream = ensure_upstream(sh, args)?;
     let ours = ensure_ours(sh, &work)?;
+    let original = fs::read_to_string(&upstream.original_profile)?;
+    let memory_total = our_memory_total(&ours.profile)?;
+    fs::write(
+        &upstream.profile,
+        sized_profile(&original, 4, memory_total)?,
+    )?;
+    eprintln!("    upstream's profile: 4 GPUs (as its setup.sh sizes it), memory total {memory_total} bytes as ours");
     let program = work.join("driver");
     let source = root.join("xtask/bench/driver.c");
     cmd!(sh, "cc -O2 -Wall -o {program} {source} -ldl -lpthread").run()?;
@@ -786,12 +847,14 @@ mod tests {
 
     #[test]
     fn the_profile_is_sized_as_setup_sh_does() {
-        let sized = sized_profile("version: 1\nsystem:\n  driver_version: x\n", 4).unwrap();
+        let profile = "version: 1\nsystem:\n  driver_version: x\ndevice_defaults:\n  memory:\n    total_bytes: 100   # note\n    reserved_bytes: 10\n    free_bytes: 90\n  bar1_memory:\n    total_bytes: 7\n";
+        let sized = sized_profile(profile, 4, 50).unwrap();
         assert_eq!(
             sized,
-            "version: 1\nsystem:\n  num_devices: 4\n  driver_version: x\n"
+            "version: 1\nsystem:\n  num_devices: 4\n  driver_version: x\ndevice_defaults:\n  memory:\n    total_bytes: 50\n    reserved_bytes: 10\n    free_bytes: 40\n  bar1_memory:\n    total_bytes: 7\n"
         );
-        assert!(sized_profile("version: 1\n", 4).is_err());
+        assert!(sized_profile("version: 1\n", 4, 50).is_err());
+        assert!(sized_profile("version: 1\nsystem:\n", 4, 50).is_err());
     }
 
     #[test]
