@@ -55,7 +55,7 @@ fn sha256_of(path: &Path) -> Result<String> {
     Ok(format!("{:x}", Sha256::digest(bytes)))
 }
 
-/// Where the snapshot is: `--snapshot`, the directory `CDSIM_PEERS` names, `../shared/peers/`
+/// Where the snapshot is: `--snapshot`, the directory `CDSIM_PEERS_DIR` names, `../shared/peers/`
 /// beside the project root, or the copy a previous run kept in the cache.
 fn find_snapshot(args: &BenchVsUpstreamArgs, pin: &Pin, cached: &Path) -> Result<PathBuf> {
     let root = crate::project_root();
@@ -63,7 +63,7 @@ fn find_snapshot(args: &BenchVsUpstreamArgs, pin: &Pin, cached: &Path) -> Result
     if let Some(path) = &args.snapshot {
         candidates.push(path.clone());
     }
-    if let Some(dir) = std::env::var_os("CDSIM_PEERS").filter(|dir| !dir.is_empty()) {
+    if let Some(dir) = std::env::var_os("CDSIM_PEERS_DIR").filter(|dir| !dir.is_empty()) {
         candidates.push(PathBuf::from(dir).join(&pin.file));
     }
     candidates.push(root.join("../shared/peers").join(&pin.file));
@@ -81,7 +81,7 @@ fn find_snapshot(args: &BenchVsUpstreamArgs, pin: &Pin, cached: &Path) -> Result
         }
     }
     bail!(
-        "upstream's snapshot {} is not in any of {}: pass --snapshot <path to {}> or set CDSIM_PEERS to its directory",
+        "upstream's snapshot {} is not in any of {}: pass --snapshot <path to {}> or set CDSIM_PEERS_DIR to its directory",
         pin.file,
         candidates
             .iter()
