@@ -242,14 +242,16 @@ struct Ours {
 fn ensure_ours(sh: &Shell, work: &Path) -> Result<Ours> {
     cmd!(sh, "cargo build --release -p mock-nvml -p check-fabric").run()?;
     let root = crate::project_root();
+    let release = crate::dirs::target_dir()?.join("release");
     let lib_dir = work.join("ours-lib");
     fs::create_dir_all(&lib_dir)?;
     let library = lib_dir.join("libnvidia-ml.so.1");
-    fs::copy(root.join("target/release/libnvidia_ml.so"), &library)?;
+    let built = release.join("libnvidia_ml.so");
+    fs::copy(&built, &library).with_context(|| format!("copying {}", built.display()))?;
     Ok(Ours {
         lib_dir,
         library,
-        check_fabric: root.join("target/release/check-fabric"),
+        check_fabric: release.join("check-fabric"),
         profile: root.join("manifests/helm/nvml-mock/profiles/gb200.yaml"),
     })
 }
@@ -477,7 +479,8 @@ pub fn run(sh: &Shell, args: &BenchVsUpstreamArgs) -> Result<()> {
     eprintln!("==> bench-vs-upstream: building both sides");
     let upstream = ensure_upstream(sh, args)?;
     let ours = ensure_ours(sh, &work)?;
-    let original = fs::read_to_string(&upstream.original_profile)?;
+    let original = fs::read_to_string(&upstream.original_profile)
+        .with_context(|| format!("reading {}", upstream.original_profile.display()))?;
     let memory_total = our_memory_total(&ours.profile)?;
     fs::write(
         &upstream.profile,
