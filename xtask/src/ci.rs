@@ -52,6 +52,10 @@ pub fn run(sh: &Shell, args: &CiArgs) -> Result<()> {
             run: e2e_demo,
         });
         steps.push(Step {
+            name: "e2e scenario4",
+            run: e2e_scenario4,
+        });
+        steps.push(Step {
             name: "e2e warm rerun",
             run: e2e_warm_rerun,
         });
@@ -131,6 +135,16 @@ fn e2e_demo(sh: &Shell) -> Result<()> {
     let report = "target/ci/demo-report.json";
     sh.create_dir("target/ci")?;
     let res = cmd!(sh, "cargo xtask demo --offline --report {report}").run();
+    print_report(sh, report);
+    res?;
+    Ok(())
+}
+
+/// Scenario 4 again on the demo cluster: NVIDIA's DRA driver from the warm
+/// Go build cache, its chart upgraded in place, the ComputeDomain flow rerun.
+fn e2e_scenario4(sh: &Shell) -> Result<()> {
+    let report = "target/ci/scenario4-report.json";
+    let res = cmd!(sh, "cargo xtask scenario4 --report {report}").run();
     print_report(sh, report);
     res?;
     Ok(())

@@ -333,7 +333,7 @@ async fn demo_inner(
         workers: cluster.workers(),
         client,
     };
-    for which in [1, 2, 3] {
+    for which in [1, 2, 3, 4] {
         run_scenario(sh, &target, which, Some(&runner), tracker, report).await?;
     }
     let workload_image = images.workload.1.to_string();
@@ -419,6 +419,9 @@ async fn run_scenario<R: Runner>(
     let name = format!("scenario{which}");
     eprintln!("\n==> {name} on {}", target.label());
     tracker.step(&name);
+    if which == 4 {
+        return run_scenario4(sh, target, runner, report).await;
+    }
     let workload = KubeWorkload {
         client: target.client.clone(),
     };
@@ -495,7 +498,48 @@ async fn run_scenario<R: Runner>(
     Ok(())
 }
 
-/// `scenario1`, `scenario2`, `scenario3` against a running setup.
+/// Scenario 4 (NVIDIA's DRA driver): its result and the SKIPPED IMEX part.
+async fn run_scenario4<R: Runner>(
+    sh: &Shell,
+    target: &Target,
+    runner: Option<&R>,
+    report: &mut Report,
+) -> anyhow::Result<()> {
+    let Some(cluster) = &target.kind else {
+        anyhow::bail!(
+            "scenario 4 loads NVIDIA's DRA driver image with `kind load`: run it on the kind cluster (without --kube-context)"
+        );
+    };
+    let started = Instant::now();
+    let results = match runner {
+        Some(runner) => crate::scenario4::run(sh, runner, cluster, &target.client).await,
+        None => {
+            let runner = self::runner(sh)?;
+            crate::scenario4::run(sh, &runner, cluster, &target.client).await
+        }
+    };
+    let results = results.unwrap_or_else(|err| {
+        vec![crate::report::ScenarioResult {
+            name: "scenario4".to_owned(),
+            outcome: Outcome::Failed(format!("{err:#}")),
+            seconds: crate::report::round(started.elapsed()),
+            workers: Vec::new(),
+            timings: Vec::new(),
+        }]
+    });
+    for result in results {
+        match &result.outcome {
+            Outcome::Passed => eprintln!("    ✓ {} passed in {:.1}s", result.name, result.seconds),
+            Outcome::Failed(reason) => eprintln!("ERROR: {} failed: {reason}", result.name),
+            Outcome::Skipped(reason) => eprintln!("    - {} SKIPPED: {reason}", result.name),
+        }
+        report.step(&result.name, Duration::from_secs_f64(result.seconds), "ok");
+        report.scenarios.push(result);
+    }
+    Ok(())
+}
+
+/// `scenario1` … `scenario4` against a running setup.
 pub async fn scenario(
     sh: &Shell,
     which: u8,
@@ -552,7 +596,7 @@ fn print_summary(report: &Report, cluster: &KindCluster) {
         eprintln!("    {note}");
     }
     eprintln!(
-        "    the cluster stays up: rerun any scenario with `cargo xtask scenario1|2|3`; tear down with `cargo xtask down --cluster-name {}`",
+        "    the cluster stays up: rerun any scenario with `cargo xtask scenario1|2|3|4`; tear down with `cargo xtask down --cluster-name {}`",
         cluster.name()
     );
 }
