@@ -1163,3 +1163,19 @@ mod tests {
         assert_eq!(clique_object_name("uid", "u.0"), "uid.u.0");
     }
 }
+
+#[cfg(test)]
+mod build_tests {
+    /// The real build: the image from the cached Go outputs, as scenario 4 makes it.
+    #[test]
+    #[ignore = "builds NVIDIA's DRA driver from the snapshot (minutes when the Go cache is cold); `cargo xtask scenario4` runs the same build on the CI cluster"]
+    fn builds_the_dra_image_from_the_snapshot() {
+        let sh = xshell::Shell::new().expect("shell");
+        let out = tempfile::tempdir().expect("tempdir");
+        let image = super::build(&sh, out.path()).expect("build");
+        assert_eq!(image.image.repository, super::DRA_IMAGE);
+        assert!(image.archive.is_file());
+        assert!(image.chart.join("Chart.yaml").is_file());
+        eprintln!("{} {}", image.image, image.archive.display());
+    }
+}
