@@ -420,7 +420,7 @@ async fn run_scenario<R: Runner>(
     eprintln!("\n==> {name} on {}", target.label());
     tracker.step(&name);
     if which == 4 {
-        return run_scenario4(sh, target, runner, report).await;
+        return run_scenario4(sh, target, runner, tracker, report).await;
     }
     let workload = KubeWorkload {
         client: target.client.clone(),
@@ -503,6 +503,7 @@ async fn run_scenario4<R: Runner>(
     sh: &Shell,
     target: &Target,
     runner: Option<&R>,
+    tracker: &Tracker,
     report: &mut Report,
 ) -> anyhow::Result<()> {
     let Some(cluster) = &target.kind else {
@@ -512,10 +513,10 @@ async fn run_scenario4<R: Runner>(
     };
     let started = Instant::now();
     let results = match runner {
-        Some(runner) => crate::scenario4::run(sh, runner, cluster, &target.client).await,
+        Some(runner) => crate::scenario4::run(sh, runner, cluster, &target.client, tracker).await,
         None => {
             let runner = self::runner(sh)?;
-            crate::scenario4::run(sh, &runner, cluster, &target.client).await
+            crate::scenario4::run(sh, &runner, cluster, &target.client, tracker).await
         }
     };
     let results = results.unwrap_or_else(|err| {

@@ -766,13 +766,14 @@ async fn clean_up(client: &Client) -> Result<()> {
     .await
 }
 
-/// Runs scenario 4 on the kind cluster; returns its result and the SKIPPED
-/// IMEX part.
+/// Runs scenario 4 on the kind cluster; returns its result, the SKIPPED
+/// IMEX part and the rebind part.
 pub async fn run<R: Runner>(
     sh: &Shell,
     runner: &R,
     cluster: &KindCluster,
     client: &Client,
+    tracker: &crate::scenarios::Tracker,
 ) -> Result<Vec<ScenarioResult>> {
     let started = Instant::now();
     let mut timings: Vec<(String, f64)> = Vec::new();
@@ -801,35 +802,19 @@ pub async fn run<R: Runner>(
     clean_up(client).await?;
     lap("clean", &mut timings);
 
-    let cd = apply(client, &cd_resource(), &compute_domain()).await?;
-    let cd_uid = cd.uid().context("the ComputeDomain has no uid")?;
-    let image_ref = image.image.to_string();
     let mut details = Vec::new();
-    for (index, node) in pair.iter().enumerate() {
-        apply(
-            client,
-            &pod_resource(),
-            &workload_pod(&format!("cdsim-s4-workload-{index}"), node, &image_ref),
-        )
-        .await?;
-    }
-    eprintln!(
-        "    ComputeDomain {S4_NS}/{CD_NAME} (uid {cd_uid}) and workload pods on {}",
-        pair.join(", ")
-    );
-
-    let checks = assert_flow(runner, client, &pair, &clique, &cd_uid, &mut details).await;
-    lap("assertions", &mut timings);
-    let cd_now: Option<Value> =
-        Api::<DynamicObject>::namespaced_with(client.clone(), S4_NS, &cd_resource())
-            .get_opt(CD_NAME)
-            .await
-            .ok()
-            .flatten()
-            .and_then(|it| serde_json::to_value(it).ok());
-    let status = cd_now.as_ref().map(cd_status).unwrap_or_default();
+    let (checks, status) = domain_flow(
+        runner,
+        client,
+        &pair,
+        &clique,
+        &image.image.to_string(),
+        true,
+        &mut details,
+    )
+    .await;
     let cleaned = clean_up(client).await;
-    lap("cleanup", &mut timings);
+    lap("domain", &mut timings);
 
     let outcome = match (&checks, &cleaned) {
         (Ok(()), Ok(())) => Outcome::Passed,
@@ -855,7 +840,184 @@ pub async fn run<R: Runner>(
         workers: Vec::new(),
         timings: Vec::new(),
     };
-    Ok(vec![main, imex])
+    let rebind = rebind_part(
+        runner,
+        client,
+        cluster,
+        &pair,
+        &image.image.to_string(),
+        tracker,
+    )
+    .await;
+    Ok(vec![main, imex, rebind])
+}
+
+/// Creates the ComputeDomain and the workload pair, asserts what NVIDIA's
+/// software shows, and returns the checks and the domain's last status.
+async fn domain_flow<R: Runner>(
+    runner: &R,
+    client: &Client,
+    pair: &[String; 2],
+    clique: &str,
+    image_ref: &str,
+    imex_config: bool,
+    details: &mut Vec<WorkerDetail>,
+) -> (Result<()>, String) {
+    let checks = async {
+        let cd = apply(client, &cd_resource(), &compute_domain()).await?;
+        let cd_uid = cd.uid().context("the ComputeDomain has no uid")?;
+        for (index, node) in pair.iter().enumerate() {
+            apply(
+                client,
+                &pod_resource(),
+                &workload_pod(&format!("cdsim-s4-workload-{index}"), node, image_ref),
+            )
+            .await?;
+        }
+        eprintln!(
+            "    ComputeDomain {S4_NS}/{CD_NAME} (uid {cd_uid}) and workload pods on {}",
+            pair.join(", ")
+        );
+        assert_flow(runner, client, pair, clique, &cd_uid, imex_config, details).await
+    }
+    .await;
+    let status = Api::<DynamicObject>::namespaced_with(client.clone(), S4_NS, &cd_resource())
+        .get_opt(CD_NAME)
+        .await
+        .ok()
+        .flatten()
+        .and_then(|it| serde_json::to_value(it).ok())
+        .map(|it| cd_status(&it))
+        .unwrap_or_default();
+    (checks, status)
+}
+
+/// Waits until the stager has labelled both nodes `nvidia.com/gpu.clique=<clique>`.
+async fn wait_clique_labels(client: &Client, pair: &[String; 2], clique: &str) -> Result<()> {
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(client.clone());
+    wait_for(
+        &format!("nvidia.com/gpu.clique={clique} on {}", pair.join(", ")),
+        Duration::from_secs(90),
+        || async {
+            let mut seen = Vec::new();
+            for node in pair {
+                let it = nodes.get(node).await?;
+                seen.push(
+                    it.labels()
+                        .get("nvidia.com/gpu.clique")
+                        .cloned()
+                        .unwrap_or_default(),
+                );
+            }
+            match seen.iter().all(|it| it == clique) {
+                true => Ok(Ok(())),
+                false => Ok(Err(format!("labels now {seen:?}"))),
+            }
+        },
+        || async { String::new() },
+    )
+    .await
+}
+
+/// The kubelet plugin reads the clique once: delete its pods and wait for the rollout.
+async fn restart_plugin(client: &Client) -> Result<()> {
+    let pods: Api<DynamicObject> = Api::namespaced_with(client.clone(), DRA_NS, &pod_resource());
+    for pod in pods
+        .list(&ListParams::default().labels(PLUGIN_SELECTOR))
+        .await?
+        .items
+    {
+        pods.delete(&pod.name_any(), &DeleteParams::default())
+            .await?;
+    }
+    // Let the DaemonSet notice before waiting for its rollout.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    crate::k8s::wait_daemonset(
+        client,
+        DRA_NS,
+        PLUGIN_DS,
+        PLUGIN_SELECTOR,
+        Duration::from_secs(180),
+    )
+    .await
+}
+
+/// After scenario 3's rebinding and a plugin restart, a new ComputeDomain's
+/// daemons report the rebind clique; the demo topology is restored after.
+async fn rebind_part<R: Runner>(
+    runner: &R,
+    client: &Client,
+    cluster: &KindCluster,
+    pair: &[String; 2],
+    image_ref: &str,
+    tracker: &crate::scenarios::Tracker,
+) -> ScenarioResult {
+    let started = Instant::now();
+    let workers = cluster.workers();
+    let rebind = topology::rebind(&workers);
+    let clique = clique_id(&rebind, &pair[0]).unwrap_or_default();
+    let dir = crate::project_root().join("target/cdsim/scenario4");
+    let rebind_file = dir.join("rebind-topology.yaml");
+    let demo_file = dir.join("demo-topology.yaml");
+    let helm = |file: &Path| {
+        crate::plan::helm_topology_args(
+            crate::names::CHART,
+            &cluster.context(),
+            &file.to_string_lossy(),
+        )
+    };
+    let mut details = Vec::new();
+    let checks = async {
+        std::fs::write(&rebind_file, rebind.helm_values())?;
+        std::fs::write(&demo_file, topology::demo(&workers).helm_values())?;
+        tracker.restore_topology(Some(helm(&demo_file)));
+        let args = helm(&rebind_file);
+        runner.check(&Cmd::new(
+            "helm",
+            &args.iter().map(String::as_str).collect::<Vec<_>>(),
+        ))?;
+        wait_clique_labels(client, pair, &clique).await?;
+        restart_plugin(client).await?;
+        let (checks, _) = domain_flow(
+            runner,
+            client,
+            pair,
+            &clique,
+            image_ref,
+            false,
+            &mut details,
+        )
+        .await;
+        checks
+    }
+    .await;
+    let cleaned = clean_up(client).await;
+    // Restore the demo topology and the plugin's view of it, whatever happened.
+    let restored = async {
+        let args = helm(&demo_file);
+        runner.check(&Cmd::new(
+            "helm",
+            &args.iter().map(String::as_str).collect::<Vec<_>>(),
+        ))?;
+        let demo_clique = clique_id(&topology::demo(&workers), &pair[0]).unwrap_or_default();
+        wait_clique_labels(client, pair, &demo_clique).await?;
+        restart_plugin(client).await
+    }
+    .await;
+    tracker.restore_topology(None);
+    let outcome = match (checks, cleaned, restored) {
+        (Ok(()), Ok(()), Ok(())) => Outcome::Passed,
+        (Err(err), _, _) => Outcome::Failed(format!("{err:#}")),
+        (_, Err(err), _) => Outcome::Failed(format!("cleanup: {err:#}")),
+        (_, _, Err(err)) => Outcome::Failed(format!("restoring the demo topology: {err:#}")),
+    };
+    ScenarioResult {
+        name: "scenario4-rebind".to_owned(),
+        outcome,
+        seconds: round(started.elapsed()),
+        workers: details,
+        timings: Vec::new(),
+    }
 }
 
 async fn assert_flow<R: Runner>(
@@ -864,6 +1026,7 @@ async fn assert_flow<R: Runner>(
     pair: &[String; 2],
     clique: &str,
     cd_uid: &str,
+    imex_config: bool,
     details: &mut Vec<WorkerDetail>,
 ) -> Result<()> {
     let pods: Api<DynamicObject> = Api::namespaced_with(client.clone(), DRA_NS, &pod_resource());
@@ -961,6 +1124,9 @@ async fn assert_flow<R: Runner>(
         passed: true,
     });
     // 3. The daemon's IMEX config on both nodes (the plugin's per-domain dir, the daemon's /imexd).
+    if !imex_config {
+        return Ok(());
+    }
     for node in pair {
         let dir = format!("{DOMAINS_DIR}/{cd_uid}");
         let text = wait_for(
