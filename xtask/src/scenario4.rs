@@ -548,7 +548,7 @@ pub fn build(sh: &Shell, out_dir: &Path) -> Result<DraImage> {
         .map(|entry| entry.file_name().to_string_lossy().into_owned())
         .collect();
     templates.sort();
-    let spec = image_spec(&ImageInputs {
+    let mut spec = image_spec(&ImageInputs {
         bin_dir,
         cdi_hook,
         source: tree.clone(),
@@ -557,6 +557,14 @@ pub fn build(sh: &Shell, out_dir: &Path) -> Result<DraImage> {
         busybox,
     });
     let cache = image_builder::host::read_ld_cache()?;
+    // The init script runs the driver root's nvidia-smi (Rust: needs libgcc_s)
+    // with this image's loader and libraries; no Go binary pulls it in.
+    let gcc_s = cache
+        .iter()
+        .find(|it| it.soname == "libgcc_s.so.1")
+        .context("libgcc_s.so.1 is not in the host's loader cache: apt-get install libgcc-s1")?;
+    spec.files
+        .push(host_file(&gcc_s.path, Path::new(&gcc_s.path), 0o644, &[]));
     let root = crate::project_root();
     let inputs = image_builder::build::Inputs {
         repo_root: &root,
