@@ -57,6 +57,10 @@ pub fn run(sh: &Shell, args: &CiArgs) -> Result<()> {
             run: e2e_demo,
         });
         steps.push(Step {
+            name: "e2e scenario4",
+            run: e2e_scenario4,
+        });
+        steps.push(Step {
             name: "e2e scenario 2 (IMEX test double), twice",
             run: e2e_scenario2_double,
         });
@@ -250,6 +254,24 @@ fn nix_apps_as_a_user(sh: &Shell) -> Result<()> {
         "cargo test -p integration-tests --test nix_flake -- --ignored --exact apps_run_as_a_user_from_a_read_only_root"
     )
     .run()?;
+    Ok(())
+}
+
+/// Scenario 4 again on the demo cluster: NVIDIA's DRA driver from the warm
+/// Go build cache, its chart upgraded in place, the ComputeDomain flow rerun.
+fn e2e_scenario4(sh: &Shell) -> Result<()> {
+    let report = "target/ci/scenario4-report.json";
+    let res = cmd!(sh, "cargo xtask scenario4 --report {report}").run();
+    print_report(sh, report);
+    res?;
+    // CI has the DRA snapshot and Go: a SKIPPED scenario 4 here is a failure.
+    for name in ["scenario4", "scenario4-rebind"] {
+        let outcome = scenario_outcome(sh, report, name)?;
+        anyhow::ensure!(
+            outcome == "passed",
+            "{report}: {name} must pass in CI, was {outcome:?}"
+        );
+    }
     Ok(())
 }
 

@@ -47,6 +47,14 @@ pub enum Command {
     /// `helm upgrade --reuse-values` moves every worker to clique 99, uuid …00ff;
     /// the stager restages live, so no pod is recycled.
     Scenario3(ScenarioArgs),
+    /// Scenario 4: NVIDIA's own ComputeDomain flow (its DRA driver, built from
+    /// the snapshot, installed with its chart on the staged driver root).
+    ///
+    /// A ComputeDomain for the two clique-0 workers: the daemon pods carry the
+    /// mock's clique, the ComputeDomainClique is named after it, the IMEX config
+    /// is written on both nodes. Without nvidia-imex the domain stays NotReady:
+    /// that part is SKIPPED with the reason, never passed.
+    Scenario4(ScenarioArgs),
     /// Delete the cluster (and with --images, the images).
     Down(DownArgs),
     /// Check prerequisites and their versions, with what to do about each.

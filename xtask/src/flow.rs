@@ -345,7 +345,7 @@ async fn demo_inner(
         workers: cluster.workers(),
         client,
     };
-    for which in [1, 2, 3] {
+    for which in [1, 2, 3, 4] {
         run_scenario(sh, &target, which, Some(&runner), tracker, report).await?;
     }
     let workload_image = images.workload.1.to_string();
@@ -495,6 +495,9 @@ async fn run_scenario<R: Runner>(
     let name = format!("scenario{which}");
     eprintln!("\n==> {name} on {}", target.label());
     tracker.step(&name);
+    if which == 4 {
+        return run_scenario4(sh, target, runner, tracker, report).await;
+    }
     let workload = KubeWorkload {
         client: target.client.clone(),
     };
@@ -574,7 +577,53 @@ async fn run_scenario<R: Runner>(
     Ok(())
 }
 
-/// `scenario1`, `scenario2`, `scenario3` against a running setup.
+/// Scenario 4 (NVIDIA's DRA driver): its result and the SKIPPED IMEX part.
+async fn run_scenario4<R: Runner>(
+    sh: &Shell,
+    target: &Target,
+    runner: Option<&R>,
+    tracker: &Tracker,
+    report: &mut Report,
+) -> anyhow::Result<()> {
+    let Some(cluster) = &target.kind else {
+        anyhow::bail!(
+            "scenario 4 loads NVIDIA's DRA driver image with `kind load`: run it on the kind cluster (without --kube-context)"
+        );
+    };
+    let started = Instant::now();
+    let results = match runner {
+        Some(runner) => crate::scenario4::run(sh, runner, cluster, &target.client, tracker).await,
+        None => {
+            let runner = self::runner(sh)?;
+            crate::scenario4::run(sh, &runner, cluster, &target.client, tracker).await
+        }
+    };
+    let results = results.unwrap_or_else(|err| {
+        vec![crate::report::ScenarioResult {
+            name: "scenario4".to_owned(),
+            outcome: Outcome::Failed(format!("{err:#}")),
+            seconds: crate::report::round(started.elapsed()),
+            workers: Vec::new(),
+            timings: Vec::new(),
+        }]
+    });
+    for result in results {
+        match &result.outcome {
+            Outcome::Passed | Outcome::PassedTestDouble => eprintln!(
+                "    ✓ {} {} in {:.1}s",
+                result.name,
+                result.outcome.label(),
+                result.seconds
+            ),
+            Outcome::Failed(reason) => eprintln!("ERROR: {} failed: {reason}", result.name),
+            Outcome::Skipped(reason) => eprintln!("    - {} SKIPPED: {reason}", result.name),
+        }
+        report.scenario(result);
+    }
+    Ok(())
+}
+
+/// `scenario1` … `scenario4` against a running setup.
 pub async fn scenario(
     sh: &Shell,
     which: u8,
@@ -644,7 +693,7 @@ fn print_summary(report: &Report, cluster: &KindCluster, cluster_up: bool) {
     }
     if cluster_up {
         eprintln!(
-            "    the cluster stays up: rerun any scenario with `cargo xtask scenario1|2|3`; tear down with `cargo xtask down --cluster-name {}`",
+            "    the cluster stays up: rerun any scenario with `cargo xtask scenario1|2|3|4`; tear down with `cargo xtask down --cluster-name {}`",
             cluster.name()
         );
     }

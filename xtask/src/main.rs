@@ -26,6 +26,7 @@ mod node_image;
 mod plan;
 mod report;
 mod runner;
+mod scenario4;
 mod scenarios;
 mod tools;
 
@@ -59,7 +60,10 @@ fn run(flags: flags::Xtask) -> anyhow::Result<()> {
             .kube_context
             .clone()
             .unwrap_or_else(|| format!("kind-{}", args.cluster.cluster_name)),
-        Command::Scenario1(args) | Command::Scenario2(args) | Command::Scenario3(args) => args
+        Command::Scenario1(args)
+        | Command::Scenario2(args)
+        | Command::Scenario3(args)
+        | Command::Scenario4(args) => args
             .cluster
             .kube_context
             .clone()
@@ -79,6 +83,7 @@ fn run(flags: flags::Xtask) -> anyhow::Result<()> {
         Command::Scenario1(args) => runtime.block_on(flow::scenario(&sh, 1, &args, &tracker)),
         Command::Scenario2(args) => runtime.block_on(flow::scenario(&sh, 2, &args, &tracker)),
         Command::Scenario3(args) => runtime.block_on(flow::scenario(&sh, 3, &args, &tracker)),
+        Command::Scenario4(args) => runtime.block_on(flow::scenario(&sh, 4, &args, &tracker)),
         Command::Down(args) => flow::down(&sh, &args),
         Command::Doctor => doctor::run(&sh),
         Command::Status(args) => runtime.block_on(flow::status(&sh, &args)),
