@@ -26,7 +26,7 @@ var FullEnv = map[string]string{
 	"LD_LIBRARY_PATH":      MountPath + "/driver/usr/lib64",
 	"MOCK_NVML_CONFIG":     MountPath + "/driver/config/config.yaml",
 	"NODE_NAME":            NodeName,
-	"MOCK_TOPOLOGY_CONFIG": MountPath + "/topology/topology.yaml",
+	"MOCK_TOPOLOGY_CONFIG": MountPath + "/driver/topology/topology.yaml",
 }
 
 // Suite runs every case against the nri version the calling module pins.
@@ -258,7 +258,7 @@ func CreateContainerCases(t *testing.T) {
 		adj := create(t, "demo", nil, env)
 		checkEnv(t, adj, map[string]string{
 			"LD_LIBRARY_PATH":      MountPath + "/driver/usr/lib64",
-			"MOCK_TOPOLOGY_CONFIG": MountPath + "/topology/topology.yaml",
+			"MOCK_TOPOLOGY_CONFIG": MountPath + "/driver/topology/topology.yaml",
 		})
 	})
 	t.Run("MissingTopology", func(t *testing.T) {
