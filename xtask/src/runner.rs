@@ -254,8 +254,10 @@ mod tests {
     fn a_failing_streamed_command_fails_with_its_own_stderr() {
         let sh = Shell::new().expect("shell");
         let runner = ShellRunner::new(&sh, PathBuf::from("kind"), PathBuf::from("helm"));
+        // /bin/sh, not `sh` from PATH: Nix's build sandbox has /bin/sh but no
+        // shell on the PATH its check phase declares.
         let cmd = Cmd::new(
-            "sh",
+            "/bin/sh",
             &["-c", "echo progress >&2; echo 'ERROR: failed to pull image \"no/such:image\"' >&2; exit 3"],
         )
         .streamed();
@@ -267,7 +269,7 @@ mod tests {
             "{err}"
         );
         let ok = runner
-            .run(&Cmd::new("sh", &["-c", "true"]).streamed())
+            .run(&Cmd::new("/bin/sh", &["-c", "true"]).streamed())
             .expect("started");
         assert!(ok.ok);
     }
