@@ -125,7 +125,7 @@ pub fn online_image<R: Runner>(runner: &R, pinned: &str) -> OnlineImage {
                 "image",
                 "inspect",
                 "--format",
-                "{{.Id}} {{join .RepoDigests \" \"}}",
+                "{{.Id}} {{range .RepoDigests}}{{.}} {{end}}",
                 tag,
             ],
         ))
