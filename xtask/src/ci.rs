@@ -191,6 +191,7 @@ fn bench_vs_upstream(sh: &Shell) -> Result<()> {
 fn e2e_demo(sh: &Shell) -> Result<()> {
     let report = "target/ci/demo-report.json";
     sh.create_dir("target/ci")?;
+    delete_leftover_cluster(sh)?;
     let res = cmd!(sh, "cargo xtask demo --offline --report {report}").run();
     print_report(sh, report);
     res?;
@@ -200,6 +201,20 @@ fn e2e_demo(sh: &Shell) -> Result<()> {
         outcome == "skipped",
         "{report}: scenario2 without a payload must be skipped, was {outcome:?}"
     );
+    Ok(())
+}
+
+/// The demo cluster of an earlier CI run, deleted: the engine's state survives
+/// between runs on the same machine, but a cluster is not a cache (its node
+/// containers do not survive a reboot, and the non-root step leaves one from
+/// the online image), so the demo step always proves a cold create.
+fn delete_leftover_cluster(sh: &Shell) -> Result<()> {
+    let name = crate::names::DEFAULT_CLUSTER;
+    let clusters = cmd!(sh, "kind get clusters").quiet().read()?;
+    if clusters.lines().any(|line| line.trim() == name) {
+        eprintln!("    deleting the cluster `{name}` an earlier run left (the demo step proves a cold create)");
+        cmd!(sh, "kind delete cluster --name {name}").run()?;
+    }
     Ok(())
 }
 
@@ -424,7 +439,7 @@ fn nonroot_prep(sh: &Shell) -> Result<()> {
         sh,
         &crate::flags::DownArgs {
             cluster: crate::flags::KindArgs {
-                cluster_name: "nvml-mock-compute-domain".to_owned(),
+                cluster_name: crate::names::DEFAULT_CLUSTER.to_owned(),
             },
             images: false,
         },

@@ -158,17 +158,19 @@ pub fn exists<R: Runner>(runner: &R, cluster: &KindCluster) -> anyhow::Result<bo
     Ok(out.stdout.lines().any(|line| line.trim() == cluster.name()))
 }
 
-/// One node: running, with NRI on the expected socket.
-pub fn probe_node<R: Runner>(runner: &R, node: &str) -> Result<(), NodeProblem> {
-    let state = match runner.run(&Cmd::new(
+/// One node: running (from `wanted_image` when given, not restarted since
+/// its creation), with NRI on the expected socket.
+pub fn probe_node<R: Runner>(
+    runner: &R,
+    node: &str,
+    wanted_image: Option<&str>,
+) -> Result<(), NodeProblem> {
+    match runner.run(&Cmd::new(
         "docker",
-        &["inspect", "-f", "{{.State.Status}}", node],
+        &["inspect", "-f", plan::CONTAINER_TEMPLATE, node],
     )) {
-        Ok(out) if out.ok => out.stdout.trim().to_owned(),
+        Ok(out) if out.ok => plan::check_container(&out.stdout, wanted_image)?,
         _ => return Err(NodeProblem::Missing),
-    };
-    if state != "running" {
-        return Err(NodeProblem::NotRunning(state));
     }
     // The effective config first (defaults included), the file as a fallback.
     match runner.run(&Cmd::new(
@@ -191,16 +193,17 @@ pub fn probe_node<R: Runner>(runner: &R, node: &str) -> Result<(), NodeProblem> 
     }
 }
 
-/// Every node of the cluster, probed.
+/// Every node of the cluster, probed (against `wanted_image` when given).
 pub fn probe_nodes<R: Runner>(
     runner: &R,
     cluster: &KindCluster,
+    wanted_image: Option<&str>,
 ) -> Vec<(String, Result<(), NodeProblem>)> {
     cluster
         .nodes()
         .into_iter()
         .map(|node| {
-            let status = probe_node(runner, &node);
+            let status = probe_node(runner, &node, wanted_image);
             (node, status)
         })
         .collect()
@@ -221,7 +224,7 @@ pub fn node_states<R: Runner>(
     runner: &R,
     cluster: &KindCluster,
 ) -> anyhow::Result<Vec<(String, String)>> {
-    let probes = probe_nodes(runner, cluster);
+    let probes = probe_nodes(runner, cluster, None);
     if probes
         .iter()
         .all(|(_, it)| matches!(it, Err(NodeProblem::Missing)))
@@ -287,7 +290,7 @@ pub fn ensure<R: Runner>(
 ) -> anyhow::Result<ClusterPlan> {
     let present = exists(runner, cluster)?;
     let probes = if present && !force_recreate {
-        probe_nodes(runner, cluster)
+        probe_nodes(runner, cluster, node_image)
     } else {
         Vec::new()
     };
@@ -343,13 +346,13 @@ fn create<R: Runner>(
             out.error_text()
         );
     }
-    let problems: Vec<String> = probe_nodes(runner, cluster)
+    let problems: Vec<String> = probe_nodes(runner, cluster, node_image)
         .into_iter()
         .filter_map(|(node, status)| status.err().map(|problem| format!("{node}: {problem}")))
         .collect();
     if !problems.is_empty() {
         anyhow::bail!(
-            "the new cluster's nodes lack NRI: {} (does {KIND_CONFIG} still enable it?)",
+            "the new cluster's nodes are not as created: {} (does {KIND_CONFIG} still enable NRI?)",
             problems.join("; ")
         );
     }
@@ -438,9 +441,9 @@ mod tests {
 
     fn expect_node(fake: &FakeRunner, node: &str, config: &str) {
         fake.expect(
-            &format!("docker inspect -f {{{{.State.Status}}}} {node}"),
+            &format!("docker inspect -f {} {node}", plan::CONTAINER_TEMPLATE),
             true,
-            "running\n",
+            "running|cdsim/kind-node:v1|2026-12-02T21:00:00Z|2026-12-02T21:00:02Z\n",
         )
         .expect(
             &format!("docker exec {node} containerd config dump"),
@@ -490,14 +493,14 @@ mod tests {
     #[test]
     fn config_dump_falls_back_to_the_file() {
         let fake = FakeRunner::default();
-        fake.expect("docker inspect", true, "running\n")
+        fake.expect("docker inspect", true, "running|i|||\n")
             .expect("docker exec n containerd config dump", false, "")
             .expect(
                 "docker exec n cat /etc/containerd/config.toml",
                 true,
                 NRI_ON,
             );
-        assert_eq!(probe_node(&fake, "n"), Ok(()));
+        assert_eq!(probe_node(&fake, "n", None), Ok(()));
     }
 
     #[test]
@@ -529,7 +532,7 @@ mod tests {
             err.contains("kind create cluster --name c: failed"),
             "kind's stderr: {err}"
         );
-        assert!(!err.contains("lack NRI"), "{err}");
+        assert!(!err.contains("not as created"), "{err}");
         assert_eq!(fake.remaining(), 0, "no node is probed after the failure");
         assert_eq!(fake.seen().len(), 2);
     }
@@ -601,13 +604,12 @@ mod tests {
     }
 
     #[test]
-    fn the_repository_pins_an_online_image_of_the_offline_minor() {
+    fn the_repository_pins_an_online_image_of_the_offline_kubernetes() {
         let versions = crate::tools::read_versions().expect("versions.toml");
         let pin = online_pin(&versions).expect("pinned");
         let offline = versions["node"]["kubernetes"]
             .as_str()
             .expect("kubernetes pin");
-        let minor = |text: &str| text.split('.').take(2).collect::<Vec<_>>().join(".");
         let tag = pin
             .split_once('@')
             .expect("digest")
@@ -615,7 +617,10 @@ mod tests {
             .rsplit_once(':')
             .expect("tag")
             .1;
-        assert_eq!(minor(tag), minor(offline), "{pin} vs the offline {offline}");
+        assert_eq!(
+            tag, offline,
+            "{pin}: the online path must run the offline node image's Kubernetes (minor and patch)"
+        );
         let bad: toml::Table = "[online]\nnode_image = \"kindest/node:v1.34.3\""
             .parse()
             .expect("toml");

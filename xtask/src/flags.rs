@@ -116,7 +116,7 @@ pub struct BenchVsUpstreamArgs {
 #[derive(Debug, Clone, Args)]
 pub struct ClusterArgs {
     /// kind cluster name; worker names and the topology follow from it.
-    #[arg(long, default_value = "nvml-mock-compute-domain")]
+    #[arg(long, default_value = crate::names::DEFAULT_CLUSTER)]
     pub cluster_name: String,
     /// Run the scenarios on this existing NRI-enabled cluster instead of kind
     /// (the workers are its nodes labelled nvidia.com/gpu.present=true).
@@ -128,7 +128,7 @@ pub struct ClusterArgs {
 #[derive(Debug, Clone, Args)]
 pub struct KindArgs {
     /// kind cluster name.
-    #[arg(long, default_value = "nvml-mock-compute-domain")]
+    #[arg(long, default_value = crate::names::DEFAULT_CLUSTER)]
     pub cluster_name: String,
 }
 

@@ -3,6 +3,8 @@
 
 /// The Helm release and the chart's full name.
 pub const RELEASE: &str = "nvml-mock";
+/// The demo's kind cluster, unless `--cluster-name` says otherwise.
+pub const DEFAULT_CLUSTER: &str = "nvml-mock-compute-domain";
 /// The chart, relative to the repository root.
 pub const CHART: &str = "manifests/helm/nvml-mock";
 /// Namespace of the mock stack (created by helm).

@@ -27,6 +27,56 @@ pub enum NodeProblem {
     NriDisabled,
     /// NRI listens on another socket.
     WrongSocket(String),
+    /// The node container runs another node image than this run asks for.
+    OtherImage {
+        /// What `docker inspect` says the container runs.
+        running: String,
+        /// What this run would create the cluster from.
+        wanted: String,
+    },
+    /// The node container was started again after it was created (a Docker
+    /// restart, a reboot, `docker start`): its cluster keeps stale addresses.
+    Restarted {
+        /// When the container was created (RFC 3339, as Docker prints it).
+        created: String,
+        /// When it was last started.
+        started: String,
+    },
+}
+
+/// How long after its creation a node container may first start: kind creates
+/// and starts every node at once, so a later start is a restart.
+const RESTART_SLACK_SECONDS: i64 = 120;
+
+/// The Go template that [`check_container`] reads: status, image, created, started.
+pub const CONTAINER_TEMPLATE: &str =
+    "{{.State.Status}}|{{.Config.Image}}|{{.Created}}|{{.State.StartedAt}}";
+
+/// Checks one node container from `docker inspect -f` [`CONTAINER_TEMPLATE`]:
+/// running, from the wanted node image (when one is asked for), and not
+/// restarted since kind created it.
+pub fn check_container(inspected: &str, wanted_image: Option<&str>) -> Result<(), NodeProblem> {
+    let mut fields = inspected.trim().split('|');
+    let mut next = || fields.next().unwrap_or_default().to_owned();
+    let (state, image, created, started) = (next(), next(), next(), next());
+    if state != "running" {
+        return Err(NodeProblem::NotRunning(state));
+    }
+    if let Some(wanted) = wanted_image {
+        if image != wanted {
+            return Err(NodeProblem::OtherImage {
+                running: image,
+                wanted: wanted.to_owned(),
+            });
+        }
+    }
+    let parse = |text: &str| text.parse::<k8s_openapi::jiff::Timestamp>().ok();
+    if let (Some(at_create), Some(at_start)) = (parse(&created), parse(&started)) {
+        if at_start.as_second() - at_create.as_second() > RESTART_SLACK_SECONDS {
+            return Err(NodeProblem::Restarted { created, started });
+        }
+    }
+    Ok(())
 }
 
 impl fmt::Display for NodeProblem {
@@ -48,6 +98,15 @@ impl fmt::Display for NodeProblem {
                     "containerd NRI listens on {found}, expected {NRI_SOCKET}"
                 )
             }
+            NodeProblem::OtherImage { running, wanted } => write!(
+                f,
+                "node container runs {running}, not the node image this run uses ({wanted})"
+            ),
+            NodeProblem::Restarted { created, started } => write!(
+                f,
+                "node container was restarted (created {created}, started again {started}, \
+                 e.g. by a Docker restart or a reboot): a restarted kind node keeps stale addresses"
+            ),
         }
     }
 }
@@ -337,6 +396,78 @@ version = 2
         assert!(
             !message.contains("c-worker:"),
             "only the bad node is named: {message}"
+        );
+    }
+
+    const CREATED: &str = "2026-12-02T21:00:00.123456789Z";
+
+    #[test]
+    fn a_container_is_checked_for_state_image_and_restarts() {
+        let line = |state: &str, image: &str, started: &str| {
+            format!("{state}|{image}|{CREATED}|{started}\n")
+        };
+        let fresh = line("running", "kindest/node:v1.34.3", "2026-12-02T21:00:03.5Z");
+        assert_eq!(check_container(&fresh, None), Ok(()));
+        assert_eq!(
+            check_container(&fresh, Some("kindest/node:v1.34.3")),
+            Ok(())
+        );
+        assert_eq!(
+            check_container(&fresh, Some("cdsim/kind-node:v1.34.3-abc")),
+            Err(NodeProblem::OtherImage {
+                running: "kindest/node:v1.34.3".to_owned(),
+                wanted: "cdsim/kind-node:v1.34.3-abc".to_owned()
+            })
+        );
+        let rebooted = line("running", "kindest/node:v1.34.3", "2026-12-03T08:00:00Z");
+        let problem = check_container(&rebooted, None).expect_err("restarted");
+        assert!(
+            problem.to_string().contains("was restarted")
+                && problem.to_string().contains("2026-12-03T08:00:00Z"),
+            "{problem}"
+        );
+        assert_eq!(
+            check_container(&line("exited", "x", CREATED), None),
+            Err(NodeProblem::NotRunning("exited".to_owned()))
+        );
+        // Docker's zero time for a never-started container, or a garbled line: no restart claimed.
+        assert_eq!(
+            check_container(&line("running", "x", "0001-01-01T00:00:00Z"), None),
+            Ok(())
+        );
+        assert_eq!(check_container("running|x|garbage|", None), Ok(()));
+    }
+
+    #[test]
+    fn a_restarted_or_other_image_cluster_is_rejected_with_the_fix() {
+        let restarted = statuses(Some((
+            "c-worker",
+            NodeProblem::Restarted {
+                created: CREATED.to_owned(),
+                started: "2026-12-03T08:00:00Z".to_owned(),
+            },
+        )));
+        let ClusterPlan::Reject(message) = plan_cluster("c", true, false, &restarted) else {
+            panic!("a restarted node must be rejected");
+        };
+        assert!(
+            message.contains("c-worker: node container was restarted"),
+            "{message}"
+        );
+        assert!(message.contains("--force-recreate"), "{message}");
+        let other = statuses(Some((
+            "c-control-plane",
+            NodeProblem::OtherImage {
+                running: "kindest/node:v1.34.3".to_owned(),
+                wanted: "cdsim/kind-node:v1.34.3-abc".to_owned(),
+            },
+        )));
+        let ClusterPlan::Reject(message) = plan_cluster("c", true, false, &other) else {
+            panic!("another node image must be rejected");
+        };
+        assert!(
+            message.contains("runs kindest/node:v1.34.3, not the node image this run uses (cdsim/kind-node:v1.34.3-abc)"),
+            "{message}"
         );
     }
 
