@@ -119,9 +119,14 @@ pub struct ClusterArgs {
     #[arg(long, default_value = crate::names::DEFAULT_CLUSTER)]
     pub cluster_name: String,
     /// Run the scenarios on this existing NRI-enabled cluster instead of kind
-    /// (the workers are its nodes labelled nvidia.com/gpu.present=true).
+    /// (the workers are the nodes the workload can run on: labelled
+    /// nvidia.com/gpu.present=true, schedulable, no untolerated taint).
     #[arg(long)]
     pub kube_context: Option<String>,
+    /// With --kube-context: only nodes with these labels are workers
+    /// (`key=value[,key=value]`, added to the workload's nodeSelector).
+    #[arg(long, requires = "kube_context", value_name = "KEY=VALUE,...")]
+    pub node_selector: Option<String>,
 }
 
 /// Which kind cluster to act on (commands that work on kind clusters only).

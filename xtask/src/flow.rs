@@ -109,17 +109,20 @@ async fn target(args: &ClusterArgs) -> anyhow::Result<Target> {
     match &args.kube_context {
         Some(context) => {
             let client = k8s::client(context).await?;
-            let workers = k8s::gpu_nodes(&client).await?;
-            if workers.len() < 2 {
+            let selection = k8s::select_workers(&client, args.node_selector.as_deref()).await?;
+            eprintln!("    {}", selection.describe());
+            if selection.workers.len() < 2 {
                 anyhow::bail!(
-                    "context `{context}` has {} node(s) labelled nvidia.com/gpu.present=true; the scenarios need at least 2 staged workers",
-                    workers.len()
+                    "context `{context}` has {} node(s) the workload can run on ({}); the scenarios need at least 2 staged workers: \
+                     install the chart (the stager labels its nodes nvidia.com/gpu.present=true) or widen --node-selector",
+                    selection.workers.len(),
+                    selection.describe()
                 );
             }
             Ok(Target {
                 kind: None,
                 context: context.clone(),
-                workers,
+                workers: selection.workers,
                 client,
             })
         }
@@ -747,9 +750,12 @@ pub async fn status(sh: &Shell, args: &ClusterArgs) -> anyhow::Result<()> {
         }
     };
     let client = k8s::client(&context).await?;
-    let workers = match workers.is_empty() {
-        true => k8s::gpu_nodes(&client).await?,
-        false => workers,
+    let workers = if workers.is_empty() {
+        let selection = k8s::select_workers(&client, args.node_selector.as_deref()).await?;
+        eprintln!("    {}", selection.describe());
+        selection.workers
+    } else {
+        workers
     };
     let target = Target {
         kind: None,

@@ -486,16 +486,31 @@ pub async fn pod_uids(
         .collect())
 }
 
-/// Nodes labelled by the stager, sorted: the workers of a non-kind cluster.
-pub async fn gpu_nodes(client: &Client) -> anyhow::Result<Vec<String>> {
+/// The workers of a non-kind cluster: the nodes where the demo workload can
+/// run (its manifest's nodeSelector, narrowed by `node_selector`, and its
+/// tolerations), with every other node and why not.
+pub async fn select_workers(
+    client: &Client,
+    node_selector: Option<&str>,
+) -> anyhow::Result<crate::workers::Selection> {
+    let path = crate::project_root().join(crate::names::WORKLOAD_MANIFEST);
+    let yaml =
+        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    let (daemonset, _) = workload_objects(&yaml, "placement-only")?;
+    let pod = daemonset
+        .spec
+        .and_then(|spec| spec.template.spec)
+        .ok_or_else(|| anyhow::format_err!("{}: the DaemonSet has no pod spec", path.display()))?;
+    let mut placement = crate::workers::Placement::of_pod(&pod);
+    if let Some(flag) = node_selector {
+        placement = placement.narrowed(flag).map_err(anyhow::Error::msg)?;
+    }
     let api: Api<Node> = Api::all(client.clone());
     let nodes = api
-        .list(&ListParams::default().labels("nvidia.com/gpu.present=true"))
+        .list(&ListParams::default())
         .await
-        .context("listing nodes labelled nvidia.com/gpu.present=true")?;
-    let mut names: Vec<String> = nodes.items.iter().map(ResourceExt::name_any).collect();
-    names.sort();
-    Ok(names)
+        .context("listing nodes")?;
+    Ok(crate::workers::select(&nodes.items, &placement))
 }
 
 /// What a user needs when a wait fails: pod phases, conditions and container

@@ -29,6 +29,7 @@ mod runner;
 mod scenario4;
 mod scenarios;
 mod tools;
+mod workers;
 
 use std::process::ExitCode;
 use std::time::Duration;
