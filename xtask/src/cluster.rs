@@ -281,16 +281,19 @@ pub fn preflight<R: Runner>(runner: &R, cluster: &KindCluster) -> anyhow::Result
     )
 }
 
-/// Creates, reuses, recreates or rejects the cluster; returns what it did.
+/// Creates (from `node_image`), reuses, recreates or rejects the cluster;
+/// returns what it did. An existing cluster is reused only when its nodes run
+/// `must_run` (the image the user asked for), when given.
 pub fn ensure<R: Runner>(
     runner: &R,
     cluster: &KindCluster,
     force_recreate: bool,
     node_image: Option<&str>,
+    must_run: Option<&str>,
 ) -> anyhow::Result<ClusterPlan> {
     let present = exists(runner, cluster)?;
     let probes = if present && !force_recreate {
-        probe_nodes(runner, cluster, node_image)
+        probe_nodes(runner, cluster, must_run)
     } else {
         Vec::new()
     };
@@ -461,10 +464,46 @@ mod tests {
         }
         fake.expect("kind export kubeconfig --name c", true, "");
         assert_eq!(
-            ensure(&fake, &cluster(), false, None).expect("reused"),
+            ensure(&fake, &cluster(), false, None, None).expect("reused"),
             ClusterPlan::Reuse
         );
         assert_eq!(fake.remaining(), 0);
+    }
+
+    #[test]
+    fn a_cluster_of_another_node_image_than_asked_is_rejected_not_reused() {
+        let fake = FakeRunner::default();
+        fake.expect("kind get clusters", true, "c\n");
+        for _ in cluster().nodes() {
+            // The image is checked first: no containerd probe follows.
+            fake.expect(
+                "docker inspect -f",
+                true,
+                "running|cdsim/kind-node:v1|2026-12-02T21:00:00Z|2026-12-02T21:00:02Z\n",
+            );
+        }
+        let err = ensure(
+            &fake,
+            &cluster(),
+            false,
+            Some("cdsim/kind-node:v2"),
+            Some("cdsim/kind-node:v2"),
+        )
+        .expect_err("another image")
+        .to_string();
+        assert!(
+            err.contains("c-worker: node container runs cdsim/kind-node:v1, not the node image this run uses (cdsim/kind-node:v2)"),
+            "{err}"
+        );
+        assert!(err.contains("--force-recreate"), "{err}");
+        assert!(
+            !fake
+                .seen()
+                .iter()
+                .any(|it| it.starts_with("kind delete") || it.starts_with("kind create")),
+            "left alone: {:?}",
+            fake.seen()
+        );
     }
 
     #[test]
@@ -479,7 +518,7 @@ mod tests {
             };
             expect_node(&fake, &node, config);
         }
-        let err = ensure(&fake, &cluster(), false, None)
+        let err = ensure(&fake, &cluster(), false, None, None)
             .expect_err("rejected")
             .to_string();
         assert!(err.contains("c-worker3: containerd has no"), "{err}");
@@ -512,7 +551,8 @@ mod tests {
         for node in cluster().nodes() {
             expect_node(&fake, &node, NRI_ON);
         }
-        let done = ensure(&fake, &cluster(), true, Some("cdsim/kind-node:v1")).expect("recreated");
+        let done =
+            ensure(&fake, &cluster(), true, Some("cdsim/kind-node:v1"), None).expect("recreated");
         assert_eq!(done, ClusterPlan::Recreate);
         assert_eq!(fake.remaining(), 0);
     }
@@ -525,7 +565,7 @@ mod tests {
             false,
             "",
         );
-        let err = ensure(&fake, &cluster(), false, Some("no/such:image"))
+        let err = ensure(&fake, &cluster(), false, Some("no/such:image"), None)
             .expect_err("kind failed")
             .to_string();
         assert!(

@@ -259,7 +259,16 @@ async fn demo_inner(
         _ => {}
     }
     let decision = step(report, tracker, "cluster", async {
-        crate::cluster::ensure(&runner, cluster, args.force_recreate, node_image.as_deref())
+        // Only an image the user chose (--node-image, --offline) must match a
+        // reused cluster's; the online default reuses any compatible one.
+        let asked = (args.node_image.is_some() || args.offline).then_some(node_image.as_deref());
+        crate::cluster::ensure(
+            &runner,
+            cluster,
+            args.force_recreate,
+            node_image.as_deref(),
+            asked.flatten(),
+        )
     })
     .await?;
     report.notes.push(format!("cluster: {decision:?}"));
