@@ -73,6 +73,10 @@ pub fn run(sh: &Shell, args: &CiArgs) -> Result<()> {
             run: e2e_warm_rerun,
         });
         steps.push(Step {
+            name: "e2e through --kube-context",
+            run: e2e_kube_context,
+        });
+        steps.push(Step {
             name: "e2e faults",
             run: e2e_faults,
         });
@@ -299,6 +303,34 @@ fn e2e_warm_rerun(sh: &Shell) -> Result<()> {
         .and_then(|()| cmd!(sh, "cargo xtask scenario3").run());
     print_report(sh, report);
     res?;
+    Ok(())
+}
+
+/// Scenarios 1 and 3 against the demo cluster reached through its kube
+/// context, as a cluster that is not kind: the workers are chosen from the
+/// API, and the control plane (labelled by the stager, tainted) is named as
+/// skipped.
+fn e2e_kube_context(sh: &Shell) -> Result<()> {
+    let cluster = crate::names::KindCluster::new(crate::names::DEFAULT_CLUSTER)?;
+    let (context, control_plane) = (cluster.context(), cluster.control_plane());
+    for scenario in ["scenario1", "scenario3"] {
+        let out = cmd!(sh, "cargo xtask {scenario} --kube-context {context}")
+            .ignore_status()
+            .output()?;
+        let log = String::from_utf8_lossy(&out.stderr);
+        eprint!("{log}");
+        anyhow::ensure!(
+            out.status.success(),
+            "`cargo xtask {scenario} --kube-context {context}` failed"
+        );
+        let skipped = format!(
+            "skipped: {control_plane} (taint node-role.kubernetes.io/control-plane:NoSchedule is not tolerated"
+        );
+        anyhow::ensure!(
+            log.contains(&skipped),
+            "{scenario} through {context} did not name the tainted control plane as skipped (`{skipped}`)"
+        );
+    }
     Ok(())
 }
 
