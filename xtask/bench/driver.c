@@ -13,6 +13,8 @@
  *   driver threads  LIB T R     init held, T threads x R rounds: rounds per second
  *   driver identity LIB         per GPU: UUID, fabric cluster uuid, clique, state, memory total
  *   driver starts   N LIB       N x `driver start LIB <now>` spawned one after the other
+ *   driver bare     T0_NS       the floor of `start`: spawn to this process's main(), no library
+ *   driver bares    N           N x `driver bare <now>` spawned one after the other
  *   driver time     N CMD...    N x CMD (stdout to /dev/null): wall time and peak RSS per run
  */
 #define _GNU_SOURCE
@@ -191,7 +193,7 @@ static void *thread_body(void *unused) {
 
 int main(int argc, char **argv) {
     if (argc < 3) {
-        fprintf(stderr, "usage: driver start|cycle|queries|threads|identity LIB [ARGS]\n");
+        fprintf(stderr, "usage: driver start|cycle|queries|threads|identity LIB [ARGS] | starts N LIB | bares N | time N ARGV...\n");
         return 2;
     }
     const char *mode = argv[1], *path = argv[2];
@@ -287,6 +289,28 @@ int main(int argc, char **argv) {
             fflush(stdout);
             snprintf(t0, sizeof t0, "%llu", (unsigned long long)now_ns());
             char *child[] = {self, "start", argv[3], t0, NULL};
+            run_child(child, 0, 0);
+        }
+        return 0;
+    }
+    /* The floor of `start`: the same spawn of the driver itself, timed to its main(), no library. */
+    if (strcmp(mode, "bare") == 0 && argc == 3) {
+        uint64_t t0 = strtoull(argv[2], NULL, 10);
+        uint64_t t1 = now_ns();
+        printf("start_us=%.3f\n", (t1 - t0) / 1000.0);
+        return 0;
+    }
+    if (strcmp(mode, "bares") == 0 && argc == 3) {
+        long n = count_arg(argv[2]);
+        char self[4096];
+        ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+        if (len <= 0) die("readlink /proc/self/exe", 0);
+        self[len] = 0;
+        for (long i = 0; i < n; i++) {
+            char t0[32];
+            fflush(stdout);
+            snprintf(t0, sizeof t0, "%llu", (unsigned long long)now_ns());
+            char *child[] = {self, "bare", t0, NULL};
             run_child(child, 0, 0);
         }
         return 0;

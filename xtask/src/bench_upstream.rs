@@ -499,6 +499,16 @@ pub fn run(sh: &Shell, args: &BenchVsUpstreamArgs) -> Result<()> {
             .context("go build tests/nvml/go/probe (needs the Go module proxy for go-nvml)")?;
     }
     let python = pynvml_python(sh, &root)?;
+    // The floors: what both sides pay before any NVML (process spawn, the Go runtime's start).
+    let floor_c = work.join("floor-static");
+    let floor_source = root.join("xtask/bench/floor.c");
+    cmd!(sh, "cc -O2 -static -o {floor_c} {floor_source}").run()?;
+    let floor_go = work.join("floor-go");
+    let floor_go_source = root.join("xtask/bench/floor-go/main.go");
+    {
+        let _dir = sh.push_dir(&work);
+        cmd!(sh, "go build -o {floor_go} {floor_go_source}").run()?;
+    }
     let sides = [
         Side {
             name: "upstream",
@@ -583,6 +593,26 @@ pub fn run(sh: &Shell, args: &BenchVsUpstreamArgs) -> Result<()> {
                     .or_default()
                     .0
                     .push(increment);
+            }
+        }
+    }
+    // The floor of the start rows: the same spawn of the driver, timed to its main().
+    let mut bare: [Samples; 2] = Default::default();
+    for _ in 0..args.rounds {
+        for (index, side) in sides.iter().enumerate() {
+            let lines = driver(
+                sh,
+                &program,
+                side,
+                &node,
+                &["bares".into(), per_block.to_string()],
+            )?;
+            for line in lines {
+                let pairs = parse_pairs(&line)?;
+                let value = *pairs
+                    .get("start_us")
+                    .with_context(|| format!("no start_us in {line:?}"))?;
+                bare[index].0.push(value);
             }
         }
     }
@@ -724,16 +754,18 @@ pub fn run(sh: &Shell, args: &BenchVsUpstreamArgs) -> Result<()> {
 
     // Whole processes: check-fabric, pynvml, go-nvml.
     let python_probe = root.join("xtask/bench/pynvml_probe.py");
-    let mut process: [[(Samples, Samples); 2]; 3] = Default::default();
+    let mut process: [[(Samples, Samples); 2]; 5] = Default::default();
     for _ in 0..args.rounds {
         for (index, side) in sides.iter().enumerate() {
-            let commands: [Vec<String>; 3] = [
+            let commands: [Vec<String>; 5] = [
                 vec![side.check_fabric.display().to_string()],
                 vec![
                     python.display().to_string(),
                     python_probe.display().to_string(),
                 ],
                 vec![go_probe.display().to_string()],
+                vec![floor_c.display().to_string()],
+                vec![floor_go.display().to_string()],
             ];
             for (which, command) in commands.iter().enumerate() {
                 let mut argv = vec!["time".to_owned(), args.processes.to_string()];
@@ -745,7 +777,7 @@ pub fn run(sh: &Shell, args: &BenchVsUpstreamArgs) -> Result<()> {
             }
         }
     }
-    let [check, pynvml, go] = process;
+    let [check, pynvml, go, floor_static, floor_empty_go] = process;
     let [(up_wall, up_rss), (my_wall, my_rss)] = check;
     rows.push(Row {
         measure: "check-fabric whole process".into(),
@@ -780,6 +812,43 @@ pub fn run(sh: &Shell, args: &BenchVsUpstreamArgs) -> Result<()> {
         ours: my_wall,
         higher_is_better: false,
         target: 0.1,
+    });
+
+    // The floors: the same program on both sides, so their ratio only shows the noise.
+    let [up, me] = bare;
+    rows.push(Row {
+        measure: "floor of the start rows: spawn → main() of the driver, no library".into(),
+        unit: "µs",
+        upstream: up,
+        ours: me,
+        higher_is_better: false,
+        target: f64::INFINITY,
+    });
+    let [(up_wall, up_rss), (my_wall, my_rss)] = floor_static;
+    rows.push(Row {
+        measure: "floor of the process rows: a static C program that does nothing".into(),
+        unit: "µs",
+        upstream: up_wall,
+        ours: my_wall,
+        higher_is_better: false,
+        target: f64::INFINITY,
+    });
+    rows.push(Row {
+        measure: "its peak RSS".into(),
+        unit: "kB",
+        upstream: up_rss,
+        ours: my_rss,
+        higher_is_better: false,
+        target: f64::INFINITY,
+    });
+    let [(up_wall, _), (my_wall, _)] = floor_empty_go;
+    rows.push(Row {
+        measure: "floor of the go-nvml row: an empty Go program".into(),
+        unit: "µs",
+        upstream: up_wall,
+        ours: my_wall,
+        higher_is_better: false,
+        target: f64::INFINITY,
     });
 
     // Library size, stripped.

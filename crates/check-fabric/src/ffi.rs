@@ -1,20 +1,16 @@
-//! The NVML C ABI, reached through `dlopen("libnvidia-ml.so.1")` with the
-//! normal loader search. All of check-fabric's `unsafe` is here.
+//! The NVML entry points check-fabric adds to the shared loader ([`nvml_dl`]): the UUID, the
+//! driver version and both fabric queries. All of check-fabric's `unsafe` is here.
 
 #![allow(unsafe_code)]
 
-use std::ffi::{c_char, c_uint, c_void, CStr};
+use std::ffi::{c_char, c_uint};
+use std::ops::Deref;
 
-use libloading::{Library, Symbol};
+use nvml_dl::{buffer_string, check, Core, Names};
+pub use nvml_dl::{Device, LoadError, LIBRARY};
 
 use crate::query::FabricSource;
 use crate::report::{FabricInfo, Return};
-
-/// The library's name, as every NVML consumer loads it.
-pub const LIBRARY: &str = "libnvidia-ml.so.1";
-
-/// `nvmlDevice_t`.
-pub type Device = *mut c_void;
 
 /// `NVML_DEVICE_UUID_V2_BUFFER_SIZE`.
 const UUID_BUFFER: usize = 96;
@@ -44,118 +40,57 @@ struct FabricInfoV3 {
     health_summary: u8,
 }
 
-type VoidFn = unsafe extern "C" fn() -> u32;
-type ErrorStringFn = unsafe extern "C" fn(u32) -> *const c_char;
-type CountFn = unsafe extern "C" fn(*mut c_uint) -> u32;
-type HandleByIndexFn = unsafe extern "C" fn(c_uint, *mut Device) -> u32;
 type DeviceStringFn = unsafe extern "C" fn(Device, *mut c_char, c_uint) -> u32;
 type SystemStringFn = unsafe extern "C" fn(*mut c_char, c_uint) -> u32;
 type FabricV1Fn = unsafe extern "C" fn(Device, *mut FabricInfoV1) -> u32;
 type FabricVFn = unsafe extern "C" fn(Device, *mut FabricInfoV3) -> u32;
 
-/// Why the library cannot be used at all.
-#[derive(Debug)]
-pub enum LoadError {
-    /// `dlopen` failed (the loader's message).
-    Open(String),
-    /// A required entry point is missing.
-    Symbol(&'static str),
-}
-
-/// A loaded NVML library and the entry points check-fabric calls.
-///
-/// The function pointers stay valid because `_library` is kept alive (and
-/// never unloaded before them: it is dropped last).
+/// A loaded NVML library and the entry points check-fabric calls (the common ones through
+/// [`Core`], which it derefs to).
 pub struct Nvml {
-    init: VoidFn,
-    shutdown: VoidFn,
-    error_string: ErrorStringFn,
-    count: CountFn,
-    handle_by_index: HandleByIndexFn,
+    core: Core,
     uuid: DeviceStringFn,
     driver_version: Option<SystemStringFn>,
     fabric_v1: Option<FabricV1Fn>,
     fabric_versioned: Option<FabricVFn>,
-    _library: Library,
+}
+
+impl Deref for Nvml {
+    type Target = Core;
+
+    fn deref(&self) -> &Core {
+        &self.core
+    }
 }
 
 impl Nvml {
-    /// Loads the library through the loader search and resolves its symbols.
+    /// Loads the library through the loader search and resolves its symbols (the `_v2` names,
+    /// else the pre-v2 ones).
     pub fn load() -> Result<Nvml, LoadError> {
-        // SAFETY: loading a shared library runs its initialisers; NVML (real
-        // or mock) is a plain C library whose initialisers are side-effect free.
-        let library =
-            unsafe { Library::new(LIBRARY) }.map_err(|err| LoadError::Open(err.to_string()))?;
-        let init = required::<VoidFn>(&library, &["nvmlInit_v2", "nvmlInit"])?;
-        let shutdown = required::<VoidFn>(&library, &["nvmlShutdown"])?;
-        let error_string = required::<ErrorStringFn>(&library, &["nvmlErrorString"])?;
-        let count =
-            required::<CountFn>(&library, &["nvmlDeviceGetCount_v2", "nvmlDeviceGetCount"])?;
-        let handle_by_index = required::<HandleByIndexFn>(
-            &library,
-            &[
-                "nvmlDeviceGetHandleByIndex_v2",
-                "nvmlDeviceGetHandleByIndex",
-            ],
-        )?;
-        let uuid = required::<DeviceStringFn>(&library, &["nvmlDeviceGetUUID"])?;
-        let driver_version = optional::<SystemStringFn>(&library, "nvmlSystemGetDriverVersion");
-        let fabric_v1 = optional::<FabricV1Fn>(&library, "nvmlDeviceGetGpuFabricInfo");
-        let fabric_versioned = optional::<FabricVFn>(&library, "nvmlDeviceGetGpuFabricInfoV");
+        let core = Core::load(Names::V2OrV1)?;
+        // SAFETY: each type is the `extern "C"` signature nvml.h declares for the name.
+        let uuid = unsafe { core.required::<DeviceStringFn>(&["nvmlDeviceGetUUID"]) }?;
+        // SAFETY: as above.
+        let driver_version =
+            unsafe { core.optional::<SystemStringFn>("nvmlSystemGetDriverVersion") };
+        // SAFETY: as above.
+        let fabric_v1 = unsafe { core.optional::<FabricV1Fn>("nvmlDeviceGetGpuFabricInfo") };
+        // SAFETY: as above.
+        let fabric_versioned = unsafe { core.optional::<FabricVFn>("nvmlDeviceGetGpuFabricInfoV") };
         Ok(Nvml {
-            init,
-            shutdown,
-            error_string,
-            count,
-            handle_by_index,
+            core,
             uuid,
             driver_version,
             fabric_v1,
             fabric_versioned,
-            _library: library,
         })
-    }
-
-    /// `nvmlInit_v2`.
-    pub fn init(&self) -> Result<(), Return> {
-        // SAFETY: `nvmlInit_v2(void)` takes no arguments.
-        check(unsafe { (self.init)() })
-    }
-
-    /// `nvmlShutdown`.
-    pub fn shutdown(&self) -> Result<(), Return> {
-        // SAFETY: `nvmlShutdown(void)` takes no arguments.
-        check(unsafe { (self.shutdown)() })
     }
 
     /// `nvmlErrorString`, or a generic text when the library returns NULL.
     pub fn error_string(&self, code: Return) -> String {
-        // SAFETY: any value is a valid argument; the result is NULL or a
-        // static NUL-terminated string owned by the library.
-        let text = unsafe { (self.error_string)(code.0) };
-        if text.is_null() {
-            return format!("NVML error {}", code.0);
-        }
-        // SAFETY: non-NULL, NUL-terminated, and alive while the library is loaded.
-        unsafe { CStr::from_ptr(text) }
-            .to_string_lossy()
-            .into_owned()
-    }
-
-    /// `nvmlDeviceGetCount_v2`.
-    pub fn device_count(&self) -> Result<u32, Return> {
-        let mut count: c_uint = 0;
-        // SAFETY: `count` is a valid, writable `unsigned int`.
-        check(unsafe { (self.count)(&mut count) })?;
-        Ok(count)
-    }
-
-    /// `nvmlDeviceGetHandleByIndex_v2`.
-    pub fn handle(&self, index: u32) -> Result<Device, Return> {
-        let mut device: Device = std::ptr::null_mut();
-        // SAFETY: `device` is a valid, writable `nvmlDevice_t`.
-        check(unsafe { (self.handle_by_index)(index, &mut device) })?;
-        Ok(device)
+        self.core
+            .error_string(code)
+            .unwrap_or_else(|| format!("NVML error {}", code.0))
     }
 
     /// `nvmlDeviceGetUUID` with a 96-byte buffer.
@@ -209,42 +144,6 @@ impl FabricSource for Nvml {
     }
 }
 
-fn required<T: Copy>(library: &Library, names: &[&'static str]) -> Result<T, LoadError> {
-    for name in names {
-        if let Some(symbol) = lookup::<T>(library, name) {
-            return Ok(symbol);
-        }
-    }
-    Err(LoadError::Symbol(names[0]))
-}
-
-fn optional<T: Copy>(library: &Library, name: &str) -> Option<T> {
-    lookup(library, name)
-}
-
-fn lookup<T: Copy>(library: &Library, name: &str) -> Option<T> {
-    // SAFETY: every `T` used here is the `extern "C"` signature nvml.h
-    // declares for `name`.
-    let symbol: Symbol<'_, T> = unsafe { library.get(name.as_bytes()) }.ok()?;
-    Some(*symbol)
-}
-
-fn check(code: u32) -> Result<(), Return> {
-    match Return(code) {
-        Return::SUCCESS => Ok(()),
-        err => Err(err),
-    }
-}
-
-fn buffer_string(buffer: &[c_char]) -> String {
-    let bytes: Vec<u8> = buffer
-        .iter()
-        .take_while(|byte| **byte != 0)
-        .map(|byte| *byte as u8)
-        .collect();
-    String::from_utf8_lossy(&bytes).into_owned()
-}
-
 #[cfg(test)]
 mod tests {
     use std::mem::{offset_of, size_of};
@@ -273,15 +172,5 @@ mod tests {
         assert_eq!(offset_of!(FabricInfoV3, health_summary), 36);
         assert_eq!(FABRIC_INFO_V3, size_of::<FabricInfoV3>() as u32 | 3 << 24);
         assert_eq!(FABRIC_INFO_V2, 36 | 2 << 24);
-    }
-
-    #[test]
-    fn buffer_strings_stop_at_the_first_nul() {
-        let mut buffer = [0 as c_char; 8];
-        for (slot, byte) in buffer.iter_mut().zip(b"GPU-1\0xy") {
-            *slot = *byte as c_char;
-        }
-        assert_eq!(buffer_string(&buffer), "GPU-1");
-        assert_eq!(buffer_string(&[0 as c_char; 4]), "");
     }
 }

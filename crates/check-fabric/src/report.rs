@@ -5,18 +5,7 @@ use std::fmt::Write;
 
 use serde::Serialize;
 
-/// An `nvmlReturn_t` value.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Return(pub u32);
-
-impl Return {
-    /// `NVML_SUCCESS`.
-    pub const SUCCESS: Return = Return(0);
-    /// `NVML_ERROR_NOT_SUPPORTED`.
-    pub const NOT_SUPPORTED: Return = Return(3);
-    /// `NVML_ERROR_ARGUMENT_VERSION_MISMATCH`.
-    pub const ARGUMENT_VERSION_MISMATCH: Return = Return(25);
-}
+pub use nvml_dl::Return;
 
 /// A GPU's fabric identity as NVML reported it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,30 +1,19 @@
-//! The NVML entry points nvidia-smi calls, through `dlopen("libnvidia-ml.so.1")` with the
-//! normal loader search (an `LD_PRELOAD`ed copy is found by its soname). All `unsafe` is here.
+//! The NVML entry points nvidia-smi adds to the shared loader ([`nvml_dl`], `dlopen` of
+//! `libnvidia-ml.so.1` with the normal loader search; an `LD_PRELOAD`ed copy is found by its
+//! soname). All `unsafe` is here.
 
 #![allow(unsafe_code)]
 
-use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
+use std::ffi::{c_char, c_int, c_uint};
+use std::ops::Deref;
 
-use libloading::Library;
-
-/// The library's name, as every NVML consumer loads it.
-pub const LIBRARY: &str = "libnvidia-ml.so.1";
-
-/// `nvmlDevice_t`.
-pub type Device = *mut c_void;
-
-/// An `nvmlReturn_t` other than SUCCESS.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Return(pub u32);
+use nvml_dl::{buffer_string, check, Core, LoadError, Names};
+pub use nvml_dl::{Device, Return, LIBRARY};
 
 /// `NVML_DEVICE_NAME_V2_BUFFER_SIZE` and `NVML_DEVICE_UUID_V2_BUFFER_SIZE` (the largest).
 const BUFFER: usize = 96;
 
-type VoidFn = unsafe extern "C" fn() -> u32;
-type ErrorStringFn = unsafe extern "C" fn(u32) -> *const c_char;
-type CountFn = unsafe extern "C" fn(*mut c_uint) -> u32;
 type IntFn = unsafe extern "C" fn(*mut c_int) -> u32;
-type HandleByIndexFn = unsafe extern "C" fn(c_uint, *mut Device) -> u32;
 type DeviceStringFn = unsafe extern "C" fn(Device, *mut c_char, c_uint) -> u32;
 type SystemStringFn = unsafe extern "C" fn(*mut c_char, c_uint) -> u32;
 type PciInfoFn = unsafe extern "C" fn(Device, *mut PciInfo) -> u32;
@@ -41,13 +30,9 @@ struct PciInfo {
     bus_id: [c_char; 32],
 }
 
-/// A loaded NVML library; the function pointers stay valid while `_library` lives.
+/// A loaded NVML library (the common entry points through [`Core`], which it derefs to).
 pub struct Nvml {
-    init: VoidFn,
-    shutdown: VoidFn,
-    error_string: ErrorStringFn,
-    count: CountFn,
-    handle_by_index: HandleByIndexFn,
+    core: Core,
     driver_version: SystemStringFn,
     nvml_version: SystemStringFn,
     cuda_version: IntFn,
@@ -55,71 +40,41 @@ pub struct Nvml {
     uuid: DeviceStringFn,
     serial: DeviceStringFn,
     pci_info: PciInfoFn,
-    _library: Library,
+}
+
+impl Deref for Nvml {
+    type Target = Core;
+
+    fn deref(&self) -> &Core {
+        &self.core
+    }
 }
 
 impl Nvml {
-    /// Loads the library; the loader's message, or the missing symbol, on failure.
+    /// Loads the library (the `_v2` names only); the loader's message, or the missing symbol,
+    /// on failure.
     pub fn load() -> Result<Nvml, String> {
-        // SAFETY: loading a shared library runs its initialisers; NVML (real or mock) is a
-        // plain C library whose initialisers are side-effect free.
-        let library = unsafe { Library::new(LIBRARY) }.map_err(|err| err.to_string())?;
-        Ok(Nvml {
-            init: symbol(&library, "nvmlInit_v2")?,
-            shutdown: symbol(&library, "nvmlShutdown")?,
-            error_string: symbol(&library, "nvmlErrorString")?,
-            count: symbol(&library, "nvmlDeviceGetCount_v2")?,
-            handle_by_index: symbol(&library, "nvmlDeviceGetHandleByIndex_v2")?,
-            driver_version: symbol(&library, "nvmlSystemGetDriverVersion")?,
-            nvml_version: symbol(&library, "nvmlSystemGetNVMLVersion")?,
-            cuda_version: symbol(&library, "nvmlSystemGetCudaDriverVersion")?,
-            name: symbol(&library, "nvmlDeviceGetName")?,
-            uuid: symbol(&library, "nvmlDeviceGetUUID")?,
-            serial: symbol(&library, "nvmlDeviceGetSerial")?,
-            pci_info: symbol(&library, "nvmlDeviceGetPciInfo_v3")?,
-            _library: library,
-        })
-    }
-
-    /// `nvmlInit_v2`.
-    pub fn init(&self) -> Result<(), Return> {
-        // SAFETY: `nvmlInit_v2(void)` takes no arguments.
-        check(unsafe { (self.init)() })
-    }
-
-    /// `nvmlShutdown`.
-    pub fn shutdown(&self) -> Result<(), Return> {
-        // SAFETY: `nvmlShutdown(void)` takes no arguments.
-        check(unsafe { (self.shutdown)() })
+        let core = Core::load(Names::V2).map_err(message)?;
+        // SAFETY: each field's type is the C signature nvml.h declares for the name.
+        unsafe {
+            Ok(Nvml {
+                driver_version: symbol(&core, "nvmlSystemGetDriverVersion")?,
+                nvml_version: symbol(&core, "nvmlSystemGetNVMLVersion")?,
+                cuda_version: symbol(&core, "nvmlSystemGetCudaDriverVersion")?,
+                name: symbol(&core, "nvmlDeviceGetName")?,
+                uuid: symbol(&core, "nvmlDeviceGetUUID")?,
+                serial: symbol(&core, "nvmlDeviceGetSerial")?,
+                pci_info: symbol(&core, "nvmlDeviceGetPciInfo_v3")?,
+                core,
+            })
+        }
     }
 
     /// `nvmlErrorString`.
     pub fn error_string(&self, code: Return) -> String {
-        // SAFETY: takes any code and returns NULL or a static NUL-terminated string.
-        let text = unsafe { (self.error_string)(code.0) };
-        if text.is_null() {
-            return format!("error {}", code.0);
-        }
-        // SAFETY: non-NULL, NUL-terminated and static, per nvml.h.
-        unsafe { CStr::from_ptr(text) }
-            .to_string_lossy()
-            .into_owned()
-    }
-
-    /// `nvmlDeviceGetCount_v2`.
-    pub fn count(&self) -> Result<u32, Return> {
-        let mut count: c_uint = 0;
-        // SAFETY: `count` is a valid out slot.
-        check(unsafe { (self.count)(&mut count) })?;
-        Ok(count)
-    }
-
-    /// `nvmlDeviceGetHandleByIndex_v2`.
-    pub fn handle(&self, index: u32) -> Result<Device, Return> {
-        let mut device: Device = std::ptr::null_mut();
-        // SAFETY: `device` is a valid out slot.
-        check(unsafe { (self.handle_by_index)(index, &mut device) })?;
-        Ok(device)
+        self.core
+            .error_string(code)
+            .unwrap_or_else(|| format!("error {}", code.0))
     }
 
     /// `nvmlSystemGetDriverVersion`.
@@ -172,11 +127,21 @@ impl Nvml {
     }
 }
 
-fn symbol<T: Copy>(library: &Library, name: &'static str) -> Result<T, String> {
-    // SAFETY: every `T` used with this helper is the C signature nvml.h declares for `name`.
-    unsafe { library.get::<T>(name.as_bytes()) }
-        .map(|symbol| *symbol)
-        .map_err(|_| format!("{LIBRARY} has no {name}"))
+/// `name` from the library, or the message naming it.
+///
+/// # Safety
+/// `T` must be the C signature nvml.h declares for `name`.
+unsafe fn symbol<T: Copy>(core: &Core, name: &'static str) -> Result<T, String> {
+    // SAFETY: forwarded from this function's contract.
+    unsafe { core.required(&[name]) }.map_err(message)
+}
+
+/// The text nvidia-smi prints when the library cannot be used.
+fn message(error: LoadError) -> String {
+    match error {
+        LoadError::Open(text) => text,
+        LoadError::Symbol(name) => format!("{LIBRARY} has no {name}"),
+    }
 }
 
 fn system_string(function: SystemStringFn) -> Result<String, Return> {
@@ -193,23 +158,6 @@ fn device_string(function: DeviceStringFn, device: Device) -> Result<String, Ret
     Ok(buffer_string(&buffer))
 }
 
-fn check(code: u32) -> Result<(), Return> {
-    match code {
-        0 => Ok(()),
-        code => Err(Return(code)),
-    }
-}
-
-/// The text up to the first NUL (all of it if there is none).
-fn buffer_string(buffer: &[c_char]) -> String {
-    let bytes: Vec<u8> = buffer
-        .iter()
-        .take_while(|byte| **byte != 0)
-        .map(|byte| *byte as u8)
-        .collect();
-    String::from_utf8_lossy(&bytes).into_owned()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -217,12 +165,5 @@ mod tests {
     #[test]
     fn pci_info_is_nvml_h_sized() {
         assert_eq!(size_of::<PciInfo>(), 68);
-    }
-
-    #[test]
-    fn buffers_stop_at_the_first_nul() {
-        let buffer = [b'a' as c_char, b'b' as c_char, 0, b'c' as c_char];
-        assert_eq!(buffer_string(&buffer), "ab");
-        assert_eq!(buffer_string(&[b'x' as c_char; 3]), "xxx");
     }
 }

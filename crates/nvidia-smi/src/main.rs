@@ -78,7 +78,7 @@ fn run(nvml: &Nvml, invocation: &cli::Invocation) -> Result<String, Failure> {
             (cuda % 1000) / 10
         ));
     }
-    let count = nvml.count().map_err(at("device count"))?;
+    let count = nvml.device_count().map_err(at("device count"))?;
     let indices: Vec<u32> = match invocation.gpu {
         Some(index) if index < count => vec![index],
         Some(index) => {

@@ -1,0 +1,350 @@
+//! Device enumeration, handles and the per-device value, string and parameterised getters.
+
+use super::*;
+
+// ---------------------------------------------------------------- enumeration
+
+/// `nvmlDeviceGetCount_v2`.
+///
+/// # Safety
+/// `device_count` must be NULL or valid for writing an `unsigned int`.
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetCount_v2(device_count: *mut c_uint) -> NvmlReturn {
+    guard(|| {
+        let loaded = state::loaded()?;
+        // SAFETY: forwarded from this function's contract.
+        unsafe { put(device_count, loaded.devices.len() as c_uint) }
+    })
+}
+
+/// `nvmlDeviceGetCount` (v1 symbol): same as v2.
+///
+/// # Safety
+/// `device_count` must be NULL or valid for writing an `unsigned int`.
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetCount(device_count: *mut c_uint) -> NvmlReturn {
+    // SAFETY: same contract.
+    unsafe { nvmlDeviceGetCount_v2(device_count) }
+}
+
+/// Writes the handle of device `index` of the loaded state.
+///
+/// # Safety
+/// `device` must be NULL or valid for writing a handle.
+unsafe fn put_handle(
+    loaded: &Loaded,
+    index: usize,
+    device: *mut nvmlDevice_t,
+) -> Result<(), NvmlReturn> {
+    if index >= loaded.devices.len() {
+        return Err(abi::ERROR_INVALID_ARGUMENT);
+    }
+    let handle = state::handle(index).ok_or(abi::ERROR_INVALID_ARGUMENT)?;
+    // SAFETY: forwarded from this function's contract.
+    unsafe { put(device, handle.cast_mut().cast::<c_void>()) }
+}
+
+/// `nvmlDeviceGetHandleByIndex_v2`.
+///
+/// # Safety
+/// `device` must be NULL or valid for writing a handle.
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetHandleByIndex_v2(
+    index: c_uint,
+    device: *mut nvmlDevice_t,
+) -> NvmlReturn {
+    guard(|| {
+        let loaded = state::loaded()?;
+        non_null([device.cast_const().cast()])?;
+        // SAFETY: forwarded from this function's contract.
+        unsafe { put_handle(&loaded, index as usize, device) }
+    })
+}
+
+/// `nvmlDeviceGetHandleByIndex` (v1 symbol): same as v2.
+///
+/// # Safety
+/// `device` must be NULL or valid for writing a handle.
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetHandleByIndex(
+    index: c_uint,
+    device: *mut nvmlDevice_t,
+) -> NvmlReturn {
+    // SAFETY: same contract.
+    unsafe { nvmlDeviceGetHandleByIndex_v2(index, device) }
+}
+
+/// `nvmlDeviceGetHandleByUUID`: NOT_FOUND for an unknown uuid.
+///
+/// # Safety
+/// `uuid` must be NULL or NUL-terminated; `device` NULL or valid for writing a handle.
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetHandleByUUID(
+    uuid: *const c_char,
+    device: *mut nvmlDevice_t,
+) -> NvmlReturn {
+    guard(|| {
+        let loaded = state::loaded()?;
+        non_null([device.cast_const().cast()])?;
+        // SAFETY: forwarded from this function's contract.
+        let uuid = unsafe { get_str(uuid) }?;
+        let index = query::find_by_uuid(&loaded.devices, uuid)?;
+        // SAFETY: forwarded from this function's contract.
+        unsafe { put_handle(&loaded, index, device) }
+    })
+}
+
+/// `nvmlDeviceGetHandleByPciBusId_v2`: accepts every bus id form NVML does; NOT_FOUND if absent.
+///
+/// # Safety
+/// `pci_bus_id` must be NULL or NUL-terminated; `device` NULL or valid for writing a handle.
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetHandleByPciBusId_v2(
+    pci_bus_id: *const c_char,
+    device: *mut nvmlDevice_t,
+) -> NvmlReturn {
+    guard(|| {
+        let loaded = state::loaded()?;
+        non_null([device.cast_const().cast()])?;
+        // SAFETY: forwarded from this function's contract.
+        let text = unsafe { get_str(pci_bus_id) }?;
+        let index = query::find_by_bus_id(&loaded.devices, text)?;
+        // SAFETY: forwarded from this function's contract.
+        unsafe { put_handle(&loaded, index, device) }
+    })
+}
+
+/// `nvmlDeviceGetHandleByPciBusId` (v1 symbol): same as v2.
+///
+/// # Safety
+/// As for [`nvmlDeviceGetHandleByPciBusId_v2`].
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetHandleByPciBusId(
+    pci_bus_id: *const c_char,
+    device: *mut nvmlDevice_t,
+) -> NvmlReturn {
+    // SAFETY: same contract.
+    unsafe { nvmlDeviceGetHandleByPciBusId_v2(pci_bus_id, device) }
+}
+
+// ---------------------------------------------------------------- one-value getters
+
+getter!(nvmlDeviceGetIndex, c_uint, |device| Ok(device.index));
+getter!(nvmlDeviceGetMinorNumber, c_uint, |device| Ok(
+    device.minor_number
+));
+getter!(nvmlDeviceGetBoardId, c_uint, |device| Ok(device.board_id));
+getter!(nvmlDeviceGetModuleId, c_uint, |device| Ok(device.module_id));
+getter!(nvmlDeviceGetBrand, c_uint, |device| Ok(query::brand(
+    device.brand
+)));
+getter!(nvmlDeviceGetArchitecture, c_uint, |device| Ok(
+    query::architecture(device.architecture)
+));
+getter!(nvmlDeviceGetPersistenceMode, c_uint, |device| Ok(
+    c_uint::from(device.persistence_mode)
+));
+getter!(nvmlDeviceGetComputeMode, c_uint, |device| Ok(
+    query::compute_mode(device.compute_mode)
+));
+getter!(nvmlDeviceGetPowerUsage, c_uint, |device| Ok(
+    device.power_usage_mw
+));
+getter!(nvmlDeviceGetCurrPcieLinkGeneration, c_uint, |device| Ok(
+    device.pcie.r#gen
+));
+getter!(nvmlDeviceGetCurrPcieLinkWidth, c_uint, |device| Ok(device
+    .pcie
+    .width));
+getter!(nvmlDeviceGetMaxPcieLinkGeneration, c_uint, |device| Ok(
+    device.pcie.max_gen
+));
+getter!(nvmlDeviceGetMaxPcieLinkWidth, c_uint, |device| Ok(device
+    .pcie
+    .max_width));
+getter!(
+    nvmlDeviceGetUtilizationRates,
+    abi::Utilization,
+    |device| Ok(abi::Utilization {
+        gpu: device.utilization.gpu,
+        memory: device.utilization.memory,
+    })
+);
+// The pre-v3 symbols fill today's 68-byte struct too: headers since NVML 11 map the unversioned
+// name to `_v3`, so only `dlsym` users reach them, and those pass the current struct.
+getter!(nvmlDeviceGetPciInfo_v3, abi::PciInfo, |device| Ok(
+    query::pci_info(device)
+));
+getter!(nvmlDeviceGetPciInfo_v2, abi::PciInfo, |device| Ok(
+    query::pci_info(device)
+));
+getter!(nvmlDeviceGetPciInfo, abi::PciInfo, |device| Ok(
+    query::pci_info(device)
+));
+getter!(nvmlDeviceGetMemoryInfo, abi::Memory, |device| Ok(
+    query::memory_v1(device)
+));
+getter!(nvmlDeviceGetGpuFabricInfo, abi::GpuFabricInfo, |device| {
+    query::fabric_v1(device)
+});
+
+// ---------------------------------------------------------------- strings
+
+string_getter!(nvmlDeviceGetUUID, |device| Ok(&device.uuid));
+string_getter!(nvmlDeviceGetName, |device| Ok(&device.name));
+string_getter!(nvmlDeviceGetSerial, |device| device
+    .serial
+    .as_deref()
+    .ok_or(abi::ERROR_NOT_SUPPORTED));
+
+// ---------------------------------------------------------------- two-value and parameterised getters
+
+/// `nvmlDeviceGetCudaComputeCapability`.
+///
+/// # Safety
+/// `major` and `minor` must be NULL or valid for writing an `int`.
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetCudaComputeCapability(
+    device: nvmlDevice_t,
+    major: *mut c_int,
+    minor: *mut c_int,
+) -> NvmlReturn {
+    guard(|| {
+        let capability = with_device(device, |_, device| Ok(device.compute_capability))?;
+        non_null([major.cast_const().cast(), minor.cast_const().cast()])?;
+        // SAFETY: forwarded from this function's contract.
+        unsafe {
+            put(major, capability.major as c_int)?;
+            put(minor, capability.minor as c_int)
+        }
+    })
+}
+
+/// `nvmlDeviceGetMigMode`: NOT_SUPPORTED when the profile gives no MIG mode.
+///
+/// # Safety
+/// `current` and `pending` must be NULL or valid for writing an `unsigned int`.
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetMigMode(
+    device: nvmlDevice_t,
+    current: *mut c_uint,
+    pending: *mut c_uint,
+) -> NvmlReturn {
+    guard(|| {
+        let mode = with_device(device, |_, device| {
+            non_null([current.cast_const().cast(), pending.cast_const().cast()])?;
+            device.mig_mode.ok_or(abi::ERROR_NOT_SUPPORTED)
+        })?;
+        // SAFETY: forwarded from this function's contract.
+        unsafe {
+            put(current, c_uint::from(mode.current))?;
+            put(pending, c_uint::from(mode.pending))
+        }
+    })
+}
+
+/// `nvmlDeviceGetEccMode`: NOT_SUPPORTED when the profile gives no ECC mode.
+///
+/// # Safety
+/// `current` and `pending` must be NULL or valid for writing an `nvmlEnableState_t`.
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetEccMode(
+    device: nvmlDevice_t,
+    current: *mut c_uint,
+    pending: *mut c_uint,
+) -> NvmlReturn {
+    guard(|| {
+        let mode = with_device(device, |_, device| {
+            non_null([current.cast_const().cast(), pending.cast_const().cast()])?;
+            device.ecc.ok_or(abi::ERROR_NOT_SUPPORTED)
+        })?;
+        // SAFETY: forwarded from this function's contract.
+        unsafe {
+            put(current, c_uint::from(mode.current))?;
+            put(pending, c_uint::from(mode.pending))
+        }
+    })
+}
+
+/// `nvmlDeviceGetTemperature`: only `NVML_TEMPERATURE_GPU` (0).
+///
+/// # Safety
+/// `temp` must be NULL or valid for writing an `unsigned int`.
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetTemperature(
+    device: nvmlDevice_t,
+    sensor: c_uint,
+    temp: *mut c_uint,
+) -> NvmlReturn {
+    guard(|| {
+        let value = with_device(device, |_, device| {
+            non_null([temp.cast_const().cast()])?;
+            match sensor {
+                0 => Ok(device.temperature_c),
+                _ => Err(abi::ERROR_INVALID_ARGUMENT),
+            }
+        })?;
+        // SAFETY: forwarded from this function's contract.
+        unsafe { put(temp, value) }
+    })
+}
+
+/// `nvmlDeviceGetClockInfo`.
+///
+/// # Safety
+/// `clock` must be NULL or valid for writing an `unsigned int`.
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetClockInfo(
+    device: nvmlDevice_t,
+    kind: c_uint,
+    clock: *mut c_uint,
+) -> NvmlReturn {
+    guard(|| {
+        let value = with_device(device, |_, device| {
+            non_null([clock.cast_const().cast()])?;
+            Ok(query::clock(device, ClockType::from_raw(kind)?))
+        })?;
+        // SAFETY: forwarded from this function's contract.
+        unsafe { put(clock, value) }
+    })
+}
+
+/// `nvmlDeviceGetMaxClockInfo`.
+///
+/// # Safety
+/// `clock` must be NULL or valid for writing an `unsigned int`.
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetMaxClockInfo(
+    device: nvmlDevice_t,
+    kind: c_uint,
+    clock: *mut c_uint,
+) -> NvmlReturn {
+    guard(|| {
+        let value = with_device(device, |_, device| {
+            non_null([clock.cast_const().cast()])?;
+            Ok(query::max_clock(device, ClockType::from_raw(kind)?))
+        })?;
+        // SAFETY: forwarded from this function's contract.
+        unsafe { put(clock, value) }
+    })
+}
+
+/// `nvmlDeviceGetNvLinkState`: INVALID_ARGUMENT for a link the GPU does not have.
+///
+/// # Safety
+/// `is_active` must be NULL or valid for writing an `nvmlEnableState_t`.
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetNvLinkState(
+    device: nvmlDevice_t,
+    link: c_uint,
+    is_active: *mut c_uint,
+) -> NvmlReturn {
+    guard(|| {
+        let active = with_device(device, |_, device| {
+            non_null([is_active.cast_const().cast()])?;
+            query::nvlink_active(device, link)
+        })?;
+        // SAFETY: forwarded from this function's contract.
+        unsafe { put(is_active, c_uint::from(active)) }
+    })
+}
