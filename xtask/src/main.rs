@@ -29,6 +29,8 @@ mod report;
 mod runner;
 mod scenario4;
 mod scenarios;
+#[cfg(test)]
+mod tidy;
 mod tools;
 
 pub use dirs::project_root;
