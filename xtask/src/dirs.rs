@@ -21,6 +21,20 @@ use anyhow::{bail, Context as _, Result};
 /// The system-wide cache directory root uses.
 pub const ROOT_CACHE_DIR: &str = "/var/cache/cdsim";
 
+/// The repository root: the parent of this crate's manifest directory.
+///
+/// `CDSIM_ROOT` overrides it: the Nix apps run a store-built xtask whose
+/// manifest directory no longer exists, and point it at the flake source.
+pub fn project_root() -> std::path::PathBuf {
+    if let Some(root) = std::env::var_os("CDSIM_ROOT").filter(|it| !it.is_empty()) {
+        return std::path::PathBuf::from(root);
+    }
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(std::path::Path::to_path_buf)
+        .unwrap_or_default()
+}
+
 /// Whether this process runs as root (effective uid 0).
 pub fn is_root() -> bool {
     rustix::process::geteuid().is_root()

@@ -252,6 +252,25 @@ pub fn run(sh: &Shell) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `host-setup`: the root-only host preparation, each part only when its
+/// check shows it is needed.
+pub fn host_setup(sh: &Shell) -> anyhow::Result<()> {
+    if !crate::dirs::is_root() {
+        anyhow::bail!(
+            "host-setup changes the Docker engine's configuration and kernel limits: run it as root (`{}`)",
+            crate::tools::host_setup_command()
+        );
+    }
+    let fixes = crate::tools::host_fixes(sh, true)?;
+    if fixes.is_empty() {
+        eprintln!("    nothing to do: the engine answers, privileged containers work, the inotify limits suffice");
+        return Ok(());
+    }
+    crate::tools::ensure_host(sh, true)?;
+    eprintln!("    host prepared ({} fix(es))", fixes.len());
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

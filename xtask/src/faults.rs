@@ -20,7 +20,8 @@ use xshell::{cmd, Shell};
 
 use crate::lock::RunnerLock;
 use crate::names::{
-    KindCluster, MOCK_NS, NRI_DS, STAGER_DS, WORKLOAD_DS, WORKLOAD_NS, WORKLOAD_SELECTOR,
+    KindCluster, MOCK_NS, NRI_DS, NRI_SOCKET, STAGER_DS, WORKLOAD_DS, WORKLOAD_NS,
+    WORKLOAD_SELECTOR,
 };
 
 fn xtask(args: &[&str]) -> anyhow::Result<Output> {
@@ -83,12 +84,10 @@ pub async fn fault_checks(sh: &Shell, cluster_name: &str) -> anyhow::Result<Vec<
     cmd!(sh, "docker exec {node} cp {config} {config}.cdsim-fault")
         .quiet()
         .run()?;
-    let broken = cmd!(
-        sh,
-        "docker exec {node} sed -i s#/var/run/nri/nri.sock#/var/run/nri/elsewhere.sock# {config}"
-    )
-    .quiet()
-    .run();
+    let moved = format!("s#{NRI_SOCKET}#/var/run/nri/elsewhere.sock#");
+    let broken = cmd!(sh, "docker exec {node} sed -i {moved} {config}")
+        .quiet()
+        .run();
     let res = match broken {
         Ok(()) => xtask(&["up", "--cluster-name", name]),
         Err(err) => Err(err.into()),

@@ -154,6 +154,25 @@ pub fn imex_path(arg: &str) -> Result<PathBuf, String> {
     }
 }
 
+impl Command {
+    /// The kube context a cluster command talks to (`kind-<cluster>` unless
+    /// given); empty for the commands that talk to none.
+    pub fn kube_context(&self) -> String {
+        let cluster = match self {
+            Command::Demo(args) | Command::Up(args) => &args.cluster,
+            Command::Scenario1(args)
+            | Command::Scenario2(args)
+            | Command::Scenario3(args)
+            | Command::Scenario4(args) => &args.cluster,
+            _ => return String::new(),
+        };
+        cluster
+            .kube_context
+            .clone()
+            .unwrap_or_else(|| format!("kind-{}", cluster.cluster_name))
+    }
+}
+
 /// Options for `demo` and `up`.
 #[derive(Debug, Clone, Args)]
 pub struct DemoArgs {

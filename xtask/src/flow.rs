@@ -14,6 +14,7 @@ use xshell::Shell;
 
 use crate::fabric::Expected;
 use crate::flags::{ClusterArgs, DemoArgs, DownArgs, ScenarioArgs};
+use crate::interrupt::Tracker;
 use crate::k8s::{self, ExecOutput, PodInfo};
 use crate::lock::RunnerLock;
 use crate::names::{
@@ -23,7 +24,7 @@ use crate::names::{
 use crate::plan::{self, ImageRef};
 use crate::report::{Outcome, Report, StepStatus, Verdict};
 use crate::runner::{Cmd, Runner, ShellRunner};
-use crate::scenarios::{self, Limits, Rebind, Tracker, Workload};
+use crate::scenarios::{self, Limits, Rebind, Workload};
 
 /// How long a DaemonSet may take to roll out.
 const ROLLOUT: Duration = Duration::from_secs(180);

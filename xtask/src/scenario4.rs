@@ -805,7 +805,7 @@ pub async fn run<R: Runner>(
     runner: &R,
     cluster: &KindCluster,
     client: &Client,
-    tracker: &crate::scenarios::Tracker,
+    tracker: &crate::interrupt::Tracker,
 ) -> Result<Vec<ScenarioResult>> {
     let started = Instant::now();
     let mut timings: Vec<(String, f64)> = Vec::new();
@@ -993,7 +993,7 @@ async fn rebind_part<R: Runner>(
     cluster: &KindCluster,
     pair: &[String; 2],
     image_ref: &str,
-    tracker: &crate::scenarios::Tracker,
+    tracker: &crate::interrupt::Tracker,
     dir: &Path,
 ) -> ScenarioResult {
     let started = Instant::now();

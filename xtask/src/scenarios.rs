@@ -12,13 +12,13 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::time::Instant;
 
 use crate::fabric::{self, Expected};
 use crate::imex;
+use crate::interrupt::Tracker;
 use crate::k8s::{ExecOutput, PodInfo};
 use crate::report::{round, Outcome, ScenarioResult, WorkerDetail};
 use crate::runner::{Cmd, Runner};
@@ -60,50 +60,6 @@ impl Default for Limits {
             domain_down: Duration::from_secs(60),
             converge: Duration::from_secs(60),
         }
-    }
-}
-
-/// Where the run is, for a clean Ctrl-C: the step, and pods that may hold
-/// nvidia-imex daemons.
-#[derive(Debug, Clone, Default)]
-pub struct Tracker(Arc<Mutex<TrackerState>>);
-
-/// The tracked state.
-#[derive(Debug, Clone, Default)]
-pub struct TrackerState {
-    /// The current step.
-    pub step: String,
-    /// Pods that may run nvidia-imex daemons.
-    pub imex_pods: Vec<String>,
-    /// While the rebind topology is live: the helm arguments that restore the demo one.
-    pub restore_topology: Option<Vec<String>>,
-}
-
-impl Tracker {
-    /// Enters a step.
-    pub fn step(&self, step: &str) {
-        if let Ok(mut state) = self.0.lock() {
-            state.step = step.to_owned();
-        }
-    }
-
-    /// Records pods that may now run daemons (empty: none).
-    pub fn imex_pods(&self, pods: &[String]) {
-        if let Ok(mut state) = self.0.lock() {
-            state.imex_pods = pods.to_vec();
-        }
-    }
-
-    /// Records how to restore the demo topology (`None`: nothing to restore).
-    pub fn restore_topology(&self, helm_args: Option<Vec<String>>) {
-        if let Ok(mut state) = self.0.lock() {
-            state.restore_topology = helm_args;
-        }
-    }
-
-    /// A copy of the state.
-    pub fn snapshot(&self) -> TrackerState {
-        self.0.lock().map(|it| it.clone()).unwrap_or_default()
     }
 }
 
@@ -951,6 +907,7 @@ async fn scenario2_inner<W: Workload>(
 mod tests {
     use super::*;
     use crate::runner::FakeRunner;
+    use std::sync::Mutex;
 
     const DEMO: &str = "00000000-0000-0000-0000-0000000000ab";
 

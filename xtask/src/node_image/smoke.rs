@@ -18,7 +18,7 @@ use xshell::{cmd, Shell};
 use crate::tools::{self, Tool};
 
 /// The NRI socket every node must expose.
-pub const NRI_SOCKET: &str = "/var/run/nri/nri.sock";
+pub use crate::names::NRI_SOCKET;
 
 #[allow(dead_code)]
 /// How long readiness may still be settling (right after `kind create cluster`).

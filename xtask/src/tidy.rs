@@ -1,0 +1,312 @@
+//! Tidy: rules about the workspace's sources, checked by reading them.
+//!
+//! - A contract literal (a path, name or variable two parts must agree on)
+//!   is spelled only in its owner; everyone else imports the owner's constant.
+//!   The few places that must spell it anyway are allow-listed with the reason.
+//! - No source file over [`MAX_FILE_LINES`] lines before its `#[cfg(test)]`
+//!   module, no function outside tests over [`MAX_FN_LINES`] lines. What is
+//!   over today is listed in [`FILE_DEBT`] and [`FN_DEBT`]; the lists may
+//!   only shrink (an entry that is no longer over fails too).
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+const MAX_FILE_LINES: usize = 600;
+const MAX_FN_LINES: usize = 80;
+
+/// Crates and files another change owns right now; not measured here.
+const NOT_MEASURED: &[&str] = &[
+    "crates/mock-nvml/",
+    "crates/check-fabric/",
+    "crates/nvidia-smi/",
+    "xtask/src/bench_upstream.rs",
+    "xtask/bench/",
+];
+
+/// A contract literal, its owner, and the files allowed to spell it too.
+struct Contract {
+    literal: &'static str,
+    owner: &'static str,
+    allowed: &'static [&'static str],
+}
+
+const CONTRACTS: &[Contract] = &[
+    Contract {
+        literal: "/var/run/nri/nri.sock",
+        owner: "xtask/src/names.rs",
+        allowed: &[
+            // The plugin's own default; it cannot depend on xtask.
+            "crates/nri-plugin/src/main.rs",
+            // Its doc comment names the socket the smoke check expects.
+            "xtask/src/node_image/smoke.rs",
+            // This file.
+            "xtask/src/tidy.rs",
+        ],
+    },
+    Contract {
+        literal: "nvml-mock-compute-domain",
+        owner: "xtask/src/names.rs",
+        allowed: &[
+            // Another engineer's module, left alone in this change.
+            "xtask/src/bench_upstream.rs",
+            // topology cannot depend on xtask: its doc example.
+            "crates/topology/src/lib.rs",
+            "xtask/src/tidy.rs",
+        ],
+    },
+    Contract {
+        literal: "\"MOCK_NVML_CONFIG\"",
+        owner: "crates/mock-nvml/src/config.rs",
+        allowed: &MOCK_ENV_ALLOWED,
+    },
+    Contract {
+        literal: "\"MOCK_TOPOLOGY_CONFIG\"",
+        owner: "crates/mock-nvml/src/config.rs",
+        allowed: &MOCK_ENV_ALLOWED,
+    },
+    Contract {
+        literal: "/dev/nvidia-caps-imex-channels",
+        owner: "crates/node-layout/src/paths.rs",
+        allowed: &[
+            // xtask's in-pod path for scenario 1 (xtask does not depend on
+            // node-layout).
+            "xtask/src/names.rs",
+            // The in-pod command of scenario 4's workload (likewise).
+            "xtask/src/scenario4.rs",
+            "xtask/src/tidy.rs",
+        ],
+    },
+];
+
+/// Spelling the library's variables: the nri-plugin sets them in containers
+/// and would have to link the mock library (a cdylib's exports) to import
+/// them; bench_upstream is another engineer's module, left alone here.
+const MOCK_ENV_ALLOWED: [&str; 3] = [
+    "crates/nri-plugin/src/plan.rs",
+    "xtask/src/bench_upstream.rs",
+    "xtask/src/tidy.rs",
+];
+
+/// Files over [`MAX_FILE_LINES`] today (to be split).
+const FILE_DEBT: &[&str] = &[
+    "xtask/src/flow.rs",
+    "xtask/src/node_image/build.rs",
+    "xtask/src/scenario4.rs",
+    "xtask/src/scenarios.rs",
+    "xtask/src/tools.rs",
+];
+
+/// Functions over [`MAX_FN_LINES`] today, as `file:name` (to be split).
+const FN_DEBT: &[&str] = &[
+    "crates/image-builder/src/build.rs:build_image",
+    "crates/image-builder/src/oci.rs:write_archive",
+    "crates/image-builder/src/payload.rs:read_archive",
+    "crates/image-builder/src/spec.rs:validate_file",
+    "crates/imex-double/src/bin/daemon.rs:run",
+    "crates/node-stager/src/main.rs:run",
+    "crates/node-stager/src/plan.rs:plan",
+    "crates/nri-plugin/src/session.rs:serve",
+    "xtask/src/ci.rs:run",
+    "xtask/src/ci.rs:nonroot_prep",
+    "xtask/src/fabric.rs:parse_text",
+    "xtask/src/faults.rs:fault_checks",
+    "xtask/src/flow.rs:demo_inner",
+    "xtask/src/flow.rs:run_scenario",
+    "xtask/src/node_image/build.rs:build",
+    "xtask/src/node_image/build.rs:go_components",
+    "xtask/src/node_image/build.rs:preload_and_commit",
+    "xtask/src/node_image/smoke.rs:smoke_check",
+    "xtask/src/scenario4.rs:run",
+    "xtask/src/scenario4.rs:assert_flow",
+    "xtask/src/scenarios.rs:scenario3_inner",
+    "xtask/src/scenarios.rs:scenario2",
+    "xtask/src/scenarios.rs:scenario2_inner",
+];
+
+/// Every `.rs` file below the workspace root, as (relative path, text).
+fn sources() -> Vec<(String, String)> {
+    fn walk(dir: &Path, root: &Path, out: &mut Vec<(String, String)>) {
+        let Ok(entries) = fs::read_dir(dir) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.starts_with('.') || name == "target" {
+                continue;
+            }
+            if path.is_dir() {
+                walk(&path, root, out);
+            } else if name.ends_with(".rs") {
+                let rel = path.strip_prefix(root).unwrap_or(&path);
+                if let Ok(text) = fs::read_to_string(&path) {
+                    out.push((rel.to_string_lossy().replace('\\', "/"), text));
+                }
+            }
+        }
+    }
+    let root: PathBuf = crate::project_root();
+    let mut out = Vec::new();
+    walk(&root, &root, &mut out);
+    out.sort();
+    out
+}
+
+/// Integration tests, benches, fuzz targets and test-only files.
+fn is_test_file(path: &str) -> bool {
+    path.starts_with("tests/")
+        || path.starts_with("fuzz/")
+        || path.contains("/tests/")
+        || path.contains("/benches/")
+        || path.ends_with("/tests.rs")
+        || path.ends_with("_tests.rs")
+}
+
+/// The lines before the file's top-level `#[cfg(test)]` module.
+fn non_test_lines(text: &str) -> Vec<&str> {
+    let lines: Vec<&str> = text.lines().collect();
+    let end = (0..lines.len())
+        .find(|&i| {
+            lines[i] == "#[cfg(test)]"
+                && lines
+                    .get(i + 1)
+                    .is_some_and(|next| next.starts_with("mod ") || next.starts_with("pub mod "))
+        })
+        .unwrap_or(lines.len());
+    lines[..end].to_vec()
+}
+
+/// Functions longer than [`MAX_FN_LINES`]: (name, first line, length).
+fn long_functions(lines: &[&str]) -> Vec<(String, usize, usize)> {
+    let mut found = Vec::new();
+    for (start, line) in lines.iter().enumerate() {
+        let trimmed = line.trim_start();
+        let indent = line.len() - trimmed.len();
+        let Some(at) = trimmed.find("fn ") else {
+            continue;
+        };
+        let head = &trimmed[..at];
+        let words_ok = head.split_whitespace().all(|it| {
+            ["pub", "async", "const", "unsafe", "extern"].contains(&it) || it.starts_with("pub(")
+        });
+        if !words_ok || trimmed.starts_with("//") {
+            continue;
+        }
+        let name: String = trimmed[at + 3..]
+            .chars()
+            .take_while(|it| it.is_alphanumeric() || *it == '_')
+            .collect();
+        let Some(open) = (start..lines.len()).find(|&i| {
+            let it = lines[i].trim_end();
+            it.ends_with('{') || it.ends_with(';')
+        }) else {
+            continue;
+        };
+        if lines[open].trim_end().ends_with(';') {
+            continue;
+        }
+        let close = (open + 1..lines.len()).find(|&i| {
+            let it = lines[i];
+            it.len() > indent && it[..indent].trim().is_empty() && it[indent..].starts_with('}')
+        });
+        let length = close.map_or(lines.len(), |it| it + 1) - start;
+        if length > MAX_FN_LINES {
+            found.push((name, start + 1, length));
+        }
+    }
+    found
+}
+
+#[test]
+fn contract_literals_are_spelled_only_by_their_owner() {
+    let mut problems = Vec::new();
+    for (path, text) in sources() {
+        // Tests spell a contract's value on purpose (they pin it, or drive a
+        // binary as its user does): only non-test code must import it.
+        if is_test_file(&path) {
+            continue;
+        }
+        for contract in CONTRACTS {
+            if path == contract.owner || contract.allowed.contains(&path.as_str()) {
+                continue;
+            }
+            for (index, line) in non_test_lines(&text).iter().enumerate() {
+                if line.contains(contract.literal) {
+                    problems.push(format!(
+                        "{path}:{}: spells {} (owner: {}; import its constant)",
+                        index + 1,
+                        contract.literal,
+                        contract.owner
+                    ));
+                }
+            }
+        }
+    }
+    for contract in CONTRACTS {
+        for allowed in contract
+            .allowed
+            .iter()
+            .filter(|it| **it != "xtask/src/tidy.rs")
+        {
+            let spelled = sources().iter().any(|(path, text)| {
+                path == allowed
+                    && !is_test_file(path)
+                    && non_test_lines(text)
+                        .iter()
+                        .any(|it| it.contains(contract.literal))
+            });
+            if !spelled && sources().iter().any(|(path, _)| path == allowed) {
+                problems.push(format!(
+                    "{allowed}: no longer spells {}: remove it from the allow-list",
+                    contract.literal
+                ));
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+#[test]
+fn files_and_functions_stay_short() {
+    let mut problems = Vec::new();
+    for (path, text) in sources() {
+        if NOT_MEASURED.iter().any(|it| path.starts_with(it)) {
+            continue;
+        }
+        let lines = non_test_lines(&text);
+        let over = lines.len() > MAX_FILE_LINES && !is_test_file(&path);
+        match (over, FILE_DEBT.contains(&path.as_str())) {
+            (true, false) => problems.push(format!(
+                "{path}: {} lines before its tests (at most {MAX_FILE_LINES}): split it",
+                lines.len()
+            )),
+            (false, true) => problems.push(format!(
+                "{path}: no longer over {MAX_FILE_LINES} lines: remove it from FILE_DEBT"
+            )),
+            _ => {}
+        }
+        if is_test_file(&path) {
+            continue;
+        }
+        let long = long_functions(&lines);
+        for (name, line, length) in &long {
+            if !FN_DEBT.contains(&format!("{path}:{name}").as_str()) {
+                problems.push(format!(
+                    "{path}:{line}: fn {name} is {length} lines (at most {MAX_FN_LINES}): split it"
+                ));
+            }
+        }
+        for debt in FN_DEBT
+            .iter()
+            .filter(|it| it.starts_with(&format!("{path}:")))
+        {
+            let name = &debt[path.len() + 1..];
+            if !long.iter().any(|(it, _, _)| it == name) {
+                problems.push(format!(
+                    "{debt}: no longer over {MAX_FN_LINES} lines: remove it from FN_DEBT"
+                ));
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
