@@ -183,6 +183,22 @@ static long run_child(char **child_argv, int search, int quiet) {
     return usage.ru_maxrss;
 }
 
+/* Spawns this driver n times as `<self> mode [arg] <spawn time in ns>`, one after another. */
+static void spawn_self_timed(long n, char *mode, char *arg) {
+    char self[4096];
+    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (len <= 0) die("readlink /proc/self/exe", 0);
+    self[len] = 0;
+    for (long i = 0; i < n; i++) {
+        char t0[32];
+        fflush(stdout);
+        snprintf(t0, sizeof t0, "%llu", (unsigned long long)now_ns());
+        char *with_arg[] = {self, mode, arg, t0, NULL};
+        char *without[] = {self, mode, t0, NULL};
+        run_child(arg ? with_arg : without, 0, 0);
+    }
+}
+
 static long rounds_per_thread;
 
 static void *thread_body(void *unused) {
@@ -279,18 +295,7 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (strcmp(mode, "starts") == 0 && argc == 4) {
-        long n = count_arg(argv[2]);
-        char self[4096];
-        ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
-        if (len <= 0) die("readlink /proc/self/exe", 0);
-        self[len] = 0;
-        for (long i = 0; i < n; i++) {
-            char t0[32];
-            fflush(stdout);
-            snprintf(t0, sizeof t0, "%llu", (unsigned long long)now_ns());
-            char *child[] = {self, "start", argv[3], t0, NULL};
-            run_child(child, 0, 0);
-        }
+        spawn_self_timed(count_arg(argv[2]), "start", argv[3]);
         return 0;
     }
     /* The floor of `start`: the same spawn of the driver itself, timed to its main(), no library. */
@@ -301,18 +306,7 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (strcmp(mode, "bares") == 0 && argc == 3) {
-        long n = count_arg(argv[2]);
-        char self[4096];
-        ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
-        if (len <= 0) die("readlink /proc/self/exe", 0);
-        self[len] = 0;
-        for (long i = 0; i < n; i++) {
-            char t0[32];
-            fflush(stdout);
-            snprintf(t0, sizeof t0, "%llu", (unsigned long long)now_ns());
-            char *child[] = {self, "bare", t0, NULL};
-            run_child(child, 0, 0);
-        }
+        spawn_self_timed(count_arg(argv[2]), "bare", NULL);
         return 0;
     }
     if (strcmp(mode, "time") == 0 && argc >= 4) {
