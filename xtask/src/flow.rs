@@ -167,6 +167,11 @@ fn take_lock(name: &str) -> anyhow::Result<RunnerLock> {
     Ok(lock)
 }
 
+/// The runner lock's name for a cluster reached through `--kube-context`.
+fn context_lock_name(context: &str) -> String {
+    format!("context-{}", context.replace(['/', ':'], "_"))
+}
+
 fn runner(sh: &Shell) -> anyhow::Result<ShellRunner<'_>> {
     let kind = crate::tools::ensure_tool(sh, crate::tools::Tool::Kind)?;
     let helm = crate::tools::ensure_tool(sh, crate::tools::Tool::Helm)?;
@@ -312,37 +317,14 @@ async fn demo_inner(
             .push(format!("Kubernetes version unknown: {err}")),
     }
     step(report, tracker, "install", async {
-        let dir = scratch_dir(cluster.name())?;
-        let values = dir.join("values.yaml");
-        let topology_values = dir.join("demo-topology.yaml");
-        std::fs::write(&values, plan::install_values(&images.mock.1, majors))?;
-        std::fs::write(
-            &topology_values,
-            topology::demo(&cluster.workers()).helm_values(),
-        )?;
-        let files = [
-            values.to_string_lossy().into_owned(),
-            topology_values.to_string_lossy().into_owned(),
+        let values = [
+            ("values.yaml", plan::install_values(&images.mock.1, majors)),
+            (
+                "demo-topology.yaml",
+                topology::demo(&cluster.workers()).helm_values(),
+            ),
         ];
-        let args = plan::helm_install_args(CHART, &cluster.context(), &files);
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        runner.check(&Cmd::new("helm", &args))?;
-        k8s::wait_daemonset(
-            &client,
-            MOCK_NS,
-            STAGER_DS,
-            "app.kubernetes.io/name=nvml-mock",
-            ROLLOUT,
-        )
-        .await?;
-        k8s::wait_daemonset(
-            &client,
-            MOCK_NS,
-            NRI_DS,
-            "app.kubernetes.io/name=nvml-mock-nri",
-            ROLLOUT,
-        )
-        .await
+        install_chart(&runner, &client, &cluster.context(), cluster.name(), &values).await
     })
     .await?;
     step(report, tracker, "workload", async {
@@ -377,6 +359,44 @@ async fn demo_inner(
         Err(err) => report.notes.push(format!("network policy: {err:#}")),
     }
     Ok(())
+}
+
+/// `helm upgrade --install` of the chart with these values files (name,
+/// contents; written to the scratch dir of `scratch`), then waits for both
+/// DaemonSets to roll out.
+async fn install_chart<R: Runner>(
+    runner: &R,
+    client: &Client,
+    context: &str,
+    scratch: &str,
+    values: &[(&str, String)],
+) -> anyhow::Result<()> {
+    let dir = scratch_dir(scratch)?;
+    let mut files = Vec::new();
+    for (name, contents) in values {
+        let path = dir.join(name);
+        std::fs::write(&path, contents).with_context(|| format!("writing {}", path.display()))?;
+        files.push(path.to_string_lossy().into_owned());
+    }
+    let args = plan::helm_install_args(CHART, context, &files);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    runner.check(&Cmd::new("helm", &args))?;
+    k8s::wait_daemonset(
+        client,
+        MOCK_NS,
+        STAGER_DS,
+        "app.kubernetes.io/name=nvml-mock",
+        ROLLOUT,
+    )
+    .await?;
+    k8s::wait_daemonset(
+        client,
+        MOCK_NS,
+        NRI_DS,
+        "app.kubernetes.io/name=nvml-mock-nri",
+        ROLLOUT,
+    )
+    .await
 }
 
 /// Applies the demo workload with `image` and waits until it runs, injected,
@@ -644,7 +664,7 @@ pub async fn scenario(
     tracker: &Tracker,
 ) -> anyhow::Result<()> {
     let lock_name = match &args.cluster.kube_context {
-        Some(context) => format!("context-{}", context.replace(['/', ':'], "_")),
+        Some(context) => context_lock_name(context),
         None => KindCluster::new(&args.cluster.cluster_name)?
             .name()
             .to_owned(),

@@ -497,6 +497,12 @@ pub async fn select_workers(
     client: &Client,
     node_selector: Option<&str>,
 ) -> anyhow::Result<crate::workers::Selection> {
+    let placement = workload_placement(node_selector)?;
+    Ok(crate::workers::select(&list_nodes(client).await?, &placement))
+}
+
+/// The demo workload's placement (its manifest's), narrowed by `--node-selector`.
+pub fn workload_placement(node_selector: Option<&str>) -> anyhow::Result<crate::workers::Placement> {
     let path = crate::project_root().join(crate::names::WORKLOAD_MANIFEST);
     let yaml =
         std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
@@ -505,16 +511,21 @@ pub async fn select_workers(
         .spec
         .and_then(|spec| spec.template.spec)
         .ok_or_else(|| anyhow::format_err!("{}: the DaemonSet has no pod spec", path.display()))?;
-    let mut placement = crate::workers::Placement::of_pod(&pod);
-    if let Some(flag) = node_selector {
-        placement = placement.narrowed(flag).map_err(anyhow::Error::msg)?;
+    let placement = crate::workers::Placement::of_pod(&pod);
+    match node_selector {
+        Some(flag) => placement.narrowed(flag).map_err(anyhow::Error::msg),
+        None => Ok(placement),
     }
+}
+
+/// Every node of the cluster.
+pub async fn list_nodes(client: &Client) -> anyhow::Result<Vec<Node>> {
     let api: Api<Node> = Api::all(client.clone());
     let nodes = api
         .list(&ListParams::default())
         .await
         .context("listing nodes")?;
-    Ok(crate::workers::select(&nodes.items, &placement))
+    Ok(nodes.items)
 }
 
 #[cfg(test)]
