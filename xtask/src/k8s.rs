@@ -498,11 +498,16 @@ pub async fn select_workers(
     node_selector: Option<&str>,
 ) -> anyhow::Result<crate::workers::Selection> {
     let placement = workload_placement(node_selector)?;
-    Ok(crate::workers::select(&list_nodes(client).await?, &placement))
+    Ok(crate::workers::select(
+        &list_nodes(client).await?,
+        &placement,
+    ))
 }
 
 /// The demo workload's placement (its manifest's), narrowed by `--node-selector`.
-pub fn workload_placement(node_selector: Option<&str>) -> anyhow::Result<crate::workers::Placement> {
+pub fn workload_placement(
+    node_selector: Option<&str>,
+) -> anyhow::Result<crate::workers::Placement> {
     let path = crate::project_root().join(crate::names::WORKLOAD_MANIFEST);
     let yaml =
         std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
