@@ -324,7 +324,14 @@ async fn demo_inner(
                 topology::demo(&cluster.workers()).helm_values(),
             ),
         ];
-        install_chart(&runner, &client, &cluster.context(), cluster.name(), &values).await
+        install_chart(
+            &runner,
+            &client,
+            &cluster.context(),
+            cluster.name(),
+            &values,
+        )
+        .await
     })
     .await?;
     step(report, tracker, "workload", async {

@@ -107,7 +107,7 @@ const FN_DEBT: &[&str] = &[
     "crates/node-stager/src/plan.rs:plan",
     "crates/nri-plugin/src/session.rs:serve",
     "xtask/src/ci.rs:run",
-    "xtask/src/ci.rs:nonroot_prep",
+    "xtask/src/ci/nonroot.rs:prep",
     "xtask/src/fabric.rs:parse_text",
     "xtask/src/faults.rs:fault_checks",
     "xtask/src/flow.rs:demo_inner",

@@ -1,0 +1,291 @@
+//! CI's non-root steps: README.md's quick start run as an unprivileged user
+//! in a fresh clone, the way a user runs it, after root has prepared what a
+//! user would already have (docker group, a toolchain, kind/helm/kubectl).
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Result;
+use xshell::{cmd, Shell};
+
+/// The account the non-root steps run as: in the `docker` group, with the
+/// tools on PATH and no Go.
+const USER: &str = "cdsim-user";
+const USER_HOME: &str = "/home/cdsim-user";
+/// A world-readable copy of root's Rust toolchain (root's rustup under /root
+/// is not readable by others).
+const USER_RUST: &str = "/opt/cdsim-rust";
+/// kind, helm and kubectl for the user's PATH.
+const USER_TOOLS: &str = "/opt/cdsim-tools/bin";
+
+fn user_clone() -> PathBuf {
+    Path::new(USER_HOME).join("cdsim")
+}
+
+/// What the user runs, in order, in the fresh clone: README.md's "Quick start
+/// without Nix" (`readme_quick_start_is_what_ci_runs` checks it).
+pub const USER_COMMANDS: [&str; 5] = [
+    "cargo xtask doctor",
+    "cargo xtask demo --report ~/.cache/cdsim/demo-report.json",
+    "cargo xtask scenario1",
+    "cargo xtask scenario3",
+    "cargo xtask status",
+];
+
+/// The user's environment; `CARGO_TARGET_DIR` is outside the clone, as
+/// README.md's quick start sets it.
+fn user_env() -> Vec<(String, String)> {
+    let home = USER_HOME;
+    vec![
+        ("HOME".to_owned(), home.to_owned()),
+        ("USER".to_owned(), USER.to_owned()),
+        ("LOGNAME".to_owned(), USER.to_owned()),
+        (
+            "PATH".to_owned(),
+            format!("{USER_RUST}/bin:{USER_TOOLS}:/usr/local/bin:/usr/bin:/bin"),
+        ),
+        (
+            "CARGO_TARGET_DIR".to_owned(),
+            format!("{home}/.cache/cdsim/cargo-target"),
+        ),
+    ]
+}
+
+/// As root, before the non-root run: the engine and host quirks, the user
+/// (docker group), a toolchain and kind/helm/kubectl it can use, the online
+/// node image's local stand-in, a fresh clone in its home, and no cluster (so
+/// the user's online demo creates it).
+pub fn prep(sh: &Shell) -> Result<()> {
+    crate::tools::ensure_host(sh, true)?;
+    if cmd!(sh, "id -u {USER}")
+        .quiet()
+        .ignore_stdout()
+        .run()
+        .is_err()
+    {
+        cmd!(
+            sh,
+            "useradd --create-home --shell /bin/bash --groups docker {USER}"
+        )
+        .run()?;
+    } else {
+        cmd!(sh, "usermod --append --groups docker {USER}").run()?;
+    }
+    // The toolchain: a copy of root's, refreshed when its version changes.
+    let sysroot = cmd!(sh, "rustc --print sysroot").read()?;
+    let version = cmd!(sh, "rustc -V").read()?;
+    let stamp = Path::new(USER_RUST).join(".cdsim-rustc-version");
+    if std::fs::read_to_string(&stamp).ok().as_deref() != Some(version.as_str()) {
+        if Path::new(USER_RUST).exists() {
+            std::fs::remove_dir_all(USER_RUST)?;
+        }
+        cmd!(sh, "cp -a {sysroot} {USER_RUST}").run()?;
+        cmd!(sh, "chmod -R a+rX {USER_RUST}").run()?;
+        std::fs::write(&stamp, &version)?;
+        eprintln!("    {USER_RUST}: {version}");
+    }
+    // kind and helm as root resolves them; kubectl the node image build made
+    // (the nodes' own version), else root's.
+    std::fs::create_dir_all(USER_TOOLS)?;
+    for tool in [crate::tools::Tool::Kind, crate::tools::Tool::Helm] {
+        let path = crate::tools::ensure_tool(sh, tool)?;
+        let to = Path::new(USER_TOOLS).join(tool.name());
+        cmd!(sh, "install -m 0755 {path} {to}").run()?;
+    }
+    let versions = crate::tools::read_versions()?;
+    let kube = versions["node"]["kubernetes"].as_str().unwrap_or_default();
+    let built = crate::dirs::cache_dir()?.join(format!("go/kubernetes-{kube}/kubectl"));
+    let kubectl = match built.is_file() {
+        true => built,
+        false => crate::tools::find_on_path("kubectl").ok_or_else(|| {
+            anyhow::format_err!(
+                "no kubectl for the user: neither {} nor one on PATH",
+                built.display()
+            )
+        })?,
+    };
+    let to = Path::new(USER_TOOLS).join("kubectl");
+    cmd!(sh, "install -m 0755 {kubectl} {to}").run()?;
+    // The online path's pinned node image, rehearsed: the offline image tagged
+    // as it (unless the engine holds the real one).
+    let pinned = crate::cluster::online_pin(&versions)?;
+    let runner = crate::runner::ShellRunner::new(sh, "kind".into(), "helm".into());
+    match crate::cluster::online_image(&runner, &pinned) {
+        crate::cluster::OnlineImage::Pinned { present: true, .. } => {
+            eprintln!("    the engine holds the pinned {pinned} itself");
+        }
+        _ => {
+            let offline = crate::node_image::ensure_node_image(sh, false)?;
+            let tag = pinned
+                .split_once('@')
+                .map_or(pinned.as_str(), |(tag, _)| tag);
+            cmd!(sh, "docker tag {offline} {tag}").run()?;
+            eprintln!(
+                "    {tag}: a local stand-in (the offline {offline}) for the pinned {pinned}"
+            );
+        }
+    }
+    // A fresh clone of this commit, the user's own.
+    let clone = user_clone();
+    if clone.exists() {
+        std::fs::remove_dir_all(&clone)?;
+    }
+    let root = crate::project_root();
+    cmd!(sh, "git clone --quiet --no-hardlinks {root} {clone}").run()?;
+    cmd!(sh, "chown -R {USER}:{USER} {clone}").run()?;
+    // No cluster: the user's online demo creates it (one 5-node cluster at a time).
+    crate::flow::down(
+        sh,
+        &crate::flags::DownArgs {
+            cluster: crate::flags::KindArgs {
+                cluster_name: crate::names::DEFAULT_CLUSTER.to_owned(),
+            },
+            images: false,
+        },
+    )?;
+    Ok(())
+}
+
+/// `find` listing of `dir` (type, mode, owner, size, mtime, path), sorted.
+fn tree_listing(sh: &Shell, dir: &Path) -> Result<Vec<String>> {
+    if !dir.exists() {
+        return Ok(vec!["(absent)".to_owned()]);
+    }
+    let text = cmd!(sh, "find {dir} -printf '%y %m %u %s %T@ %P\n'")
+        .quiet()
+        .read()?;
+    let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
+    lines.sort();
+    Ok(lines)
+}
+
+/// What changed between two listings (`-` gone, `+` new or changed).
+pub fn listing_diff(before: &[String], after: &[String]) -> Vec<String> {
+    let old: std::collections::BTreeSet<&String> = before.iter().collect();
+    let new: std::collections::BTreeSet<&String> = after.iter().collect();
+    old.difference(&new)
+        .map(|it| format!("- {it}"))
+        .chain(new.difference(&old).map(|it| format!("+ {it}")))
+        .collect()
+}
+
+/// As the non-root user, in its fresh clone: README.md's quick start (the
+/// online-path demo, rehearsed), then `scenario2 --imex /nonexistent`, which
+/// must fail naming the path. Neither /var/cache/cdsim nor the clone may change.
+pub fn user(sh: &Shell) -> Result<()> {
+    let clone = user_clone();
+    let watched = [PathBuf::from(crate::dirs::ROOT_CACHE_DIR), clone.clone()];
+    let mut before = Vec::new();
+    for dir in &watched {
+        before.push(tree_listing(sh, dir)?);
+    }
+    let _dir = sh.push_dir(&clone);
+    let env: Vec<String> = user_env()
+        .into_iter()
+        .map(|(key, value)| format!("{key}={value}"))
+        .collect();
+    let env = &env;
+    let report = format!("{USER_HOME}/.cache/cdsim/demo-report.json");
+    let mut res: Result<()> = Ok(());
+    for line in USER_COMMANDS {
+        let argv: Vec<String> = line
+            .split_whitespace()
+            .map(|it| it.replace("~/.cache/cdsim/demo-report.json", &report))
+            .collect();
+        eprintln!(
+            "
+==> as {USER}: {line}"
+        );
+        if let Err(err) = cmd!(sh, "runuser -u {USER} -- env -i {env...} {argv...}").run() {
+            res = Err(anyhow::format_err!("`{line}` as {USER} failed: {err}"));
+            break;
+        }
+    }
+    super::print_report(sh, &report);
+    if res.is_ok() {
+        eprintln!(
+            "
+==> as {USER}: cargo xtask scenario2 --imex /nonexistent (must fail naming the path)"
+        );
+        let out = cmd!(
+            sh,
+            "runuser -u {USER} -- env -i {env...} cargo xtask scenario2 --imex /nonexistent"
+        )
+        .ignore_status()
+        .output()?;
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        eprintln!("{}", stderr.trim());
+        if out.status.success() || !stderr.contains("/nonexistent") {
+            res = Err(anyhow::format_err!(
+                "`scenario2 --imex /nonexistent` should fail naming the path; it exited {} saying: {}",
+                out.status,
+                stderr.trim()
+            ));
+        }
+    }
+    for (dir, before) in watched.iter().zip(&before) {
+        let changed = listing_diff(before, &tree_listing(sh, dir)?);
+        if changed.is_empty() {
+            eprintln!("    {}: unchanged by the non-root run", dir.display());
+        } else {
+            eprintln!("ERROR: the non-root run changed {}:", dir.display());
+            for line in changed.iter().take(40) {
+                eprintln!("    {line}");
+            }
+            res = res.and(Err(anyhow::format_err!(
+                "the non-root run changed {} ({} entries)",
+                dir.display(),
+                changed.len()
+            )));
+        }
+    }
+    res
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn readme_quick_start_is_what_ci_runs() {
+        let readme =
+            std::fs::read_to_string(crate::project_root().join("README.md")).expect("README.md");
+        let section = readme
+            .split("## Quick start without Nix")
+            .nth(1)
+            .and_then(|it| it.split("```sh\n").nth(1))
+            .and_then(|it| it.split("```").next())
+            .expect("a sh block in \"Quick start without Nix\"");
+        let commands: Vec<&str> = section
+            .lines()
+            .map(|line| line.split('#').next().unwrap_or("").trim())
+            .filter(|line| !line.is_empty())
+            .collect();
+        let mut expected = vec![format!(
+            "export CARGO_TARGET_DIR={}",
+            user_env()
+                .iter()
+                .find(|(key, _)| key == "CARGO_TARGET_DIR")
+                .map(|(_, value)| value.replace(USER_HOME, "~"))
+                .expect("set")
+        )];
+        expected.extend(USER_COMMANDS.iter().map(|it| (*it).to_owned()));
+        assert_eq!(commands, expected);
+    }
+
+    #[test]
+    fn listing_changes_are_named() {
+        let before = vec![
+            "f 644 root 1 1.0 a".to_owned(),
+            "d 755 root 0 1.0 b".to_owned(),
+        ];
+        let after = vec![
+            "f 644 root 2 2.0 a".to_owned(),
+            "d 755 root 0 1.0 b".to_owned(),
+        ];
+        assert_eq!(
+            listing_diff(&before, &after),
+            ["- f 644 root 1 1.0 a", "+ f 644 root 2 2.0 a"]
+        );
+        assert!(listing_diff(&before, &before).is_empty());
+    }
+}
