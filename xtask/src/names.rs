@@ -27,8 +27,8 @@ pub const WORKLOAD_MANIFEST: &str = "manifests/demo/workload.yaml";
 pub const KIND_CONFIG: &str = "manifests/kind/cluster.yaml";
 /// Server-side apply field manager.
 pub const FIELD_MANAGER: &str = "cdsim-xtask";
-/// The NRI socket every node's containerd must serve.
-pub const NRI_SOCKET: &str = "/var/run/nri/nri.sock";
+/// The NRI socket every node's containerd must serve (node-layout owns it).
+pub use node_layout::facts::NRI_SOCKET;
 /// The NRI-injected IMEX channel the scenarios look for.
 pub const CHANNEL0: &str = "/dev/nvidia-caps-imex-channels/channel0";
 /// The rebind domain uuid (scenario 3).

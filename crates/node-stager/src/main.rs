@@ -10,7 +10,9 @@
 //! - [`stage`]: applying a plan, atomic writes, cleanup.
 //! - [`kube_api`]: the node label and the ConfigMap watch.
 //! - [`topology_file`]: following a topology file.
+//! - [`facts`]: `nvml-mock-stager node-facts`, the probe `up --kube-context` runs on each node.
 
+mod facts;
 mod kube_api;
 mod plan;
 mod stage;
@@ -30,7 +32,13 @@ use crate::kube_api::Label;
 
 /// Stages the mock NVML driver tree on this node and keeps its topology live.
 #[derive(Debug, Parser)]
-#[command(name = "nvml-mock-stager", version, about, long_about = None)]
+#[command(
+    name = "nvml-mock-stager",
+    version,
+    about,
+    long_about = None,
+    after_help = "`nvml-mock-stager node-facts` prints this node's NRI socket state and /proc/devices and exits (the probe of `cargo xtask up --kube-context`)."
+)]
 struct Args {
     /// This node's name (labelled, and the topology's lookup key downstream).
     #[arg(long, env = "NODE_NAME")]
@@ -96,6 +104,15 @@ fn main() -> std::process::ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
+    if std::env::args().nth(1).as_deref() == Some("node-facts") {
+        return match facts::run() {
+            Ok(()) => std::process::ExitCode::SUCCESS,
+            Err(err) => {
+                eprintln!("nvml-mock-stager node-facts: {err:#}");
+                std::process::ExitCode::FAILURE
+            }
+        };
+    }
     let args = Args::parse();
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()

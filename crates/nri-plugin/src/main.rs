@@ -45,7 +45,7 @@ const LAUNCHED_INDEX_ENV: &str = "NRI_PLUGIN_IDX";
 #[command(name = "nvml-mock-nri", version, about, long_about = None)]
 struct Cli {
     /// The runtime's NRI socket (ignored when launched by the runtime).
-    #[arg(long, env = "NRI_SOCKET_PATH", default_value = "/var/run/nri/nri.sock")]
+    #[arg(long, env = "NRI_SOCKET_PATH", default_value = node_layout::facts::NRI_SOCKET)]
     socket_path: PathBuf,
     /// Health listener (`:8080`, `127.0.0.1:8080`); empty disables it.
     /// Default `:8080`, or disabled when launched by the runtime.
