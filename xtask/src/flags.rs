@@ -127,6 +127,10 @@ pub struct ClusterArgs {
     /// (`key=value[,key=value]`, added to the workload's nodeSelector).
     #[arg(long, requires = "kube_context", value_name = "KEY=VALUE,...")]
     pub node_selector: Option<String>,
+    /// With --kube-context: the topology to stage and check (a topology YAML
+    /// file) instead of the demo topology generated for the workers.
+    #[arg(long, requires = "kube_context", value_name = "FILE")]
+    pub topology: Option<PathBuf>,
 }
 
 /// Which kind cluster to act on (commands that work on kind clusters only).
@@ -201,6 +205,19 @@ pub struct DemoArgs {
     /// node-image` printed) instead of kind's default or --offline's.
     #[arg(long, conflicts_with = "offline")]
     pub node_image: Option<String>,
+    /// With --kube-context: push both images to this registry and have the
+    /// nodes pull them from it (`HOST[:PORT][/PREFIX]`; README.md "On your own
+    /// cluster"). Credentials, if any: CDSIM_REGISTRY_USER and CDSIM_REGISTRY_PASSWORD.
+    #[arg(long, requires = "kube_context", value_name = "HOST[:PORT][/PREFIX]", value_parser = registry_value)]
+    pub registry: Option<String>,
+    /// The registry serves plain HTTP, not HTTPS.
+    #[arg(long, requires = "registry")]
+    pub plain_http: bool,
+}
+
+/// A `--registry` value, checked at parse time.
+fn registry_value(arg: &str) -> Result<String, String> {
+    crate::registry::Registry::parse(arg, false).map(|_| arg.to_owned())
 }
 
 /// Options for the scenario commands.
@@ -261,6 +278,10 @@ pub struct CiArgs {
     /// Skip the end-to-end demo on a real cluster.
     #[arg(long)]
     pub no_e2e: bool,
+    /// Run only the named step(s), in CI's order, against what is already
+    /// there (e.g. `--step "e2e through a registry"` on a running demo cluster).
+    #[arg(long, value_name = "NAME")]
+    pub step: Vec<String>,
 }
 
 #[cfg(test)]

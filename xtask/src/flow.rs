@@ -26,6 +26,8 @@ use crate::report::{Outcome, Report, StepStatus, Verdict};
 use crate::runner::{Cmd, Runner, ShellRunner};
 use crate::scenarios::{self, Limits, Rebind, Workload};
 
+mod foreign;
+
 /// How long a DaemonSet may take to roll out.
 const ROLLOUT: Duration = Duration::from_secs(180);
 
@@ -75,6 +77,8 @@ struct Target {
     context: String,
     /// The workers, in topology order.
     workers: Vec<String>,
+    /// The topology staged on them (the demo topology unless `--topology`).
+    topology: topology::Topology,
     client: Client,
 }
 
@@ -86,9 +90,9 @@ impl Target {
         }
     }
 
-    /// What each worker reports under the demo topology.
+    /// What each worker the topology names reports under it.
     fn demo_expected(&self) -> Vec<(String, Expected)> {
-        let topology = topology::demo(&self.workers);
+        let topology = &self.topology;
         self.workers
             .iter()
             .filter_map(|node| {
@@ -120,10 +124,12 @@ async fn target(args: &ClusterArgs) -> anyhow::Result<Target> {
                     selection.describe()
                 );
             }
+            let topology = chosen_topology(args.topology.as_deref(), &selection.workers)?;
             Ok(Target {
                 kind: None,
                 context: context.clone(),
                 workers: selection.workers,
+                topology,
                 client,
             })
         }
@@ -133,12 +139,61 @@ async fn target(args: &ClusterArgs) -> anyhow::Result<Target> {
             let client = k8s::client(&context).await?;
             Ok(Target {
                 workers: cluster.workers(),
+                topology: topology::demo(&cluster.workers()),
                 kind: Some(cluster),
                 context,
                 client,
             })
         }
     }
+}
+
+/// The topology staged on a `--kube-context` cluster: `--topology FILE`,
+/// else the demo topology generated for the workers. Says which workers the
+/// file leaves out (they get the profile defaults and are not checked).
+fn chosen_topology(file: Option<&Path>, workers: &[String]) -> anyhow::Result<topology::Topology> {
+    let Some(path) = file else {
+        return Ok(topology::demo(workers));
+    };
+    let yaml = std::fs::read_to_string(path)
+        .with_context(|| format!("reading --topology {}", path.display()))?;
+    let topology = topology::parse(&yaml)
+        .map_err(|err| anyhow::anyhow!("--topology {}: {err}: fix that entry", path.display()))?;
+    let cover = crate::workers::coverage(&topology, workers);
+    anyhow::ensure!(
+        !cover.named.is_empty(),
+        "--topology {} names none of the workers ({}): list them under domains[].cliques[].nodes",
+        path.display(),
+        workers.join(", ")
+    );
+    eprintln!(
+        "    topology {}: workers {}",
+        path.display(),
+        cover.named.join(", ")
+    );
+    if !cover.unnamed.is_empty() {
+        eprintln!(
+            "    not in the topology (profile defaults, not checked): {}",
+            cover.unnamed.join(", ")
+        );
+    }
+    if !cover.strangers.is_empty() {
+        eprintln!(
+            "    in the topology but not workers (not checked): {}",
+            cover.strangers.join(", ")
+        );
+    }
+    Ok(topology)
+}
+
+/// The first two workers (in worker order) that share a clique.
+fn first_shared_clique(expected: &[(String, Expected)]) -> Option<[&str; 2]> {
+    expected.iter().enumerate().find_map(|(at, (first, it))| {
+        expected[at + 1..]
+            .iter()
+            .find(|(_, other)| other.clique == it.clique && other.uuid == it.uuid)
+            .map(|(second, _)| [first.as_str(), second.as_str()])
+    })
 }
 
 /// Runs a step, recording its wall time and status and announcing it.
@@ -199,10 +254,7 @@ pub async fn demo(
     tracker: &Tracker,
 ) -> anyhow::Result<()> {
     if args.cluster.kube_context.is_some() {
-        anyhow::bail!(
-            "`up` and `demo` build a kind cluster; against an existing cluster with --kube-context, install the chart \
-             yourself and run `cargo xtask scenario1|2|3 --kube-context <ctx>`"
-        );
+        return foreign::demo(sh, args, with_scenarios, tracker).await;
     }
     let cluster = KindCluster::new(&args.cluster.cluster_name)?;
     let _lock = take_lock(cluster.name())?;
@@ -307,15 +359,7 @@ async fn demo_inner(
         k8s::wait_nodes_ready(&client, &cluster.nodes(), Duration::from_secs(300)).await
     })
     .await?;
-    match client.apiserver_version().await {
-        Ok(info) => report.notes.push(format!(
-            "Kubernetes {} (the API server's version)",
-            info.git_version
-        )),
-        Err(err) => report
-            .notes
-            .push(format!("Kubernetes version unknown: {err}")),
-    }
+    report.notes.push(version_note(&client).await);
     step(report, tracker, "install", async {
         let values = [
             ("values.yaml", plan::install_values(&images.mock.1, majors)),
@@ -345,6 +389,7 @@ async fn demo_inner(
         kind: Some(cluster.clone()),
         context: cluster.context(),
         workers: cluster.workers(),
+        topology: topology::demo(&cluster.workers()),
         client,
     };
     for which in [1, 2, 3, 4] {
@@ -366,6 +411,14 @@ async fn demo_inner(
         Err(err) => report.notes.push(format!("network policy: {err:#}")),
     }
     Ok(())
+}
+
+/// The report's note of the API server's version.
+async fn version_note(client: &Client) -> String {
+    match client.apiserver_version().await {
+        Ok(info) => format!("Kubernetes {} (the API server's version)", info.git_version),
+        Err(err) => format!("Kubernetes version unknown: {err}"),
+    }
 }
 
 /// `helm upgrade --install` of the chart with these values files (name,
@@ -545,28 +598,23 @@ async fn run_scenario<R: Runner>(
         1 => scenarios::scenario1(&workload, &target.demo_expected()).await,
         2 => {
             let expected = target.demo_expected();
-            let clique0: Vec<&str> = expected
-                .iter()
-                .filter(|(_, it)| it.clique == 0)
-                .map(|(node, _)| node.as_str())
-                .collect();
-            if clique0.len() < 2 {
-                anyhow::bail!("scenario 2 needs two workers in clique 0, found {clique0:?}");
-            }
-            scenarios::scenario2(
-                &workload,
-                [clique0[0], clique0[1]],
-                tracker,
-                Limits::default(),
-            )
-            .await
+            let Some(pair) = first_shared_clique(&expected) else {
+                anyhow::bail!(
+                    "scenario 2 needs two workers in one clique; the topology puts them so: {:?}",
+                    expected
+                        .iter()
+                        .map(|(node, it)| format!("{node}: clique {}", it.clique))
+                        .collect::<Vec<_>>()
+                );
+            };
+            scenarios::scenario2(&workload, pair, tracker, Limits::default()).await
         }
         _ => {
             let rebind = Rebind {
                 chart: CHART.to_owned(),
                 context: target.context.clone(),
                 rebind_values: topology::rebind(&target.workers).helm_values(),
-                demo_values: topology::demo(&target.workers).helm_values(),
+                demo_values: target.topology.helm_values(),
                 demo_expected: target.demo_expected(),
             };
             let scratch = scratch_dir(&target.context)?;
@@ -797,6 +845,7 @@ pub async fn status(sh: &Shell, args: &ClusterArgs) -> anyhow::Result<()> {
     let target = Target {
         kind: None,
         context,
+        topology: topology::demo(&workers),
         workers,
         client,
     };
@@ -898,4 +947,25 @@ pub async fn heal_workload(client: &Client, workers: &[String]) -> anyhow::Resul
         }
     }
     Ok(healed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scenario2_takes_the_first_two_workers_sharing_a_clique() {
+        let at = |clique: u32, uuid: &str| Expected {
+            clique,
+            uuid: uuid.to_owned(),
+        };
+        let expected = vec![
+            ("w1".to_owned(), at(7, "u")),
+            ("w2".to_owned(), at(3, "u")),
+            ("w3".to_owned(), at(7, "v")),
+            ("w4".to_owned(), at(3, "u")),
+        ];
+        assert_eq!(first_shared_clique(&expected), Some(["w2", "w4"]));
+        assert_eq!(first_shared_clique(&expected[..3]), None);
+    }
 }

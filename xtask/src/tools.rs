@@ -33,6 +33,9 @@ pub enum Tool {
     #[allow(dead_code)]
     // Offered to the orchestration (doctor, CI); nothing here needs it yet.
     Crictl,
+    /// `github.com/distribution/distribution/v3/cmd/registry`: the OCI
+    /// registry CI's "e2e through a registry" step serves the images from.
+    Registry,
 }
 
 impl Tool {
@@ -42,6 +45,7 @@ impl Tool {
             Tool::Kind => "kind",
             Tool::Helm => "helm",
             Tool::Crictl => "crictl",
+            Tool::Registry => "registry",
         }
     }
 
@@ -58,6 +62,7 @@ impl Tool {
                 format!("helm.sh/helm/v{major}/cmd/helm")
             }
             Tool::Crictl => "sigs.k8s.io/cri-tools/cmd/crictl".to_owned(),
+            Tool::Registry => "github.com/distribution/distribution/v3/cmd/registry".to_owned(),
         }
     }
 }
@@ -681,6 +686,11 @@ impl Tool {
                 below: Version(1, 36, 0),
                 why: "crictl should match the nodes' Kubernetes minor (1.34)",
             },
+            Tool::Registry => Tested {
+                min: Version(3, 0, 0),
+                below: Version(4, 0, 0),
+                why: "CI's registry step configures distribution v3 (`registry serve <config>`)",
+            },
         }
     }
 
@@ -688,7 +698,7 @@ impl Tool {
         match self {
             Tool::Kind => &["version"],
             Tool::Helm => &["version", "--short"],
-            Tool::Crictl => &["--version"],
+            Tool::Crictl | Tool::Registry => &["--version"],
         }
     }
 }
@@ -727,6 +737,7 @@ pub fn missing_tool_message(tool: Tool, pinned: &str) -> String {
             Tool::Kind => "https://kind.sigs.k8s.io/docs/user/quick-start/#installation",
             Tool::Helm => "https://helm.sh/docs/intro/install/",
             Tool::Crictl => "https://github.com/kubernetes-sigs/cri-tools/releases",
+            Tool::Registry => "https://distribution.github.io/distribution/about/deploying/",
         },
         package = tool.package(pinned),
         bin = crate::dirs::bin_dir()

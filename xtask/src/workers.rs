@@ -135,15 +135,8 @@ pub fn select(nodes: &[Node], placement: &Placement) -> Selection {
 
 fn why_not(node: &Node, placement: &Placement) -> Option<Skipped> {
     let labels = node.metadata.labels.clone().unwrap_or_default();
-    for (key, wanted) in &placement.node_selector {
-        let found = labels.get(key);
-        if found != Some(wanted) {
-            return Some(Skipped::Label {
-                key: key.clone(),
-                wanted: wanted.clone(),
-                found: found.cloned(),
-            });
-        }
+    if let Some(why) = label_mismatch(&labels, &placement.node_selector) {
+        return Some(why);
     }
     let spec = node.spec.clone().unwrap_or_default();
     if spec.unschedulable == Some(true) {
@@ -156,6 +149,60 @@ fn why_not(node: &Node, placement: &Placement) -> Option<Skipped> {
         .find(|taint| !placement.tolerations.iter().any(|it| tolerates(it, taint)))
         .map(|taint| Skipped::Taint {
             taint: spell(taint),
+        })
+}
+
+/// The label the stager puts on every node it stages
+/// (`nvidia.com/gpu.present=true`), which the workload selects.
+pub const STAGED_LABEL: (&str, &str) = ("nvidia.com/gpu.present", "true");
+
+/// Before the install (`up --kube-context`): the nodes the chart will stage
+/// (every node carrying `chart_selector`'s labels; its DaemonSets tolerate
+/// every taint) and the workers among them, chosen as if the stager had
+/// already labelled them.
+pub fn select_before_staging(
+    nodes: &[Node],
+    chart_selector: &BTreeMap<String, String>,
+    workload: &Placement,
+) -> (Vec<String>, Selection) {
+    let mut staged = Vec::new();
+    let mut off_chart = Vec::new();
+    for node in nodes {
+        let labels = node.metadata.labels.clone().unwrap_or_default();
+        match label_mismatch(&labels, chart_selector) {
+            Some(why) => off_chart.push((node.metadata.name.clone().unwrap_or_default(), why)),
+            None => {
+                let mut node = node.clone();
+                node.metadata
+                    .labels
+                    .get_or_insert_with(BTreeMap::new)
+                    .insert(STAGED_LABEL.0.to_owned(), STAGED_LABEL.1.to_owned());
+                staged.push(node);
+            }
+        }
+    }
+    let mut chart_nodes: Vec<String> = staged
+        .iter()
+        .map(|node| node.metadata.name.clone().unwrap_or_default())
+        .collect();
+    chart_nodes.sort();
+    let mut selection = select(&staged, workload);
+    selection.skipped.extend(off_chart);
+    selection.skipped.sort_by(|a, b| a.0.cmp(&b.0));
+    (chart_nodes, selection)
+}
+
+fn label_mismatch(
+    labels: &BTreeMap<String, String>,
+    selector: &BTreeMap<String, String>,
+) -> Option<Skipped> {
+    selector
+        .iter()
+        .find(|(key, wanted)| labels.get(*key) != Some(*wanted))
+        .map(|(key, wanted)| Skipped::Label {
+            key: key.clone(),
+            wanted: wanted.clone(),
+            found: labels.get(key).cloned(),
         })
 }
 
@@ -187,6 +234,38 @@ fn spell(taint: &Taint) -> String {
     }
 }
 
+/// How a topology covers the workers.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Coverage {
+    /// Workers the topology names, in worker order.
+    pub named: Vec<String>,
+    /// Workers it does not name (they get the profile defaults).
+    pub unnamed: Vec<String>,
+    /// Nodes it names that are not workers, in document order.
+    pub strangers: Vec<String>,
+}
+
+/// Which workers `topology` names, which it leaves out, and what else it names.
+pub fn coverage(topology: &topology::Topology, workers: &[String]) -> Coverage {
+    let (named, unnamed) = workers
+        .iter()
+        .cloned()
+        .partition(|node| topology.resolve(node).is_some());
+    let strangers = topology
+        .domains
+        .iter()
+        .flat_map(|domain| &domain.cliques)
+        .flat_map(|clique| &clique.nodes)
+        .filter(|node| !workers.contains(node))
+        .cloned()
+        .collect();
+    Coverage {
+        named,
+        unnamed,
+        strangers,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -206,7 +285,7 @@ mod tests {
         .expect("node")
     }
 
-    const GPU: (&str, &str) = ("nvidia.com/gpu.present", "true");
+    const GPU: (&str, &str) = STAGED_LABEL;
     const CONTROL_PLANE: (&str, &str, &str) =
         ("node-role.kubernetes.io/control-plane", "", "NoSchedule");
 
@@ -233,6 +312,28 @@ mod tests {
              node-role.kubernetes.io/control-plane:NoSchedule is not tolerated by the workload), \
              other (no label nvidia.com/gpu.present=true)"
         );
+    }
+
+    #[test]
+    fn before_staging_the_chart_nodes_count_as_labelled_and_the_control_plane_is_still_skipped() {
+        let nodes = [
+            node("c-control-plane", &[("pool", "gpu")], &[CONTROL_PLANE]),
+            node("c-worker", &[("pool", "gpu")], &[]),
+            node("c-worker2", &[("pool", "gpu")], &[]),
+            node("cpu-1", &[("pool", "cpu")], &[]),
+        ];
+        let chart = BTreeMap::from([("pool".to_owned(), "gpu".to_owned())]);
+        let (staged, chosen) = select_before_staging(&nodes, &chart, &demo_placement());
+        assert_eq!(staged, ["c-control-plane", "c-worker", "c-worker2"]);
+        assert_eq!(chosen.workers, ["c-worker", "c-worker2"]);
+        assert_eq!(
+            chosen.describe(),
+            "workers: c-worker, c-worker2; skipped: c-control-plane (taint \
+             node-role.kubernetes.io/control-plane:NoSchedule is not tolerated by the workload), \
+             cpu-1 (label pool=cpu, not gpu)"
+        );
+        let (all, _) = select_before_staging(&nodes, &BTreeMap::new(), &demo_placement());
+        assert_eq!(all.len(), 4);
     }
 
     #[test]
@@ -305,5 +406,19 @@ mod tests {
         let err = demo_placement().narrowed("pool").expect_err("no value");
         assert!(err.contains("is not key=value"), "{err}");
         assert!(demo_placement().narrowed("=x").is_err());
+    }
+
+    #[test]
+    fn a_topology_covers_some_workers_and_names_strangers() {
+        let workers: Vec<String> = ["a", "b", "c"].map(str::to_owned).to_vec();
+        let topology = topology::demo(&["b".to_owned(), "x".to_owned()]);
+        assert_eq!(
+            coverage(&topology, &workers),
+            Coverage {
+                named: vec!["b".to_owned()],
+                unnamed: vec!["a".to_owned(), "c".to_owned()],
+                strangers: vec!["x".to_owned()],
+            }
+        );
     }
 }

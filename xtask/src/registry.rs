@@ -1,0 +1,402 @@
+//! Images into any cluster: the `--registry HOST[:PORT][/PREFIX]` value, the
+//! OCI layout inside an image archive, and its push through the OCI
+//! distribution API (`oci-client`), with no Docker daemon.
+//!
+//! The archives `cargo xtask images` writes are OCI layouts as well as
+//! `docker save` archives (`crates/image-builder/src/oci.rs`), so the push
+//! sends the very bytes the builder wrote: the manifest keeps its digest, and
+//! a blob the registry already has is not sent again.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::io::Read;
+use std::path::Path;
+
+use anyhow::Context as _;
+use oci_client::client::{ClientConfig, ClientProtocol};
+use oci_client::secrets::RegistryAuth;
+use oci_client::{Client, Reference};
+use serde::Deserialize;
+use sha2::{Digest, Sha256};
+
+use crate::plan::ImageRef;
+
+/// `CDSIM_REGISTRY_USER` and `CDSIM_REGISTRY_PASSWORD`: HTTP basic
+/// credentials for the push (anonymous when unset).
+pub const USER_ENV: &str = "CDSIM_REGISTRY_USER";
+/// See [`USER_ENV`].
+pub const PASSWORD_ENV: &str = "CDSIM_REGISTRY_PASSWORD";
+
+/// Where `up --registry` pushes the images and the nodes pull them from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Registry {
+    /// `host[:port]`.
+    pub host: String,
+    /// Repository path before the image's name, without slashes at the ends
+    /// (empty: none).
+    pub prefix: String,
+    /// Plain HTTP instead of HTTPS (`--plain-http`).
+    pub plain_http: bool,
+}
+
+impl Registry {
+    /// Parses `HOST[:PORT][/PREFIX]`.
+    pub fn parse(value: &str, plain_http: bool) -> Result<Registry, String> {
+        let usage = "give --registry as HOST[:PORT][/PREFIX], e.g. registry.example.com/team or 172.18.0.1:5000";
+        if value.contains("://") {
+            return Err(format!(
+                "--registry {value:?}: no scheme, please ({usage}); a registry without TLS also needs --plain-http"
+            ));
+        }
+        let (host, prefix) = value.split_once('/').unwrap_or((value, ""));
+        let (name, port) = match host.rsplit_once(':') {
+            Some((name, port)) => (name, Some(port)),
+            None => (host, None),
+        };
+        let name_ok = !name.is_empty()
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-');
+        if !name_ok {
+            return Err(format!(
+                "--registry {value:?}: `{host}` is not a host name or IPv4 address ({usage})"
+            ));
+        }
+        if let Some(port) = port {
+            if !matches!(port.parse::<u16>(), Ok(1..)) {
+                return Err(format!(
+                    "--registry {value:?}: port `{port}` is not 1..65535 ({usage})"
+                ));
+            }
+        }
+        let prefix = prefix.trim_end_matches('/');
+        let prefix_ok = prefix.split('/').all(|part| {
+            !part.is_empty()
+                && part.chars().all(|c| {
+                    c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '.' | '_' | '-')
+                })
+        });
+        if !prefix.is_empty() && !prefix_ok {
+            return Err(format!(
+                "--registry {value:?}: the prefix `{prefix}` must be lowercase path components ([a-z0-9._-], separated by /)"
+            ));
+        }
+        Ok(Registry {
+            host: host.to_owned(),
+            prefix: prefix.to_owned(),
+            plain_http,
+        })
+    }
+
+    /// The repository an image named `name` gets in this registry.
+    pub fn repository(&self, name: &str) -> String {
+        match self.prefix.is_empty() {
+            true => name.to_owned(),
+            false => format!("{}/{name}", self.prefix),
+        }
+    }
+
+    /// `image` (as built, e.g. `nvml-mock:1a2b…`) as the nodes pull it from here.
+    pub fn image(&self, image: &ImageRef) -> ImageRef {
+        ImageRef {
+            repository: format!("{}/{}", self.host, self.repository(&image.repository)),
+            tag: image.tag.clone(),
+        }
+    }
+}
+
+impl fmt::Display for Registry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let scheme = if self.plain_http { "http" } else { "https" };
+        write!(f, "{scheme}://{}", self.host)?;
+        if !self.prefix.is_empty() {
+            write!(f, "/{}", self.prefix)?;
+        }
+        Ok(())
+    }
+}
+
+/// The image an OCI layout holds: its manifest (bytes as written) and every
+/// blob the manifest names, each checked against its digest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Layout {
+    /// The manifest's media type, from `index.json`.
+    pub media_type: String,
+    /// The manifest, byte for byte.
+    pub manifest: Vec<u8>,
+    /// `sha256:<hex>` → bytes: the config first, then the layers.
+    pub blobs: Vec<(String, Vec<u8>)>,
+}
+
+#[derive(Deserialize)]
+struct Descriptor {
+    #[serde(rename = "mediaType", default)]
+    media_type: String,
+    digest: String,
+}
+
+#[derive(Deserialize)]
+struct Index {
+    manifests: Vec<Descriptor>,
+}
+
+#[derive(Deserialize)]
+struct Manifest {
+    config: Descriptor,
+    layers: Vec<Descriptor>,
+}
+
+/// `sha256:<hex>` of `bytes`.
+pub fn digest_of(bytes: &[u8]) -> String {
+    format!("sha256:{:x}", Sha256::digest(bytes))
+}
+
+impl Layout {
+    /// The layout from an archive's files (`index.json`, `blobs/sha256/…`).
+    pub fn from_files(files: &BTreeMap<String, Vec<u8>>) -> anyhow::Result<Layout> {
+        let index = files.get("index.json").context(
+            "no index.json: not an OCI layout; build the archive with `cargo xtask images` \
+             (a `docker save` archive from Docker before 25 has no OCI layout)",
+        )?;
+        let index: Index =
+            serde_json::from_slice(index).context("index.json is not an OCI index")?;
+        let [entry] = index.manifests.as_slice() else {
+            anyhow::bail!(
+                "index.json names {} manifests; expected one image",
+                index.manifests.len()
+            );
+        };
+        let blob = |digest: &str| -> anyhow::Result<Vec<u8>> {
+            let hex = digest
+                .strip_prefix("sha256:")
+                .with_context(|| format!("digest {digest} is not sha256"))?;
+            let bytes = files
+                .get(&format!("blobs/sha256/{hex}"))
+                .with_context(|| format!("blob {digest} is missing from the layout"))?;
+            anyhow::ensure!(
+                digest_of(bytes) == digest,
+                "blob {digest} does not match its digest: the archive is damaged; rebuild it with `cargo xtask images`"
+            );
+            Ok(bytes.clone())
+        };
+        let manifest = blob(&entry.digest)?;
+        let parsed: Manifest = serde_json::from_slice(&manifest)
+            .context("the manifest is not an OCI image manifest")?;
+        let mut blobs = vec![(parsed.config.digest.clone(), blob(&parsed.config.digest)?)];
+        for layer in &parsed.layers {
+            blobs.push((layer.digest.clone(), blob(&layer.digest)?));
+        }
+        let media_type = match entry.media_type.is_empty() {
+            true => "application/vnd.oci.image.manifest.v1+json".to_owned(),
+            false => entry.media_type.clone(),
+        };
+        Ok(Layout {
+            media_type,
+            manifest,
+            blobs,
+        })
+    }
+
+    /// Reads the layout from an image archive.
+    pub fn read(path: &Path) -> anyhow::Result<Layout> {
+        let file = std::fs::File::open(path)
+            .with_context(|| format!("cannot open image archive {}", path.display()))?;
+        let mut files = BTreeMap::new();
+        let mut archive = tar::Archive::new(file);
+        for entry in archive
+            .entries()
+            .with_context(|| format!("{} is not a tar archive", path.display()))?
+        {
+            let mut entry = entry.with_context(|| format!("reading {}", path.display()))?;
+            if !entry.header().entry_type().is_file() {
+                continue;
+            }
+            let name = entry
+                .path()?
+                .to_string_lossy()
+                .trim_start_matches("./")
+                .to_owned();
+            let mut bytes = Vec::new();
+            entry.read_to_end(&mut bytes)?;
+            files.insert(name, bytes);
+        }
+        Layout::from_files(&files).with_context(|| format!("in {}", path.display()))
+    }
+}
+
+/// What a push did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Pushed {
+    /// Blobs sent.
+    pub sent: usize,
+    /// Blobs the registry already had.
+    pub present: usize,
+    /// Bytes sent.
+    pub bytes: usize,
+}
+
+fn client(registry: &Registry) -> Client {
+    // reqwest is built without a default TLS provider; use the one kube uses.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    Client::new(ClientConfig {
+        protocol: match registry.plain_http {
+            true => ClientProtocol::Http,
+            false => ClientProtocol::Https,
+        },
+        connect_timeout: Some(std::time::Duration::from_secs(10)),
+        read_timeout: Some(std::time::Duration::from_secs(60)),
+        ..ClientConfig::default()
+    })
+}
+
+fn auth() -> RegistryAuth {
+    match (std::env::var(USER_ENV), std::env::var(PASSWORD_ENV)) {
+        (Ok(user), Ok(password)) => RegistryAuth::Basic(user, password),
+        _ => RegistryAuth::Anonymous,
+    }
+}
+
+/// Pushes `layout` as `image` (the registry's reference, see
+/// [`Registry::image`]), skipping blobs the registry has.
+pub async fn push(
+    registry: &Registry,
+    layout: &Layout,
+    image: &ImageRef,
+) -> anyhow::Result<Pushed> {
+    let client = client(registry);
+    let repository = image
+        .repository
+        .strip_prefix(&format!("{}/", registry.host))
+        .unwrap_or(&image.repository);
+    let reference = Reference::with_tag(
+        registry.host.clone(),
+        repository.to_owned(),
+        image.tag.clone(),
+    );
+    client.store_auth_if_needed(&registry.host, &auth()).await;
+    let unreachable = |err: oci_client::errors::OciDistributionError| {
+        let hint = match registry.plain_http {
+            true => "is it running, and does it serve plain HTTP?",
+            false => "is it running with TLS? A registry without TLS needs --plain-http",
+        };
+        anyhow::format_err!("registry {registry}: {err} ({hint})")
+    };
+    let mut pushed = Pushed::default();
+    for (digest, bytes) in &layout.blobs {
+        if client
+            .blob_exists(&reference, digest)
+            .await
+            .map_err(unreachable)?
+        {
+            pushed.present += 1;
+            continue;
+        }
+        client
+            .push_blob(&reference, bytes.clone(), digest)
+            .await
+            .map_err(unreachable)?;
+        pushed.sent += 1;
+        pushed.bytes += bytes.len();
+    }
+    let content_type = http::HeaderValue::from_str(&layout.media_type)
+        .with_context(|| format!("media type {:?}", layout.media_type))?;
+    client
+        .push_manifest_raw(&reference, layout.manifest.clone(), content_type)
+        .await
+        .map_err(unreachable)?;
+    Ok(pushed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn registry_values_parse_with_port_and_prefix() {
+        let registry = Registry::parse("172.18.0.1:5000/cdsim/ci", true).expect("valid");
+        assert_eq!(registry.host, "172.18.0.1:5000");
+        assert_eq!(registry.prefix, "cdsim/ci");
+        let image = ImageRef {
+            repository: "nvml-mock".to_owned(),
+            tag: "1a2b3c".to_owned(),
+        };
+        assert_eq!(
+            registry.image(&image).to_string(),
+            "172.18.0.1:5000/cdsim/ci/nvml-mock:1a2b3c"
+        );
+        assert_eq!(registry.to_string(), "http://172.18.0.1:5000/cdsim/ci");
+        let bare = Registry::parse("registry.example.com", false).expect("valid");
+        assert_eq!(
+            bare.image(&image).to_string(),
+            "registry.example.com/nvml-mock:1a2b3c"
+        );
+    }
+
+    #[test]
+    fn bad_registry_values_say_what_to_give() {
+        for (value, says) in [
+            ("http://host:5000", "no scheme"),
+            ("", "not a host name"),
+            ("host:0", "port `0`"),
+            ("host:http", "port `http`"),
+            ("host/Team", "lowercase"),
+            ("host//x", "lowercase"),
+            ("ho st", "not a host name"),
+        ] {
+            let err = Registry::parse(value, false).expect_err(value);
+            assert!(err.contains(says), "{value}: {err}");
+            assert!(err.contains("--registry"), "{value}: {err}");
+        }
+    }
+
+    fn layout_files() -> BTreeMap<String, Vec<u8>> {
+        let config = br#"{"architecture":"amd64"}"#.to_vec();
+        let layer = b"layer bytes".to_vec();
+        let manifest = format!(
+            r#"{{"schemaVersion":2,"config":{{"digest":"{}"}},"layers":[{{"digest":"{}"}}]}}"#,
+            digest_of(&config),
+            digest_of(&layer)
+        )
+        .into_bytes();
+        let index = format!(
+            r#"{{"manifests":[{{"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"{}"}}]}}"#,
+            digest_of(&manifest)
+        );
+        let mut files = BTreeMap::new();
+        for bytes in [&config, &layer, &manifest] {
+            let hex = digest_of(bytes).trim_start_matches("sha256:").to_owned();
+            files.insert(format!("blobs/sha256/{hex}"), bytes.clone());
+        }
+        files.insert("index.json".to_owned(), index.into_bytes());
+        files
+    }
+
+    #[test]
+    fn a_layout_yields_its_manifest_bytes_and_blobs_config_first() {
+        let layout = Layout::from_files(&layout_files()).expect("layout");
+        assert_eq!(
+            layout.media_type,
+            "application/vnd.oci.image.manifest.v1+json"
+        );
+        assert_eq!(layout.blobs.len(), 2);
+        assert_eq!(layout.blobs[0].1, br#"{"architecture":"amd64"}"#);
+        assert_eq!(layout.blobs[1].1, b"layer bytes");
+        assert!(String::from_utf8_lossy(&layout.manifest).contains("schemaVersion"));
+    }
+
+    #[test]
+    fn a_damaged_or_foreign_archive_is_refused_with_the_fix() {
+        let mut files = layout_files();
+        let layer = files
+            .iter()
+            .find(|(_, bytes)| bytes.as_slice() == b"layer bytes")
+            .map(|(name, _)| name.clone())
+            .expect("layer");
+        files.insert(layer, b"other bytes".to_vec());
+        let err = Layout::from_files(&files).expect_err("damaged").to_string();
+        assert!(err.contains("does not match its digest"), "{err}");
+        files.remove("index.json");
+        let err = format!("{:#}", Layout::from_files(&files).expect_err("no index"));
+        assert!(err.contains("cargo xtask images"), "{err}");
+    }
+}
