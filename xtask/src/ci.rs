@@ -14,6 +14,7 @@ use xshell::{cmd, Shell};
 use crate::flags::CiArgs;
 
 mod nonroot;
+mod through_registry;
 
 /// One CI step: a name and the command line it runs.
 struct Step {
@@ -78,6 +79,10 @@ pub fn run(sh: &Shell, args: &CiArgs) -> Result<()> {
             run: e2e_kube_context,
         });
         steps.push(Step {
+            name: "e2e through a registry",
+            run: through_registry::run,
+        });
+        steps.push(Step {
             name: "e2e faults",
             run: e2e_faults,
         });
@@ -91,6 +96,7 @@ pub fn run(sh: &Shell, args: &CiArgs) -> Result<()> {
         });
     }
 
+    let steps = only(steps, &args.step)?;
     let mut outcomes = Vec::new();
     for step in &steps {
         eprintln!("\n==> ci: {}", step.name);
@@ -121,6 +127,24 @@ pub fn run(sh: &Shell, args: &CiArgs) -> Result<()> {
         anyhow::bail!("{failed} ci step(s) failed");
     }
     Ok(())
+}
+
+/// The steps `--step` names, in CI's order; all of them when none is named.
+fn only(steps: Vec<Step>, names: &[String]) -> Result<Vec<Step>> {
+    if let Some(unknown) = names
+        .iter()
+        .find(|name| !steps.iter().any(|step| step.name == name.as_str()))
+    {
+        let known: Vec<&str> = steps.iter().map(|step| step.name).collect();
+        anyhow::bail!(
+            "ci has no step {unknown:?}; the steps are: {}",
+            known.join(", ")
+        );
+    }
+    Ok(steps
+        .into_iter()
+        .filter(|step| names.is_empty() || names.iter().any(|name| name == step.name))
+        .collect())
 }
 
 fn rustfmt(sh: &Shell) -> Result<()> {
