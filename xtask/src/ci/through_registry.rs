@@ -9,7 +9,8 @@
 //!   nodes pull both images from the registry (the pull events say so);
 //! - `scenario1` and `scenario3 --kube-context …` pass;
 //! - a registry the nodes cannot reach (`127.0.0.1`, the node itself) and a
-//!   node whose NRI socket is gone each fail within 60 s, naming the node.
+//!   node whose NRI socket is gone each fail within 60 s, naming the node;
+//! - and `up --offline` puts the kind images back for the later steps.
 
 use std::io::Write as _;
 use std::net::TcpListener;
@@ -183,7 +184,15 @@ pub fn run(sh: &Shell) -> Result<()> {
         );
     }
     unreachable(sh, &context, port, &cluster)?;
-    without_nri(sh, &context, &host, &cluster)
+    without_nri(sh, &context, &host, &cluster)?;
+    // The registry stops with this step: point the release and the workload
+    // back at the images kind loads, as the later steps expect.
+    let (ok, _, _) = xtask(sh, &["up", "--offline"])?;
+    anyhow::ensure!(
+        ok,
+        "`cargo xtask up --offline` after the registry step failed"
+    );
+    Ok(())
 }
 
 /// `up` through the registry: the report must show the push, the probe and
