@@ -1,0 +1,181 @@
+//! `up` and `demo` on the kind cluster xtask creates or reuses.
+
+use std::time::Duration;
+
+use xshell::Shell;
+
+use crate::flags::DemoArgs;
+use crate::interrupt::Tracker;
+use crate::k8s;
+use crate::names::KindCluster;
+use crate::plan;
+use crate::report::Report;
+
+use super::{
+    images, install_chart, roll_workload, run_scenario, runner, step, version_note, Target,
+};
+
+pub(super) async fn demo_inner(
+    sh: &Shell,
+    args: &DemoArgs,
+    cluster: &KindCluster,
+    with_scenarios: bool,
+    tracker: &Tracker,
+    report: &mut Report,
+) -> anyhow::Result<()> {
+    let runner = step(report, tracker, "engine and tools", async {
+        crate::tools::ensure_host(sh, true)?;
+        runner(sh)
+    })
+    .await?;
+    let node_image = match (&args.node_image, args.offline) {
+        (Some(image), _) => Some(image.clone()),
+        (None, true) => Some(
+            step(report, tracker, "node image", async {
+                crate::node_image::ensure_node_image(sh, false)
+            })
+            .await?,
+        ),
+        (None, false) => {
+            let pinned = crate::cluster::online_pin(&crate::tools::read_versions()?)?;
+            let online = crate::cluster::online_image(&runner, &pinned);
+            eprintln!("    {}", online.note());
+            report.notes.push(online.note());
+            Some(online.kind_image().to_owned())
+        }
+    };
+    match (&args.node_image, args.offline, &node_image) {
+        (Some(image), _, _) => report
+            .notes
+            .push(format!("node image: {image} (--node-image)")),
+        (None, true, Some(image)) => report.notes.push(format!(
+            "node image: {image} (--offline: built locally from pinned sources)"
+        )),
+        _ => {}
+    }
+    let decision = step(report, tracker, "cluster", async {
+        // Only an image the user chose (--node-image, --offline) must match a
+        // reused cluster's; the online default reuses any compatible one.
+        let asked = (args.node_image.is_some() || args.offline).then_some(node_image.as_deref());
+        crate::cluster::ensure(
+            &runner,
+            cluster,
+            args.force_recreate,
+            node_image.as_deref(),
+            asked.flatten(),
+        )
+    })
+    .await?;
+    report.notes.push(format!("cluster: {decision:?}"));
+    if let Some(image) = crate::cluster::node_image_in_use(&runner, cluster) {
+        report.notes.push(format!("nodes run {image}"));
+    }
+    let images = step(report, tracker, "images", async { images(sh, args) }).await?;
+    step(report, tracker, "load images", async {
+        for (archive, image) in [&images.mock, &images.workload] {
+            let loaded = crate::cluster::load_image(&runner, cluster, archive, &image.to_string())?;
+            match loaded.is_empty() {
+                true => eprintln!("    {image}: already on every node"),
+                false => eprintln!("    {image}: loaded into {}", loaded.join(", ")),
+            }
+        }
+        Ok(())
+    })
+    .await?;
+    let majors = step(report, tracker, "device majors", async {
+        let majors = plan::choose_majors(&crate::cluster::used_majors(&runner, cluster)?)?;
+        eprintln!(
+            "    IMEX device majors: channels={}, caps={}",
+            majors.channel, majors.caps
+        );
+        Ok(majors)
+    })
+    .await?;
+    let client = k8s::client(&cluster.context()).await?;
+    step(report, tracker, "nodes ready", async {
+        k8s::wait_nodes_ready(&client, &cluster.nodes(), Duration::from_secs(300)).await
+    })
+    .await?;
+    report.notes.push(version_note(&client).await);
+    step(report, tracker, "install", async {
+        let values = [
+            ("values.yaml", plan::install_values(&images.mock.1, majors)),
+            (
+                "demo-topology.yaml",
+                topology::demo(&cluster.workers()).helm_values(),
+            ),
+        ];
+        install_chart(
+            &runner,
+            &client,
+            &cluster.context(),
+            cluster.name(),
+            &values,
+        )
+        .await
+    })
+    .await?;
+    step(report, tracker, "workload", async {
+        roll_workload(&client, &images.workload.1.to_string(), &cluster.workers()).await
+    })
+    .await?;
+    if !with_scenarios {
+        return Ok(());
+    }
+    let target = Target {
+        kind: Some(cluster.clone()),
+        context: cluster.context(),
+        workers: cluster.workers(),
+        topology: topology::demo(&cluster.workers()),
+        client,
+    };
+    for which in [1, 2, 3, 4] {
+        run_scenario(sh, &target, which, Some(&runner), tracker, report).await?;
+    }
+    let workload_image = images.workload.1.to_string();
+    let checked = step(
+        report,
+        tracker,
+        "network policy",
+        crate::netpol::check(&target.client, &target.workers, &workload_image),
+    )
+    .await;
+    match checked {
+        Ok(note) => {
+            eprintln!("    {note}");
+            report.notes.push(format!("network policy: {note}"));
+        }
+        Err(err) => report.notes.push(format!("network policy: {err:#}")),
+    }
+    Ok(())
+}
+
+pub(super) fn print_summary(report: &Report, cluster: &KindCluster, cluster_up: bool) {
+    eprintln!("\n==> summary ({:.1}s)", report.total_seconds);
+    for step in &report.steps {
+        eprintln!(
+            "    {:<18} {:>7.1}s  {}",
+            step.name,
+            step.seconds,
+            step.status.label()
+        );
+    }
+    for scenario in &report.scenarios {
+        eprintln!(
+            "    {:<18} {:>7.1}s  {}",
+            scenario.name,
+            scenario.seconds,
+            scenario.outcome.label()
+        );
+    }
+    for note in &report.notes {
+        eprintln!("    {note}");
+    }
+    if cluster_up {
+        eprintln!(
+            "    the cluster stays up: rerun any scenario with `cargo xtask scenario1|2|3|4`; tear down with `cargo xtask down --cluster-name {}`",
+            cluster.name()
+        );
+    }
+    eprintln!("    {}", report.verdict_line());
+}

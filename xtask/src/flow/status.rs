@@ -1,0 +1,178 @@
+//! `down`, `status`, and the workload pods healed after a node restart.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use kube::Client;
+use xshell::Shell;
+
+use crate::flags::{ClusterArgs, DownArgs};
+use crate::k8s;
+use crate::names::{
+    self, KindCluster, MOCK_NS, NRI_DS, STAGER_DS, WORKLOAD_DS, WORKLOAD_NS, WORKLOAD_SELECTOR,
+};
+use crate::runner::{Cmd, Runner, ShellRunner};
+
+use super::{runner, take_lock, Target};
+
+/// `down`: delete the cluster (and the image archives with `--images`).
+pub fn down(sh: &Shell, args: &DownArgs) -> anyhow::Result<()> {
+    let cluster = KindCluster::new(&args.cluster.cluster_name)?;
+    let _lock = take_lock(cluster.name())?;
+    let runner = runner(sh)?;
+    if crate::cluster::exists(&runner, &cluster)? {
+        runner.check(&Cmd::new(
+            "kind",
+            &["delete", "cluster", "--name", cluster.name()],
+        ))?;
+        eprintln!("    deleted cluster {}", cluster.name());
+    } else {
+        eprintln!("    no cluster {}", cluster.name());
+    }
+    if args.images {
+        let dir = crate::dirs::images_dir()?;
+        for (path, image) in crate::archive::scan(&dir).unwrap_or_default() {
+            std::fs::remove_file(&path).with_context(|| format!("removing {}", path.display()))?;
+            eprintln!("    removed {image} ({})", path.display());
+        }
+        let listed = runner.run(&Cmd::new(
+            "docker",
+            &["images", "-q", "--filter", "reference=nvml-mock*"],
+        ))?;
+        for id in listed.stdout.split_whitespace() {
+            let _ = runner.run(&Cmd::new("docker", &["rmi", "-f", id]));
+        }
+    }
+    Ok(())
+}
+
+/// `status`: nodes, release and rollouts.
+pub async fn status(sh: &Shell, args: &ClusterArgs) -> anyhow::Result<()> {
+    if args.kube_context.is_none() {
+        let cluster = KindCluster::new(&args.cluster_name)?;
+        for (node, state) in crate::cluster::node_states(&docker_only(sh), &cluster)? {
+            println!("node {node}: {state}");
+        }
+    }
+    let (context, workers) = match &args.kube_context {
+        Some(context) => (context.clone(), Vec::new()),
+        None => {
+            let cluster = KindCluster::new(&args.cluster_name)?;
+            (cluster.context(), cluster.workers())
+        }
+    };
+    let client = k8s::client(&context).await?;
+    let workers = if workers.is_empty() {
+        let selection = k8s::select_workers(&client, args.node_selector.as_deref()).await?;
+        eprintln!("    {}", selection.describe());
+        selection.workers
+    } else {
+        workers
+    };
+    let target = Target {
+        kind: None,
+        context,
+        topology: topology::demo(&workers),
+        workers,
+        client,
+    };
+    for (ns, ds) in [
+        (MOCK_NS, STAGER_DS),
+        (MOCK_NS, NRI_DS),
+        (WORKLOAD_NS, WORKLOAD_DS),
+    ] {
+        let api: kube::Api<k8s_openapi::api::apps::v1::DaemonSet> =
+            kube::Api::namespaced(target.client.clone(), ns);
+        let state = match api.get_opt(ds).await {
+            Ok(Some(it)) => match k8s::daemonset_progress(&it) {
+                Ok(()) => "rolled out".to_owned(),
+                Err(progress) => progress,
+            },
+            Ok(None) => "not deployed".to_owned(),
+            Err(err) => format!("unknown: {err}"),
+        };
+        println!("daemonset {ns}/{ds}: {state}");
+    }
+    let pods: kube::Api<k8s_openapi::api::core::v1::Pod> =
+        kube::Api::namespaced(target.client.clone(), WORKLOAD_NS);
+    let listed = pods
+        .list(&kube::api::ListParams::default().labels(WORKLOAD_SELECTOR))
+        .await
+        .map(|list| list.items)
+        .unwrap_or_default();
+    for node in &target.workers {
+        let on_node = listed.iter().find(|pod| {
+            pod.spec.as_ref().and_then(|spec| spec.node_name.as_deref()) == Some(node.as_str())
+        });
+        let state = match on_node {
+            Some(pod) if k8s::usable_pod(pod).is_some() => {
+                format!("workload pod {} ready", kube::ResourceExt::name_any(pod))
+            }
+            Some(pod) => format!(
+                "workload pod {} not ready",
+                kube::ResourceExt::name_any(pod)
+            ),
+            None => "no workload pod".to_owned(),
+        };
+        println!("worker {node}: {state}");
+    }
+    Ok(())
+}
+
+/// A runner for docker only (kind and helm are not resolved).
+pub(super) fn docker_only(sh: &Shell) -> ShellRunner<'_> {
+    ShellRunner::new(sh, PathBuf::from("kind"), PathBuf::from("helm"))
+}
+
+/// How often a pod is checked (and recreated) before giving up.
+pub(super) const MAX_HEAL: u64 = 5;
+
+/// Workload pods created while their node's NRI plugin was not registered (a
+/// node restart, an interrupted run) lack the injection: they are recreated,
+/// once the node's plugin is ready. Returns the nodes whose pod was recreated.
+pub async fn heal_workload(client: &Client, workers: &[String]) -> anyhow::Result<Vec<String>> {
+    let limit = Duration::from_secs(180);
+    let mut healed = Vec::new();
+    for node in workers {
+        for attempt in 1..=MAX_HEAL {
+            k8s::pod_on_node_in(
+                client,
+                MOCK_NS,
+                "app.kubernetes.io/name=nvml-mock-nri",
+                node,
+                limit,
+            )
+            .await?;
+            let pod = k8s::pod_on_node(client, node, limit).await?;
+            let out = k8s::exec(
+                client,
+                &pod.name,
+                &["test", "-c", names::CHANNEL0],
+                Duration::from_secs(30),
+            )
+            .await?;
+            if out.code == 0 {
+                break;
+            }
+            if attempt == MAX_HEAL {
+                anyhow::bail!(
+                    "the workload pod on {node} still lacks the NRI injection after {} recreations: check the plugin's log \
+                     (`cargo xtask status`, pods of daemonset {MOCK_NS}/{NRI_DS})",
+                    MAX_HEAL - 1
+                );
+            }
+            eprintln!(
+                "    {node}: pod {} lacks the NRI injection (created before the plugin registered); recreating it",
+                pod.name
+            );
+            k8s::delete_pod(client, WORKLOAD_NS, &pod.name).await?;
+            if !healed.contains(node) {
+                healed.push(node.clone());
+            }
+            // A restarted node's plugin may still be registering: back off.
+            tokio::time::sleep(Duration::from_secs(5 * attempt)).await;
+        }
+    }
+    Ok(healed)
+}
