@@ -137,7 +137,9 @@ fn num_devices_caps_the_visible_gpus() {
 
 #[test]
 fn fabric_identity_rewrites_defaults_and_device_blocks() {
-    let uuid = FabricUuid::parse("00000000-0000-0000-0000-0000000000ab").unwrap();
+    let uuid = "00000000-0000-0000-0000-0000000000ab"
+        .parse::<FabricUuid>()
+        .unwrap();
     let profile = Profile::parse(MINIMAL)
         .unwrap()
         .with_fabric_identity(uuid, 1);
@@ -161,7 +163,9 @@ fn fabric_identity_rewrites_defaults_and_device_blocks() {
 #[test]
 fn fabric_identity_leaves_a_profile_without_fabric_alone() {
     let profile = Profile::parse(H100).unwrap();
-    let uuid = FabricUuid::parse("00000000-0000-0000-0000-0000000000ab").unwrap();
+    let uuid = "00000000-0000-0000-0000-0000000000ab"
+        .parse::<FabricUuid>()
+        .unwrap();
     assert_eq!(profile.with_fabric_identity(uuid, 3), profile);
 }
 
