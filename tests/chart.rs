@@ -36,6 +36,22 @@ fn nri_container(daemon_set: &DaemonSet) -> &Container {
     container(daemon_set, "nri-plugin")
 }
 
+/// The container's volume mounts as (volume, path, read-only).
+fn mounts(container: &Container) -> Vec<(&str, &str, bool)> {
+    container
+        .volume_mounts
+        .iter()
+        .flatten()
+        .map(|mount| {
+            (
+                mount.name.as_str(),
+                mount.mount_path.as_str(),
+                mount.read_only.unwrap_or(false),
+            )
+        })
+        .collect()
+}
+
 fn owned(items: &[&str]) -> Vec<String> {
     items.iter().map(|item| (*item).to_owned()).collect()
 }
@@ -462,20 +478,8 @@ fn stager_args_in_the_demo() {
             ("POD_NAMESPACE", "metadata.namespace")
         ])
     );
-    let mounts: Vec<(&str, &str, bool)> = container
-        .volume_mounts
-        .iter()
-        .flatten()
-        .map(|mount| {
-            (
-                mount.name.as_str(),
-                mount.mount_path.as_str(),
-                mount.read_only.unwrap_or(false),
-            )
-        })
-        .collect();
     assert_eq!(
-        mounts,
+        mounts(container),
         [
             ("host-overlay", "/host/var/lib/nvml-mock", false),
             ("gpu-config", "/etc/nvml-mock", true),
@@ -685,20 +689,8 @@ fn nri_args_in_the_demo() {
             .map(|field| field.field_path.as_str()),
         Some("spec.nodeName")
     );
-    let mounts: Vec<(&str, &str, bool)> = container
-        .volume_mounts
-        .iter()
-        .flatten()
-        .map(|mount| {
-            (
-                mount.name.as_str(),
-                mount.mount_path.as_str(),
-                mount.read_only.unwrap_or(false),
-            )
-        })
-        .collect();
     assert_eq!(
-        mounts,
+        mounts(container),
         [
             ("nri-socket-dir", "/var/run/nri", false),
             ("overlay", "/var/lib/nvml-mock", true),

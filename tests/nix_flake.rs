@@ -11,7 +11,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use integration_tests::{repo_root, require_program};
+use integration_tests::{checked, repo_root, require_program, run_ok};
 
 const NIX_FEATURES: &str = "nix-command flakes";
 const SYSTEMS: [&str; 2] = ["x86_64-linux", "aarch64-linux"];
@@ -129,15 +129,12 @@ fn every_nix_file_parses() {
         "expected the flake, nix/ and the stub, found {files:?}"
     );
     for file in &files {
-        let out = Command::new("nix-instantiate")
-            .current_dir(&root)
-            .args(["--parse", file])
-            .output()
-            .expect("nix-instantiate runs");
-        assert!(
-            out.status.success(),
-            "{file} does not parse:\n{}",
-            String::from_utf8_lossy(&out.stderr)
+        checked(
+            Command::new("nix-instantiate")
+                .current_dir(&root)
+                .args(["--parse", file])
+                .output(),
+            &format!("nix-instantiate --parse {file} (does it parse?)"),
         );
     }
 }
@@ -149,15 +146,12 @@ fn every_nix_file_is_formatted() {
         "nixfmt",
         "use `nix fmt` (the flake's formatter is nixfmt, RFC style)",
     );
-    let out = Command::new("nixfmt")
-        .current_dir(repo_root())
-        .args(["--check", "flake.nix", "nix", "tests/nix"])
-        .output()
-        .expect("nixfmt runs");
-    assert!(
-        out.status.success(),
-        "not formatted:\n{}",
-        String::from_utf8_lossy(&out.stderr)
+    checked(
+        Command::new("nixfmt")
+            .current_dir(repo_root())
+            .args(["--check", "flake.nix", "nix", "tests/nix"])
+            .output(),
+        "nixfmt --check (not formatted?)",
     );
 }
 
@@ -268,15 +262,7 @@ fn wrapper_texts() -> serde_json::Value {
         let drv = drvs[0]
             .as_str()
             .unwrap_or_else(|| panic!("app {app} has no wrapper derivation"));
-        let out = nix()
-            .args(["show-derivation", drv])
-            .output()
-            .expect("nix show-derivation runs");
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let out = run_ok(nix().args(["show-derivation", drv]));
         let shown: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
         texts.insert(app.clone(), shown[drv]["env"]["text"].clone());
     }
@@ -548,16 +534,13 @@ fn only_build_inputs_are_in_the_source() {
 
 #[test]
 fn pins_evaluate_for_real_and_match_versions_toml() {
-    let out = nix()
-        .current_dir(repo_root())
-        .args(["eval", "--json", "--file", "nix/lib.nix", "pins"])
-        .output()
-        .expect("nix eval runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = run_ok(nix().current_dir(repo_root()).args([
+        "eval",
+        "--json",
+        "--file",
+        "nix/lib.nix",
+        "pins",
+    ]));
     let from_nix: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
     let text = std::fs::read_to_string(repo_root().join("manifests/versions.toml"))
         .expect("versions.toml");
@@ -653,23 +636,18 @@ fn readme_documents_the_nix_entry_points() {
 /// The plan `nix/lib.nix` derives from `manifests/images.toml`, evaluated for
 /// real by nix.
 fn nix_image_plan(imex: bool) -> serde_json::Value {
-    let out = nix()
-        .current_dir(repo_root())
-        .args([
-            "eval",
-            "--json",
-            "--file",
-            "nix/lib.nix",
-            "imagePlan",
-            "--apply",
-        ])
-        .arg(format!("plan: plan {{ imex = {imex}; }}"))
-        .output()
-        .expect("nix eval runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = run_ok(
+        nix()
+            .current_dir(repo_root())
+            .args([
+                "eval",
+                "--json",
+                "--file",
+                "nix/lib.nix",
+                "imagePlan",
+                "--apply",
+            ])
+            .arg(format!("plan: plan {{ imex = {imex}; }}")),
     );
     serde_json::from_slice(&out.stdout).expect("JSON")
 }
