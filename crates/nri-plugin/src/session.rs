@@ -256,6 +256,23 @@ mod tests {
         }
     }
 
+    /// Runs a session as plugin `10-nvml-mock` over an in-memory pipe of `buffer` bytes;
+    /// returns the runtime's end and the session's task.
+    fn start_session(
+        policy: Policy,
+        health: Arc<Health>,
+        buffer: usize,
+    ) -> (DuplexStream, tokio::task::JoinHandle<SessionError>) {
+        let service = Arc::new(PluginService::new(policy, health, Duration::ZERO));
+        let (plugin_end, runtime) = tokio::io::duplex(buffer);
+        let identity = Identity {
+            name: "nvml-mock".to_owned(),
+            index: "10".to_owned(),
+        };
+        let session = tokio::spawn(async move { run(plugin_end, &identity, service).await });
+        (runtime, session)
+    }
+
     async fn call(runtime: &mut DuplexStream, stream_id: u32, method: &str, payload: Vec<u8>) {
         let request = Request {
             service: PLUGIN_SERVICE.to_owned(),
@@ -291,13 +308,7 @@ mod tests {
             excluded_namespaces: Policy::parse_excluded_namespaces(""),
         };
         let health = Arc::new(Health::default());
-        let service = Arc::new(PluginService::new(policy, health, Duration::ZERO));
-        let (plugin_end, mut runtime) = tokio::io::duplex(1 << 20);
-        let identity = Identity {
-            name: "nvml-mock".to_owned(),
-            index: "10".to_owned(),
-        };
-        let session = tokio::spawn(async move { run(plugin_end, &identity, service).await });
+        let (mut runtime, session) = start_session(policy, health, 1 << 20);
         let mut decoders = [MessageDecoder::default(), MessageDecoder::default()];
 
         // RegisterPlugin comes first; Configure is answered before its reply.
@@ -393,13 +404,7 @@ mod tests {
             imex_channel_annotation: String::new(),
             excluded_namespaces: Policy::parse_excluded_namespaces(""),
         };
-        let service = Arc::new(PluginService::new(policy, health, Duration::ZERO));
-        let (plugin_end, mut runtime) = tokio::io::duplex(1 << 16);
-        let identity = Identity {
-            name: "nvml-mock".to_owned(),
-            index: "10".to_owned(),
-        };
-        let session = tokio::spawn(async move { run(plugin_end, &identity, service).await });
+        let (mut runtime, session) = start_session(policy, health, 1 << 16);
         let mut decoders = [MessageDecoder::default(), MessageDecoder::default()];
         let register = next_message(&mut runtime, &mut decoders, RUNTIME_SERVICE_CONN).await;
 
