@@ -319,25 +319,21 @@ fn health_summary_is_derived_from_the_mask() {
         fabric(None).effective_health_summary(),
         HealthSummary::Healthy
     );
-    assert_eq!(
-        fabric(Some(0)).effective_health_summary(),
-        HealthSummary::NotSupported
-    );
-    // ROUTE_UNHEALTHY TRUE.
-    assert_eq!(
-        fabric(Some(0x19A)).effective_health_summary(),
-        HealthSummary::Unhealthy
-    );
-    // DEGRADED_BW TRUE only.
-    assert_eq!(
-        fabric(Some(0x1A9)).effective_health_summary(),
-        HealthSummary::LimitedCapacity
-    );
-    // INCORRECT_CONFIGURATION = NO_PARTITION.
-    assert_eq!(
-        fabric(Some(0x4AA)).effective_health_summary(),
-        HealthSummary::Unhealthy
-    );
+    for (mask, summary) in [
+        (0, HealthSummary::NotSupported),
+        // ROUTE_UNHEALTHY TRUE.
+        (0x19A, HealthSummary::Unhealthy),
+        // DEGRADED_BW TRUE only.
+        (0x1A9, HealthSummary::LimitedCapacity),
+        // INCORRECT_CONFIGURATION = NO_PARTITION.
+        (0x4AA, HealthSummary::Unhealthy),
+    ] {
+        assert_eq!(
+            fabric(Some(mask)).effective_health_summary(),
+            summary,
+            "{mask:#x}"
+        );
+    }
     let explicit = Fabric {
         health_summary: Some(HealthSummary::LimitedCapacity),
         ..fabric(None)
