@@ -36,6 +36,22 @@ fn nri_container(daemon_set: &DaemonSet) -> &Container {
     container(daemon_set, "nri-plugin")
 }
 
+/// The container's volume mounts as (volume, path, read-only).
+fn mounts(container: &Container) -> Vec<(&str, &str, bool)> {
+    container
+        .volume_mounts
+        .iter()
+        .flatten()
+        .map(|mount| {
+            (
+                mount.name.as_str(),
+                mount.mount_path.as_str(),
+                mount.read_only.unwrap_or(false),
+            )
+        })
+        .collect()
+}
+
 fn owned(items: &[&str]) -> Vec<String> {
     items.iter().map(|item| (*item).to_owned()).collect()
 }
@@ -462,20 +478,8 @@ fn stager_args_in_the_demo() {
             ("POD_NAMESPACE", "metadata.namespace")
         ])
     );
-    let mounts: Vec<(&str, &str, bool)> = container
-        .volume_mounts
-        .iter()
-        .flatten()
-        .map(|mount| {
-            (
-                mount.name.as_str(),
-                mount.mount_path.as_str(),
-                mount.read_only.unwrap_or(false),
-            )
-        })
-        .collect();
     assert_eq!(
-        mounts,
+        mounts(container),
         [
             ("host-overlay", "/host/var/lib/nvml-mock", false),
             ("gpu-config", "/etc/nvml-mock", true),
@@ -685,20 +689,8 @@ fn nri_args_in_the_demo() {
             .map(|field| field.field_path.as_str()),
         Some("spec.nodeName")
     );
-    let mounts: Vec<(&str, &str, bool)> = container
-        .volume_mounts
-        .iter()
-        .flatten()
-        .map(|mount| {
-            (
-                mount.name.as_str(),
-                mount.mount_path.as_str(),
-                mount.read_only.unwrap_or(false),
-            )
-        })
-        .collect();
     assert_eq!(
-        mounts,
+        mounts(container),
         [
             ("nri-socket-dir", "/var/run/nri", false),
             ("overlay", "/var/lib/nvml-mock", true),
@@ -1084,57 +1076,56 @@ fn schema_rejects_malformed_topology_entries() {
     };
     let good_uuid = "\"00000000-0000-0000-0000-0000000000ab\"";
     let good_clique = "{id: 0, nodes: [a]}";
-    rejects(
-        &domain("\"not-a-uuid\"", good_clique),
-        &["/topology/domains/0/uuid", "does not match pattern"],
-    );
-    rejects(
-        &domain("\"0000000000000000000000000000ab\"", good_clique),
-        &["/topology/domains/0/uuid", "does not match pattern"],
-    );
-    rejects(
-        &domain("12345", good_clique),
-        &["/topology/domains/0/uuid", "want string"],
-    );
-    rejects(
-        &domain(good_uuid, "{id: -1, nodes: [a]}"),
-        &[
-            "/topology/domains/0/cliques/0/id",
-            "minimum: got -1, want 0",
-        ],
-    );
-    rejects(
-        &domain(good_uuid, "{id: 4294967296, nodes: [a]}"),
-        &[
-            "/topology/domains/0/cliques/0/id",
-            "maximum: got 4.294967296",
-        ],
-    );
-    rejects(
-        &domain(good_uuid, "{id: 0, nodes: [\"\"]}"),
-        &[
-            "/topology/domains/0/cliques/0/nodes/0",
-            "does not match pattern",
-        ],
-    );
-    rejects(
-        &domain(good_uuid, "{id: 0, nodes: [\"node a\"]}"),
-        &[
-            "/topology/domains/0/cliques/0/nodes/0",
-            "does not match pattern",
-        ],
-    );
-    rejects(
-        &domain(good_uuid, "{id: 0}"),
-        &["/topology/domains/0/cliques/0", "missing property 'nodes'"],
-    );
-    rejects(
-        &domain(good_uuid, "{id: 0, nodes: [a], state: ok}"),
-        &[
-            "/topology/domains/0/cliques/0",
-            "additional properties 'state' not allowed",
-        ],
-    );
+    let uuid_at = "/topology/domains/0/uuid";
+    let clique_at = "/topology/domains/0/cliques/0";
+    let node_at = "/topology/domains/0/cliques/0/nodes/0";
+    let id_at = "/topology/domains/0/cliques/0/id";
+    let cases: [(&str, &str, [&str; 2]); 9] = [
+        (
+            "\"not-a-uuid\"",
+            good_clique,
+            [uuid_at, "does not match pattern"],
+        ),
+        (
+            "\"0000000000000000000000000000ab\"",
+            good_clique,
+            [uuid_at, "does not match pattern"],
+        ),
+        ("12345", good_clique, [uuid_at, "want string"]),
+        (
+            good_uuid,
+            "{id: -1, nodes: [a]}",
+            [id_at, "minimum: got -1, want 0"],
+        ),
+        (
+            good_uuid,
+            "{id: 4294967296, nodes: [a]}",
+            [id_at, "maximum: got 4.294967296"],
+        ),
+        (
+            good_uuid,
+            "{id: 0, nodes: [\"\"]}",
+            [node_at, "does not match pattern"],
+        ),
+        (
+            good_uuid,
+            "{id: 0, nodes: [\"node a\"]}",
+            [node_at, "does not match pattern"],
+        ),
+        (
+            good_uuid,
+            "{id: 0}",
+            [clique_at, "missing property 'nodes'"],
+        ),
+        (
+            good_uuid,
+            "{id: 0, nodes: [a], state: ok}",
+            [clique_at, "additional properties 'state' not allowed"],
+        ),
+    ];
+    for (uuid, clique, expected) in cases {
+        rejects(&domain(uuid, clique), &expected);
+    }
 }
 
 #[test]

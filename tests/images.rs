@@ -11,7 +11,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
@@ -19,22 +19,10 @@ use image_builder::build::{self, BuiltImage, ImexState, Inputs};
 use image_builder::host::{self, RealFs};
 use image_builder::payload::Payload;
 use image_builder::spec::{FileKind, ImageSpec, Source, Spec};
-use integration_tests::{artifact, profile_dir, repo_root};
+use integration_tests::{artifact, demo_topology_document, profile_dir, repo_root, run_ok};
 
 const MOCK: &str = "nvml-mock";
 const WORKLOAD: &str = "nvml-mock-workload";
-
-/// The demo topology document (upstream-demo §1.7), as the stager stages it.
-const DEMO_TOPOLOGY: &str = r#"version: 1
-domains:
-  - name: demo-domain
-    uuid: "00000000-0000-0000-0000-0000000000ab"
-    cliques:
-      - id: 0
-        nodes: [nvml-mock-compute-domain-worker, nvml-mock-compute-domain-worker2]
-      - id: 1
-        nodes: [nvml-mock-compute-domain-worker3, nvml-mock-compute-domain-worker4]
-"#;
 
 fn spec() -> Spec {
     let path = repo_root().join("manifests/images.toml");
@@ -436,20 +424,6 @@ fn workload_image_files_match_the_spec_with_and_without_payload() {
 // ---------------------------------------------------------------------------
 // Docker
 
-fn run_ok(command: &mut Command) -> Output {
-    let output = command
-        .output()
-        .unwrap_or_else(|err| panic!("cannot run {command:?}: {err}"));
-    assert!(
-        output.status.success(),
-        "{command:?} failed with {}:\nstdout: {}\nstderr: {}",
-        output.status,
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    output
-}
-
 fn require_docker() {
     let info = Command::new("docker")
         .args(["info", "--format", "{{.ServerVersion}}"])
@@ -505,7 +479,7 @@ fn docker_loads_the_mock_image_and_check_fabric_reads_the_staged_library() {
     let reference = docker_load(&built, dir.path());
     let _cleanup = DockerImages(vec![reference.clone()]);
     let topology = dir.path().join("topology.yaml");
-    std::fs::write(&topology, DEMO_TOPOLOGY).expect("write topology");
+    std::fs::write(&topology, demo_topology_document()).expect("write topology");
     let mount = format!("{}:/topology/topology.yaml:ro", topology.display());
     let output = run_ok(Command::new("docker").args([
         "run",
@@ -790,7 +764,7 @@ fn containerd_imports_both_archives_with_kinds_flags_and_runs_them() {
     ]));
     assert_eq!(String::from_utf8_lossy(&output.stdout).trim(), "ok");
     let topology = dir.path().join("topology.yaml");
-    std::fs::write(&topology, DEMO_TOPOLOGY).expect("write topology");
+    std::fs::write(&topology, demo_topology_document()).expect("write topology");
     let mount = format!(
         "type=bind,src={},dst=/topology/topology.yaml,options=rbind:ro",
         topology.display()

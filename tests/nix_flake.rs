@@ -11,7 +11,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use integration_tests::{repo_root, require_program};
+use integration_tests::{checked, repo_root, require_program, run_ok};
 
 const NIX_FEATURES: &str = "nix-command flakes";
 const SYSTEMS: [&str; 2] = ["x86_64-linux", "aarch64-linux"];
@@ -129,15 +129,12 @@ fn every_nix_file_parses() {
         "expected the flake, nix/ and the stub, found {files:?}"
     );
     for file in &files {
-        let out = Command::new("nix-instantiate")
-            .current_dir(&root)
-            .args(["--parse", file])
-            .output()
-            .expect("nix-instantiate runs");
-        assert!(
-            out.status.success(),
-            "{file} does not parse:\n{}",
-            String::from_utf8_lossy(&out.stderr)
+        checked(
+            Command::new("nix-instantiate")
+                .current_dir(&root)
+                .args(["--parse", file])
+                .output(),
+            &format!("nix-instantiate --parse {file} (does it parse?)"),
         );
     }
 }
@@ -149,15 +146,12 @@ fn every_nix_file_is_formatted() {
         "nixfmt",
         "use `nix fmt` (the flake's formatter is nixfmt, RFC style)",
     );
-    let out = Command::new("nixfmt")
-        .current_dir(repo_root())
-        .args(["--check", "flake.nix", "nix", "tests/nix"])
-        .output()
-        .expect("nixfmt runs");
-    assert!(
-        out.status.success(),
-        "not formatted:\n{}",
-        String::from_utf8_lossy(&out.stderr)
+    checked(
+        Command::new("nixfmt")
+            .current_dir(repo_root())
+            .args(["--check", "flake.nix", "nix", "tests/nix"])
+            .output(),
+        "nixfmt --check (not formatted?)",
     );
 }
 
@@ -268,15 +262,7 @@ fn wrapper_texts() -> serde_json::Value {
         let drv = drvs[0]
             .as_str()
             .unwrap_or_else(|| panic!("app {app} has no wrapper derivation"));
-        let out = nix()
-            .args(["show-derivation", drv])
-            .output()
-            .expect("nix show-derivation runs");
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let out = run_ok(nix().args(["show-derivation", drv]));
         let shown: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
         texts.insert(app.clone(), shown[drv]["env"]["text"].clone());
     }
@@ -344,22 +330,25 @@ fn every_app_has_a_description() {
     }
 }
 
+/// The error of `nix eval ATTR` against the stub after replacing `from` by `to` in `file` of a
+/// copy of the flake; the evaluation must fail (`why`).
+fn eval_error_after_edit(file: &str, from: &str, to: &str, attr: &str, why: &str) -> String {
+    let copy = flake_copy();
+    edit(copy.path(), file, from, to);
+    nix_with_stub(copy.path(), &["eval", attr]).expect_err(why)
+}
+
 /// pkgs/build-support/rust/build-rust-package/default.nix: without cargoLock
 /// (or cargoHash, cargoDeps, cargoVendorDir) it throws this message.
 #[test]
 fn buildrustpackage_without_vendored_dependencies_is_refused() {
-    let copy = flake_copy();
-    edit(
-        copy.path(),
+    let err = eval_error_after_edit(
         "nix/packages.nix",
         "cargoLock.lockFile =",
         "cargoLocks.lockFile =",
+        ".#packages.x86_64-linux.cdsim.drvPath",
+        "without cargoLock the package must not evaluate",
     );
-    let err = nix_with_stub(
-        copy.path(),
-        &["eval", ".#packages.x86_64-linux.cdsim.drvPath"],
-    )
-    .expect_err("without cargoLock the package must not evaluate");
     assert!(
         err.contains("cargoHash, cargoVendorDir, cargoDeps, or cargoLock must be set"),
         "unexpected error:\n{err}"
@@ -393,18 +382,13 @@ fn builder_arguments_pass_through_to_the_derivation() {
 /// A misspelt package is a missing attribute, in nixpkgs as in the stub.
 #[test]
 fn a_misspelt_package_fails_evaluation() {
-    let copy = flake_copy();
-    edit(
-        copy.path(),
+    let err = eval_error_after_edit(
         "nix/default.nix",
         "pkgs.kubernetes-helm",
         "pkgs.kubernetes-helmm",
+        ".#devShells.x86_64-linux.default.drvPath",
+        "a misspelt package must fail evaluation",
     );
-    let err = nix_with_stub(
-        copy.path(),
-        &["eval", ".#devShells.x86_64-linux.default.drvPath"],
-    )
-    .expect_err("a misspelt package must fail evaluation");
     assert!(err.contains("kubernetes-helmm"), "unexpected error:\n{err}");
 }
 
@@ -412,15 +396,13 @@ fn a_misspelt_package_fails_evaluation() {
 /// argument set is closed, so a misspelt argument is an error there.
 #[test]
 fn write_shell_application_rejects_an_unknown_argument() {
-    let copy = flake_copy();
-    edit(
-        copy.path(),
+    let err = eval_error_after_edit(
         "nix/apps.nix",
         "runtimeInputs = tools;",
         "runtimeInput = tools;",
+        ".#apps.x86_64-linux.doctor.program",
+        "writeShellApplication has a closed argument set",
     );
-    let err = nix_with_stub(copy.path(), &["eval", ".#apps.x86_64-linux.doctor.program"])
-        .expect_err("writeShellApplication has a closed argument set");
     assert!(
         err.contains("unexpected argument 'runtimeInput'"),
         "unexpected error:\n{err}"
@@ -430,18 +412,13 @@ fn write_shell_application_rejects_an_unknown_argument() {
 /// pkgs/stdenv/generic/check-meta.nix: the unfree refusal, with its message.
 #[test]
 fn unfree_is_allowed_for_nvidia_imex_only() {
-    let copy = flake_copy();
-    edit(
-        copy.path(),
+    let err = eval_error_after_edit(
         "nix/default.nix",
         "== \"nvidia-imex\"",
         "== \"something-else\"",
+        ".#packages.x86_64-linux.nvidia-imex.drvPath",
+        "without the predicate the unfree payload must be refused",
     );
-    let err = nix_with_stub(
-        copy.path(),
-        &["eval", ".#packages.x86_64-linux.nvidia-imex.drvPath"],
-    )
-    .expect_err("without the predicate the unfree payload must be refused");
     assert!(
         err.contains("Refusing to evaluate package 'nvidia-imex-")
             && err.contains("because it has an unfree license (‘unfree’)"),
@@ -548,16 +525,13 @@ fn only_build_inputs_are_in_the_source() {
 
 #[test]
 fn pins_evaluate_for_real_and_match_versions_toml() {
-    let out = nix()
-        .current_dir(repo_root())
-        .args(["eval", "--json", "--file", "nix/lib.nix", "pins"])
-        .output()
-        .expect("nix eval runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = run_ok(nix().current_dir(repo_root()).args([
+        "eval",
+        "--json",
+        "--file",
+        "nix/lib.nix",
+        "pins",
+    ]));
     let from_nix: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
     let text = std::fs::read_to_string(repo_root().join("manifests/versions.toml"))
         .expect("versions.toml");
@@ -653,23 +627,18 @@ fn readme_documents_the_nix_entry_points() {
 /// The plan `nix/lib.nix` derives from `manifests/images.toml`, evaluated for
 /// real by nix.
 fn nix_image_plan(imex: bool) -> serde_json::Value {
-    let out = nix()
-        .current_dir(repo_root())
-        .args([
-            "eval",
-            "--json",
-            "--file",
-            "nix/lib.nix",
-            "imagePlan",
-            "--apply",
-        ])
-        .arg(format!("plan: plan {{ imex = {imex}; }}"))
-        .output()
-        .expect("nix eval runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = run_ok(
+        nix()
+            .current_dir(repo_root())
+            .args([
+                "eval",
+                "--json",
+                "--file",
+                "nix/lib.nix",
+                "imagePlan",
+                "--apply",
+            ])
+            .arg(format!("plan: plan {{ imex = {imex}; }}")),
     );
     serde_json::from_slice(&out.stdout).expect("JSON")
 }
@@ -826,16 +795,13 @@ fn nvidia_imex_install_phase_and_the_rust_reader_agree_on_the_payload() {
     );
     let out = tmp.path().join("out");
     let script = format!("set -eu\nrunHook() {{ :; }}\n{install}");
-    let run = Command::new("bash")
-        .current_dir(&roots[0])
-        .env("out", &out)
-        .args(["-c", &script])
-        .output()
-        .expect("bash runs");
-    assert!(
-        run.status.success(),
-        "installPhase failed:\n{}",
-        String::from_utf8_lossy(&run.stderr)
+    checked(
+        Command::new("bash")
+            .current_dir(&roots[0])
+            .env("out", &out)
+            .args(["-c", &script])
+            .output(),
+        "installPhase",
     );
     let payload =
         image_builder::payload::Payload::open(&archive).expect("the Rust reader opens it");

@@ -26,7 +26,7 @@ use std::process::Command;
 use std::sync::Mutex;
 use std::time::Instant;
 
-use integration_tests::{repo_root, require_program};
+use integration_tests::{checked, repo_root, require_program, require_root};
 
 const NIX_FEATURES: &str = "nix-command flakes";
 
@@ -60,16 +60,7 @@ fn cache_dir() -> PathBuf {
 }
 
 fn run(cmd: &mut Command, what: &str) -> String {
-    let out = cmd
-        .output()
-        .unwrap_or_else(|err| panic!("cannot run {what}: {err}"));
-    assert!(
-        out.status.success(),
-        "{what} failed:\n{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    String::from_utf8_lossy(&checked(cmd.output(), what).stdout).into_owned()
 }
 
 /// The sandbox's prerequisites, each failing with what to do.
@@ -78,17 +69,9 @@ fn require_sandbox() {
         "nix-build",
         "install Debian's nix-bin (`apt-get install nix-bin`)",
     );
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let euid = status
-        .lines()
-        .find_map(|line| line.strip_prefix("Uid:"))
-        .and_then(|ids| ids.split_whitespace().nth(1))
-        .unwrap_or_default()
-        .to_owned();
-    assert_eq!(
-        euid, "0",
+    require_root(
         "the sandbox rehearsal builds in the local Nix store with build users: run it as root \
-         (`sudo -E cargo test -p integration-tests --test nix_sandbox`)"
+         (`sudo -E cargo test -p integration-tests --test nix_sandbox`)",
     );
     let group = std::fs::read_to_string("/etc/group").unwrap_or_default();
     let members = group

@@ -17,32 +17,18 @@
 use std::{
     io::{BufRead, BufReader},
     path::{Path, PathBuf},
-    process::{Command, Output, Stdio},
+    process::{Command, Stdio},
     sync::{mpsc, OnceLock},
     time::{Duration, Instant},
 };
 
-use integration_tests::{artifact, repo_root, require_program};
+use integration_tests::{artifact, checked, pin, repo_root, require_program, stager_input_args};
 use nvml_profile::Profile;
 use serde_json::Value;
 
 const CLUSTER: &str = "nvml-mock-compute-domain";
 
 // ---------------------------------------------------------------- pins, caches, prerequisites
-
-fn peer_pin(key: &str) -> String {
-    let path = repo_root().join("manifests/versions.toml");
-    let text = std::fs::read_to_string(&path)
-        .unwrap_or_else(|err| panic!("cannot read {}: {err}", path.display()));
-    let pins: toml::Table = text
-        .parse()
-        .unwrap_or_else(|err| panic!("{}: {err}", path.display()));
-    pins.get("peers")
-        .and_then(|peers| peers.get(key))
-        .and_then(|value| value.as_str())
-        .unwrap_or_else(|| panic!("{} has no [peers] {key}", path.display()))
-        .to_owned()
-}
 
 fn cache_dir() -> PathBuf {
     std::env::var_os("CDSIM_CACHE_DIR")
@@ -51,17 +37,13 @@ fn cache_dir() -> PathBuf {
 }
 
 fn require_root() {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let euid = status
-        .lines()
-        .find_map(|line| line.strip_prefix("Uid:"))
-        .and_then(|ids| ids.split_whitespace().nth(1))
-        .unwrap_or_default()
-        .to_owned();
-    assert_eq!(
-        euid, "0",
-        "the stager creates character devices: run as root (`sudo -E cargo test -p integration-tests --test nvidia_node_software`)"
+    integration_tests::require_root(
+        "the stager creates character devices: run as root (`sudo -E cargo test -p integration-tests --test nvidia_node_software`)",
     );
+}
+
+fn peer_pin(key: &str) -> String {
+    pin("peers", key)
 }
 
 fn go() -> PathBuf {
@@ -69,18 +51,6 @@ fn go() -> PathBuf {
         "go",
         "install Go 1.26 (https://go.dev/doc/install); the DRA snapshot needs go 1.26",
     )
-}
-
-fn checked(output: std::io::Result<Output>, what: &str) -> Output {
-    let output = output.unwrap_or_else(|err| panic!("cannot run {what}: {err}"));
-    assert!(
-        output.status.success(),
-        "{what} failed ({}):\n{}\n{}",
-        output.status,
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    output
 }
 
 /// `<cache>/go/<key>/<binary>`, built by `build(dir)` into a fresh directory and renamed into
@@ -155,24 +125,7 @@ fn stage(topology: &topology::Topology, node: &str) -> Staged {
         Command::new(artifact("nvml-mock-stager", "node-stager"))
             .arg(format!("--node-name={node}"))
             .arg(format!("--overlay-dir={}", overlay.display()))
-            .arg(format!(
-                "--profile={}",
-                repo_root()
-                    .join("manifests/helm/nvml-mock/profiles/gb200.yaml")
-                    .display()
-            ))
-            .arg(format!(
-                "--library={}",
-                artifact("libnvidia_ml.so", "mock-nvml").display()
-            ))
-            .arg(format!(
-                "--check-fabric={}",
-                artifact("check-fabric", "check-fabric").display()
-            ))
-            .arg(format!(
-                "--nvidia-smi={}",
-                artifact("nvidia-smi", "nvidia-smi").display()
-            ))
+            .args(stager_input_args(artifact))
             .arg(format!("--topology-file={}", topology_file.display()))
             .args([
                 "--imex-channels",

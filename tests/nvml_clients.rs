@@ -14,11 +14,13 @@
 
 use std::{
     path::{Path, PathBuf},
-    process::{Command, Output},
+    process::Command,
     sync::OnceLock,
 };
 
-use integration_tests::{mock_nvml_lib_dir, mock_nvml_library, repo_root, require_program};
+use integration_tests::{
+    checked, mock_nvml_lib_dir, mock_nvml_library, repo_root, require_program,
+};
 use nvml_profile::{Architecture, Device, Profile};
 use serde_json::Value;
 
@@ -376,28 +378,7 @@ fn check_fabric(got: &Value, device: &Device, expected: &Fabric, what: &str) {
 // ---------------------------------------------------------------- pynvml
 
 fn peer_pin(key: &str) -> String {
-    let path = repo_root().join("manifests/versions.toml");
-    let text = std::fs::read_to_string(&path)
-        .unwrap_or_else(|err| panic!("cannot read {}: {err}", path.display()));
-    let pins: toml::Table = text
-        .parse()
-        .unwrap_or_else(|err| panic!("{}: {err}", path.display()));
-    pins.get("peers")
-        .and_then(|peers| peers.get(key))
-        .and_then(|value| value.as_str())
-        .unwrap_or_else(|| panic!("{} has no [peers] {key}", path.display()))
-        .to_owned()
-}
-
-fn checked(output: std::io::Result<Output>, what: &str) {
-    let output = output.unwrap_or_else(|err| panic!("cannot run {what}: {err}"));
-    assert!(
-        output.status.success(),
-        "{what} failed ({}):\n{}\n{}",
-        output.status,
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
+    integration_tests::pin("peers", key)
 }
 
 /// The venv's python with the pinned nvidia-ml-py, created on first use.

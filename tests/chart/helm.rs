@@ -82,18 +82,7 @@ fn locate_helm() -> PathBuf {
 
 /// `[tools].helm` from `manifests/versions.toml`.
 pub fn pinned_helm_version() -> String {
-    let path = repo_root().join("manifests/versions.toml");
-    let text = std::fs::read_to_string(&path)
-        .unwrap_or_else(|err| panic!("cannot read {}: {err}", path.display()));
-    let table: toml::Table = text
-        .parse()
-        .unwrap_or_else(|err| panic!("{} is not TOML: {err}", path.display()));
-    table
-        .get("tools")
-        .and_then(|tools| tools.get("helm"))
-        .and_then(toml::Value::as_str)
-        .unwrap_or_else(|| panic!("{} has no [tools].helm string", path.display()))
-        .to_owned()
+    integration_tests::pin("tools", "helm")
 }
 
 /// Runs helm with `args` in the repository root; returns (success, stdout, stderr).

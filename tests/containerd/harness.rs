@@ -24,7 +24,8 @@ use std::{
 };
 
 use image_builder::{build, host, spec::Spec};
-use integration_tests::{artifact, profile_dir, repo_root, require_program};
+pub use integration_tests::pin;
+use integration_tests::{artifact, profile_dir, repo_root, require_program, stager_input_args};
 use node_layout::proc_devices::{self, DeviceMajor};
 
 /// The pod annotation selecting IMEX channels.
@@ -101,33 +102,9 @@ pub struct Peers {
 
 /// Fails unless the test runs as root (containerd, mknod and mounts need it).
 pub fn require_root() {
-    let status = fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let euid = status
-        .lines()
-        .find_map(|line| line.strip_prefix("Uid:"))
-        .and_then(|ids| ids.split_whitespace().nth(1))
-        .unwrap_or_default()
-        .to_owned();
-    assert_eq!(
-        euid, "0",
-        "the containerd test runs a private containerd and must run as root: `sudo -E cargo test -p integration-tests --test containerd`"
+    integration_tests::require_root(
+        "the containerd test runs a private containerd and must run as root: `sudo -E cargo test -p integration-tests --test containerd`",
     );
-}
-
-/// A pin from `manifests/versions.toml`.
-pub fn pin(section: &str, key: &str) -> String {
-    let path = repo_root().join("manifests/versions.toml");
-    let text = fs::read_to_string(&path)
-        .unwrap_or_else(|err| panic!("cannot read {}: {err}", path.display()));
-    let table: toml::Table = text
-        .parse()
-        .unwrap_or_else(|err| panic!("{} is not TOML: {err}", path.display()));
-    table
-        .get(section)
-        .and_then(|it| it.get(key))
-        .and_then(|it| it.as_str())
-        .unwrap_or_else(|| panic!("{} has no [{section}].{key}", path.display()))
-        .to_owned()
 }
 
 /// `go install`s `packages` at `version` into `bin` unless `probe` is already there.
@@ -278,24 +255,7 @@ impl Rig {
             .current_dir(self.dir.path())
             .arg(format!("--node-name={NODE_NAME}"))
             .arg(format!("--overlay-dir={}", self.overlay().display()))
-            .arg(format!(
-                "--profile={}",
-                repo_root()
-                    .join("manifests/helm/nvml-mock/profiles/gb200.yaml")
-                    .display()
-            ))
-            .arg(format!(
-                "--library={}",
-                built("libnvidia_ml.so", "mock-nvml").display()
-            ))
-            .arg(format!(
-                "--check-fabric={}",
-                built("check-fabric", "check-fabric").display()
-            ))
-            .arg(format!(
-                "--nvidia-smi={}",
-                built("nvidia-smi", "nvidia-smi").display()
-            ))
+            .args(stager_input_args(built))
             .arg(format!(
                 "--topology-file={}",
                 self.path("topology.yaml").display()

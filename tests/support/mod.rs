@@ -6,6 +6,7 @@
 //! artifact is missing fails with the command that builds it.
 
 use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
 
 /// The repository root.
 pub fn repo_root() -> PathBuf {
@@ -65,4 +66,93 @@ pub fn require_program(program: &str, how_to_install: &str) -> PathBuf {
         Some(path) => path,
         None => panic!("`{program}` is not on PATH: {how_to_install}"),
     }
+}
+
+/// Fails the test, loudly, unless it runs as root; `why` says why and gives the command
+/// (`… must run as root: sudo -E cargo test …`).
+pub fn require_root(why: &str) {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let euid = status
+        .lines()
+        .find_map(|line| line.strip_prefix("Uid:"))
+        .and_then(|ids| ids.split_whitespace().nth(1))
+        .unwrap_or_default()
+        .to_owned();
+    assert_eq!(euid, "0", "{why}");
+}
+
+/// A pin from `manifests/versions.toml`: `[section].key`, a string.
+pub fn pin(section: &str, key: &str) -> String {
+    let path = repo_root().join("manifests/versions.toml");
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|err| panic!("cannot read {}: {err}", path.display()));
+    let table: toml::Table = text
+        .parse()
+        .unwrap_or_else(|err| panic!("{} is not TOML: {err}", path.display()));
+    table
+        .get(section)
+        .and_then(|it| it.get(key))
+        .and_then(toml::Value::as_str)
+        .unwrap_or_else(|| panic!("{} has no [{section}].{key} string", path.display()))
+        .to_owned()
+}
+
+/// The output of a command that must succeed; fails the test with both streams otherwise.
+pub fn checked(output: std::io::Result<Output>, what: &str) -> Output {
+    let output = output.unwrap_or_else(|err| panic!("cannot run {what}: {err}"));
+    assert!(
+        output.status.success(),
+        "{what} failed ({}):\nstdout: {}\nstderr: {}",
+        output.status,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output
+}
+
+/// Runs `command`, which must succeed (see [`checked`]).
+pub fn run_ok(command: &mut Command) -> Output {
+    let what = format!("{command:?}");
+    checked(command.output(), &what)
+}
+
+/// The stager's input flags for the shipped GB200 profile and the built mock driver files
+/// (`--profile`, `--library`, `--check-fabric`, `--nvidia-smi`); `built` finds an artifact by
+/// file and package name ([`artifact`], or a rig's own lookup).
+pub fn stager_input_args(built: fn(&str, &str) -> PathBuf) -> [String; 4] {
+    let profile = repo_root().join("manifests/helm/nvml-mock/profiles/gb200.yaml");
+    [
+        format!("--profile={}", profile.display()),
+        format!(
+            "--library={}",
+            built("libnvidia_ml.so", "mock-nvml").display()
+        ),
+        format!(
+            "--check-fabric={}",
+            built("check-fabric", "check-fabric").display()
+        ),
+        format!(
+            "--nvidia-smi={}",
+            built("nvidia-smi", "nvidia-smi").display()
+        ),
+    ]
+}
+
+/// `manifests/demo/topology.yaml`: the demo topology, as Helm values (`topology.domains`).
+pub fn demo_topology_values() -> serde_yaml::Value {
+    let path = repo_root().join("manifests/demo/topology.yaml");
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|err| panic!("cannot read {}: {err}", path.display()));
+    serde_yaml::from_str(&text)
+        .unwrap_or_else(|err| panic!("{} is not YAML: {err}", path.display()))
+}
+
+/// The demo topology as the document the chart stages from those values: `version: 1` and
+/// the domains of `manifests/demo/topology.yaml`.
+pub fn demo_topology_document() -> String {
+    let values = demo_topology_values();
+    let mut document = serde_yaml::Mapping::new();
+    document.insert("version".into(), 1.into());
+    document.insert("domains".into(), values["topology"]["domains"].clone());
+    serde_yaml::to_string(&document).unwrap_or_else(|err| panic!("cannot render YAML: {err}"))
 }

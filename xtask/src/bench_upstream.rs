@@ -373,7 +373,7 @@ fn driver(
     args: &[String],
 ) -> Result<Vec<String>> {
     let out = cmd!(sh, "{driver} {args...}")
-        .env("MOCK_NVML_CONFIG", &side.profile)
+        .env(node_layout::env::MOCK_NVML_CONFIG, &side.profile)
         .env("NODE_NAME", node)
         .env("LD_LIBRARY_PATH", &side.lib_dir)
         .read()
@@ -474,7 +474,7 @@ pub fn run(sh: &Shell, args: &BenchVsUpstreamArgs) -> Result<()> {
     if fs::read_to_string(&topology_path).ok().as_deref() != Some(text.as_str()) {
         fs::write(&topology_path, text)?;
     }
-    let _topology = sh.push_env("MOCK_TOPOLOGY_CONFIG", &topology_path);
+    let _topology = sh.push_env(node_layout::env::MOCK_TOPOLOGY_CONFIG, &topology_path);
 
     eprintln!("==> bench-vs-upstream: building both sides");
     let upstream = ensure_upstream(sh, args)?;

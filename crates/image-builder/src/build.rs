@@ -79,6 +79,40 @@ pub fn build_image(
     cache: &[CacheEntry],
 ) -> Result<BuiltImage> {
     let mut layer = Layer::default();
+    let Listed { roots, left_out } = add_listed_files(image, inputs, fs, &mut layer)?;
+    let (architecture, closure) = add_closure(fs, cache, &roots, &mut layer)?;
+    let imex = match (image.uses_imex(), inputs.payload) {
+        (false, _) => ImexState::NotUsed,
+        (true, Some(_)) => ImexState::Present,
+        (true, None) => ImexState::Absent,
+    };
+    let meta = image_meta(image, inputs, architecture, imex);
+    let layer_tar = layer.to_tar(inputs.source_date_epoch)?;
+    let archive = oci::write_archive(&layer_tar, &meta)?;
+    Ok(BuiltImage {
+        name: image.name.clone(),
+        archive,
+        layer,
+        closure,
+        imex,
+        left_out,
+    })
+}
+
+/// What [`add_listed_files`] put in: the ELF files whose closure the image needs, and the
+/// payload paths left out because there is no payload.
+struct Listed {
+    roots: Vec<String>,
+    left_out: Vec<String>,
+}
+
+/// Adds the spec's files, links, directories and repository directories to `layer`.
+fn add_listed_files(
+    image: &ImageSpec,
+    inputs: &Inputs<'_>,
+    fs: &dyn HostFs,
+    layer: &mut Layer,
+) -> Result<Listed> {
     let mut left_out = Vec::new();
     let mut roots: Vec<String> = Vec::new();
     for file in &image.files {
@@ -145,6 +179,17 @@ pub fn build_image(
         }
     }
 
+    Ok(Listed { roots, left_out })
+}
+
+/// Adds the shared-library closure of `roots` (already in `layer`) that the layer does not
+/// hold yet; returns the roots' architecture and the libraries added.
+fn add_closure(
+    fs: &dyn HostFs,
+    cache: &[CacheEntry],
+    roots: &[String],
+    layer: &mut Layer,
+) -> Result<(String, Vec<ClosureFile>)> {
     let in_image: BTreeSet<String> = layer.entries().keys().cloned().collect();
     let root_bytes: Vec<(&str, &[u8])> = roots
         .iter()
@@ -169,16 +214,22 @@ pub fn build_image(
         )?;
     }
 
-    let imex = match (image.uses_imex(), inputs.payload) {
-        (false, _) => ImexState::NotUsed,
-        (true, Some(_)) => ImexState::Present,
-        (true, None) => ImexState::Absent,
-    };
+    Ok((architecture, closure))
+}
+
+/// The image config: the spec's entrypoint, command, environment and labels, with the IMEX
+/// label saying whether the payload is in.
+fn image_meta(
+    image: &ImageSpec,
+    inputs: &Inputs<'_>,
+    architecture: String,
+    imex: ImexState,
+) -> ImageMeta {
     let mut labels: BTreeMap<String, String> = image.labels.clone();
     if let Some(label) = &image.imex_label {
         labels.insert(label.clone(), imex.label_value().to_owned());
     }
-    let meta = ImageMeta {
+    ImageMeta {
         repository: image.name.clone(),
         architecture,
         created: inputs.source_date_epoch,
@@ -191,17 +242,7 @@ pub fn build_image(
             "cdsim image-builder: manifests/images.toml [images.{}]",
             image.name
         ),
-    };
-    let layer_tar = layer.to_tar(inputs.source_date_epoch)?;
-    let archive = oci::write_archive(&layer_tar, &meta)?;
-    Ok(BuiltImage {
-        name: image.name.clone(),
-        archive,
-        layer,
-        closure,
-        imex,
-        left_out,
-    })
+    }
 }
 
 /// Writes the archive to `<out_dir>/<name>.tar` (through a temporary file and

@@ -181,17 +181,16 @@ pub fn read_tar(bytes: &[u8]) -> Result<Vec<(String, Node)>> {
 mod tests {
     use super::*;
 
+    fn tool() -> Node {
+        Node::File {
+            mode: 0o755,
+            bytes: b"x".to_vec(),
+        }
+    }
+
     fn sample() -> Layer {
         let mut layer = Layer::default();
-        layer
-            .insert(
-                "/usr/bin/tool",
-                Node::File {
-                    mode: 0o755,
-                    bytes: b"x".to_vec(),
-                },
-            )
-            .expect("file");
+        layer.insert("/usr/bin/tool", tool()).expect("file");
         layer
             .insert("/tmp", Node::Dir { mode: 0o1777 })
             .expect("tmp");
@@ -271,15 +270,7 @@ mod tests {
         other
             .insert("/tmp", Node::Dir { mode: 0o1777 })
             .expect("tmp");
-        other
-            .insert(
-                "/usr/bin/tool",
-                Node::File {
-                    mode: 0o755,
-                    bytes: b"x".to_vec(),
-                },
-            )
-            .expect("file");
+        other.insert("/usr/bin/tool", tool()).expect("file");
         assert_eq!(
             other.to_tar(0).expect("tar"),
             sample().to_tar(0).expect("tar")

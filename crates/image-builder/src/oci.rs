@@ -73,29 +73,7 @@ impl Archive {
 /// Writes the archive for one single-layer image.
 pub fn write_archive(layer: &[u8], meta: &ImageMeta) -> Result<Archive> {
     let layer_digest = sha256(layer);
-    let created = rfc3339(meta.created);
-    let mut container_config = serde_json::Map::new();
-    if !meta.entrypoint.is_empty() {
-        container_config.insert("Entrypoint".into(), json!(meta.entrypoint));
-    }
-    if !meta.cmd.is_empty() {
-        container_config.insert("Cmd".into(), json!(meta.cmd));
-    }
-    if !meta.env.is_empty() {
-        container_config.insert("Env".into(), json!(meta.env));
-    }
-    if !meta.labels.is_empty() {
-        container_config.insert("Labels".into(), json!(meta.labels));
-    }
-    container_config.insert("WorkingDir".into(), json!(meta.workdir));
-    let config = json!({
-        "architecture": meta.architecture,
-        "os": "linux",
-        "created": created,
-        "config": Value::Object(container_config),
-        "rootfs": { "type": "layers", "diff_ids": [layer_digest] },
-        "history": [{ "created": created, "created_by": meta.created_by }],
-    });
+    let config = image_config(&layer_digest, meta);
     let config_bytes = to_json(&config)?;
     let image_id = sha256(&config_bytes);
     let tag = hex(&image_id)[..TAG_HEX_LEN].to_owned();
@@ -138,31 +116,13 @@ pub fn write_archive(layer: &[u8], meta: &ImageMeta) -> Result<Archive> {
     let repositories_bytes = to_json(&repositories)?;
     let layout = br#"{"imageLayoutVersion":"1.0.0"}"#;
 
-    let mut builder = tar::Builder::new(Vec::new());
-    for dir in ["blobs/", "blobs/sha256/"] {
-        append(&mut builder, dir, None, meta.created)?;
-    }
-    for (path, bytes) in &blobs {
-        append(&mut builder, path, Some(bytes), meta.created)?;
-    }
-    append(&mut builder, "index.json", Some(&index_bytes), meta.created)?;
-    append(
-        &mut builder,
-        "manifest.json",
-        Some(&docker_manifest_bytes),
-        meta.created,
-    )?;
-    append(&mut builder, "oci-layout", Some(layout), meta.created)?;
-    append(
-        &mut builder,
-        "repositories",
-        Some(&repositories_bytes),
-        meta.created,
-    )?;
-    let bytes = builder.into_inner().map_err(|err| Error::Tar {
-        path: "(end of archive)".to_owned(),
-        reason: err.to_string(),
-    })?;
+    let top_level: [(&str, &[u8]); 4] = [
+        ("index.json", &index_bytes),
+        ("manifest.json", &docker_manifest_bytes),
+        ("oci-layout", layout),
+        ("repositories", &repositories_bytes),
+    ];
+    let bytes = write_tar(&blobs, &top_level, meta.created)?;
     Ok(Archive {
         bytes,
         image_id,
@@ -173,15 +133,58 @@ pub fn write_archive(layer: &[u8], meta: &ImageMeta) -> Result<Archive> {
     })
 }
 
+/// The image config: the container config of `meta` over the one layer.
+fn image_config(layer_digest: &str, meta: &ImageMeta) -> Value {
+    let created = rfc3339(meta.created);
+    let mut container_config = serde_json::Map::new();
+    if !meta.entrypoint.is_empty() {
+        container_config.insert("Entrypoint".into(), json!(meta.entrypoint));
+    }
+    if !meta.cmd.is_empty() {
+        container_config.insert("Cmd".into(), json!(meta.cmd));
+    }
+    if !meta.env.is_empty() {
+        container_config.insert("Env".into(), json!(meta.env));
+    }
+    if !meta.labels.is_empty() {
+        container_config.insert("Labels".into(), json!(meta.labels));
+    }
+    container_config.insert("WorkingDir".into(), json!(meta.workdir));
+    json!({
+        "architecture": meta.architecture,
+        "os": "linux",
+        "created": created,
+        "config": Value::Object(container_config),
+        "rootfs": { "type": "layers", "diff_ids": [layer_digest] },
+        "history": [{ "created": created, "created_by": meta.created_by }],
+    })
+}
+
+/// The tar: the blob directories, the blobs, then the top-level files, every mtime `mtime`.
+fn write_tar(
+    blobs: &BTreeMap<String, &[u8]>,
+    top_level: &[(&str, &[u8])],
+    mtime: u64,
+) -> Result<Vec<u8>> {
+    let mut builder = tar::Builder::new(Vec::new());
+    for dir in ["blobs/", "blobs/sha256/"] {
+        append(&mut builder, dir, None, mtime)?;
+    }
+    for (path, bytes) in blobs {
+        append(&mut builder, path, Some(bytes), mtime)?;
+    }
+    for (path, bytes) in top_level {
+        append(&mut builder, path, Some(bytes), mtime)?;
+    }
+    builder.into_inner().map_err(|err| Error::Tar {
+        path: "(end of archive)".to_owned(),
+        reason: err.to_string(),
+    })
+}
+
 /// `sha256:<hex>` of some bytes.
 pub fn sha256(bytes: &[u8]) -> String {
-    let digest = Sha256::digest(bytes);
-    let mut out = String::with_capacity(7 + 64);
-    out.push_str("sha256:");
-    for byte in digest {
-        out.push_str(&format!("{byte:02x}"));
-    }
-    out
+    format!("sha256:{:x}", Sha256::digest(bytes))
 }
 
 /// The hex part of a `sha256:<hex>` digest.

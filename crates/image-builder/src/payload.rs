@@ -160,65 +160,88 @@ fn read_archive(path: &Path, reader: Box<dyn Read>) -> Result<BTreeMap<String, A
         if entry_path.is_empty() {
             continue;
         }
-        let (first, rest) = match entry_path.split_once('/') {
-            Some((first, rest)) => (first.to_owned(), rest.to_owned()),
-            None => (entry_path.clone(), String::new()),
-        };
-        match &top {
-            Some(existing) if *existing != first => {
-                return Err(payload_error(
-                    path,
-                    format!("expected one top-level directory, found {existing} and {first}"),
-                ))
-            }
-            Some(_) => (),
-            None => top = Some(first),
-        }
-        if rest.is_empty() {
-            if !kind.is_dir() {
-                return Err(payload_error(
-                    path,
-                    format!("expected one top-level directory, found the file {entry_path}"),
-                ));
-            }
+        let Some(rest) = below_top(path, &entry_path, kind, &mut top)? else {
             continue;
-        }
-        if kind.is_file() {
-            let mode = entry.header().mode().unwrap_or(0o644) & 0o7777;
-            let mut bytes = Vec::new();
-            entry
-                .read_to_end(&mut bytes)
-                .map_err(|err| payload_error(path, format!("cannot read {entry_path}: {err}")))?;
-            entries.insert(rest, ArchiveEntry::File(HostFile { bytes, mode }));
-        } else if kind.is_symlink() {
-            let target = entry
-                .link_name()
-                .map_err(|err| payload_error(path, format!("bad link {entry_path}: {err}")))?
-                .map(|target| target.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            entries.insert(rest, ArchiveEntry::Symlink(target));
-        } else if kind == tar::EntryType::Link {
-            let target = entry
-                .link_name()
-                .map_err(|err| payload_error(path, format!("bad link {entry_path}: {err}")))?
-                .map(|target| target.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            let target = target.trim_start_matches("./");
-            let below = match target.split_once('/') {
-                Some((first, below)) if top.as_deref() == Some(first) => below.to_owned(),
-                _ => {
-                    return Err(payload_error(
-                        path,
-                        format!(
-                        "hard link {entry_path} points outside the top-level directory: {target}"
-                    ),
-                    ))
-                }
-            };
-            entries.insert(rest, ArchiveEntry::HardLink(below));
+        };
+        if let Some(member) = member(path, &mut entry, &entry_path, top.as_deref())? {
+            entries.insert(rest, member);
         }
     }
     Ok(entries)
+}
+
+/// An entry's path below the archive's one top-level directory (`top`, set by the first
+/// entry); `None` for the directory itself.
+fn below_top(
+    path: &Path,
+    entry_path: &str,
+    kind: tar::EntryType,
+    top: &mut Option<String>,
+) -> Result<Option<String>> {
+    let (first, rest) = match entry_path.split_once('/') {
+        Some((first, rest)) => (first.to_owned(), rest.to_owned()),
+        None => (entry_path.to_owned(), String::new()),
+    };
+    match top {
+        Some(existing) if *existing != first => {
+            return Err(payload_error(
+                path,
+                format!("expected one top-level directory, found {existing} and {first}"),
+            ))
+        }
+        Some(_) => (),
+        None => *top = Some(first),
+    }
+    if rest.is_empty() {
+        if !kind.is_dir() {
+            return Err(payload_error(
+                path,
+                format!("expected one top-level directory, found the file {entry_path}"),
+            ));
+        }
+        return Ok(None);
+    }
+    Ok(Some(rest))
+}
+
+/// A file, symbolic link or hard link member (hard links made relative to the top-level
+/// directory); `None` for a directory or any other kind.
+fn member(
+    path: &Path,
+    entry: &mut tar::Entry<'_, Box<dyn Read>>,
+    entry_path: &str,
+    top: Option<&str>,
+) -> Result<Option<ArchiveEntry>> {
+    let kind = entry.header().entry_type();
+    if kind.is_file() {
+        let mode = entry.header().mode().unwrap_or(0o644) & 0o7777;
+        let mut bytes = Vec::new();
+        entry
+            .read_to_end(&mut bytes)
+            .map_err(|err| payload_error(path, format!("cannot read {entry_path}: {err}")))?;
+        return Ok(Some(ArchiveEntry::File(HostFile { bytes, mode })));
+    }
+    if !kind.is_symlink() && kind != tar::EntryType::Link {
+        return Ok(None);
+    }
+    let target = entry
+        .link_name()
+        .map_err(|err| payload_error(path, format!("bad link {entry_path}: {err}")))?
+        .map(|target| target.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    if kind.is_symlink() {
+        return Ok(Some(ArchiveEntry::Symlink(target)));
+    }
+    let target = target.trim_start_matches("./");
+    match target.split_once('/') {
+        Some((first, below)) if top == Some(first) => {
+            Ok(Some(ArchiveEntry::HardLink(below.to_owned())))
+        }
+        _ => Err(payload_error(
+            path,
+            format!("hard link {entry_path} points outside the top-level directory: {target}"),
+        )),
+    }
 }
 
 /// The payload-relative path a symlink at `at` pointing to `target` names.

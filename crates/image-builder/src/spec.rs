@@ -301,6 +301,46 @@ fn validate_image(name: &str, raw: RawImage) -> Result<ImageSpec> {
 
 fn validate_file(context: &str, raw: RawFile) -> Result<FileSpec> {
     let path = validate_image_path(context, &raw.path)?;
+    let mode = check_shape(context, &raw)?;
+    let source = if let Some(name) = raw.artifact {
+        artifact_source(context, name, raw.package)?
+    } else if let Some(rel) = raw.repo {
+        Source::Repo(validate_relative(context, "repo", &rel)?)
+    } else if let Some(host) = raw.host {
+        host_source(context, host, raw.nix, raw.nix_path)?
+    } else if let Some(rel) = raw.imex {
+        Source::Imex(validate_relative(context, "imex", &rel)?)
+    } else if let Some(dir) = raw.repo_dir {
+        let kind = FileKind::RepoDir {
+            dir: validate_relative(context, "repo_dir", &dir)?,
+            suffix: raw.suffix.unwrap_or_default(),
+            mode,
+        };
+        return Ok(FileSpec { path, kind });
+    } else {
+        match raw.dir {
+            Some(true) => {
+                return Ok(FileSpec {
+                    path,
+                    kind: FileKind::Dir { mode },
+                })
+            }
+            _ => return Err(invalid(context, "dir must be true when set".to_owned())),
+        }
+    };
+    Ok(FileSpec {
+        path,
+        kind: FileKind::File {
+            source,
+            mode,
+            links: raw.links,
+        },
+    })
+}
+
+/// The checks that do not depend on the source: exactly one source, the mode, fields that
+/// apply only to one kind, plain link names; returns the mode.
+fn check_shape(context: &str, raw: &RawFile) -> Result<u32> {
     let kinds = [
         raw.artifact.is_some(),
         raw.repo.is_some(),
@@ -361,68 +401,48 @@ fn validate_file(context: &str, raw: RawFile) -> Result<FileSpec> {
             ));
         }
     }
-    let source = if let Some(name) = raw.artifact {
-        let Some(package) = raw.package else {
-            return Err(invalid(
-                context,
-                "an artifact entry needs package (the cargo package that builds it)".to_owned(),
-            ));
-        };
-        if name.is_empty() || name.contains('/') {
-            return Err(invalid(
-                context,
-                format!("artifact {name:?} must be a plain file name"),
-            ));
-        }
-        Source::Artifact { name, package }
-    } else if let Some(rel) = raw.repo {
-        Source::Repo(validate_relative(context, "repo", &rel)?)
-    } else if let Some(host) = raw.host {
-        if !host.starts_with('/') {
-            return Err(invalid(
-                context,
-                format!("host path {host:?} must be absolute"),
-            ));
-        }
-        let (Some(nix), Some(nix_path)) = (raw.nix, raw.nix_path) else {
-            return Err(invalid(
-                context,
-                "a host entry needs nix (the nixpkgs attribute) and nix_path (the file inside it)"
-                    .to_owned(),
-            ));
-        };
-        Source::Host {
-            path: host,
-            nix,
-            nix_path: validate_relative(context, "nix_path", &nix_path)?,
-        }
-    } else if let Some(rel) = raw.imex {
-        Source::Imex(validate_relative(context, "imex", &rel)?)
-    } else if let Some(dir) = raw.repo_dir {
-        let kind = FileKind::RepoDir {
-            dir: validate_relative(context, "repo_dir", &dir)?,
-            suffix: raw.suffix.unwrap_or_default(),
-            mode,
-        };
-        return Ok(FileSpec { path, kind });
-    } else {
-        match raw.dir {
-            Some(true) => {
-                return Ok(FileSpec {
-                    path,
-                    kind: FileKind::Dir { mode },
-                })
-            }
-            _ => return Err(invalid(context, "dir must be true when set".to_owned())),
-        }
+    Ok(mode)
+}
+
+fn artifact_source(context: &str, name: String, package: Option<String>) -> Result<Source> {
+    let Some(package) = package else {
+        return Err(invalid(
+            context,
+            "an artifact entry needs package (the cargo package that builds it)".to_owned(),
+        ));
     };
-    Ok(FileSpec {
-        path,
-        kind: FileKind::File {
-            source,
-            mode,
-            links: raw.links,
-        },
+    if name.is_empty() || name.contains('/') {
+        return Err(invalid(
+            context,
+            format!("artifact {name:?} must be a plain file name"),
+        ));
+    }
+    Ok(Source::Artifact { name, package })
+}
+
+fn host_source(
+    context: &str,
+    host: String,
+    nix: Option<String>,
+    nix_path: Option<String>,
+) -> Result<Source> {
+    if !host.starts_with('/') {
+        return Err(invalid(
+            context,
+            format!("host path {host:?} must be absolute"),
+        ));
+    }
+    let (Some(nix), Some(nix_path)) = (nix, nix_path) else {
+        return Err(invalid(
+            context,
+            "a host entry needs nix (the nixpkgs attribute) and nix_path (the file inside it)"
+                .to_owned(),
+        ));
+    };
+    Ok(Source::Host {
+        path: host,
+        nix,
+        nix_path: validate_relative(context, "nix_path", &nix_path)?,
     })
 }
 

@@ -215,22 +215,16 @@ mod tests {
 
     #[test]
     fn the_command_service_needs_both_keys() {
-        let err = Config::parse("c", "IMEX_CMD_PORT=50005\n")
-            .expect("parses")
-            .cmd_port()
-            .expect_err("no ENABLED");
-        assert!(
-            err.to_string().contains("IMEX_CMD_ENABLED is not set"),
-            "{err}"
-        );
-        let err = Config::parse("c", "IMEX_CMD_ENABLED=1\n")
-            .expect("parses")
-            .cmd_port()
-            .expect_err("no PORT");
-        assert!(
-            err.to_string().contains("IMEX_CMD_PORT is not set"),
-            "{err}"
-        );
+        for (text, missing) in [
+            ("IMEX_CMD_PORT=50005\n", "IMEX_CMD_ENABLED is not set"),
+            ("IMEX_CMD_ENABLED=1\n", "IMEX_CMD_PORT is not set"),
+        ] {
+            let err = Config::parse("c", text)
+                .expect("parses")
+                .cmd_port()
+                .expect_err(missing);
+            assert!(err.to_string().contains(missing), "{err}");
+        }
         let off = Config::parse("c", "IMEX_CMD_ENABLED=0\n").expect("parses");
         assert_eq!(off.cmd_port().expect("off"), None);
     }

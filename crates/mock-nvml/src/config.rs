@@ -24,13 +24,13 @@ pub const MAX_DEVICES: usize = 64;
 pub const MAX_FILE_BYTES: u64 = 4 << 20;
 
 /// Environment variable naming the profile.
-pub const ENV_CONFIG: &str = "MOCK_NVML_CONFIG";
+pub const ENV_CONFIG: &str = node_layout::env::MOCK_NVML_CONFIG;
 /// Environment variable naming the topology document.
-pub const ENV_TOPOLOGY: &str = "MOCK_TOPOLOGY_CONFIG";
+pub const ENV_TOPOLOGY: &str = node_layout::env::MOCK_TOPOLOGY_CONFIG;
 /// Environment variable naming this node.
-pub const ENV_NODE_NAME: &str = "NODE_NAME";
+pub const ENV_NODE_NAME: &str = node_layout::env::NODE_NAME;
 /// Any non-empty value makes an invalid topology fail init.
-pub const ENV_STRICT: &str = "MOCK_NVML_STRICT";
+pub const ENV_STRICT: &str = node_layout::env::MOCK_NVML_STRICT;
 
 /// Why init failed; each variant is one stderr line and one NVML return code.
 #[derive(Debug, thiserror::Error)]

@@ -2,12 +2,14 @@
 //!
 //! - [`paths`]: every path of the staged tree, on the host and inside containers.
 //! - [`channels`]: the IMEX channel selector of the `imex-channels` annotation.
+//! - [`env`]: the mock library's environment variables, which the plugin sets.
 //! - [`proc_devices`]: the substitute `/proc/devices` and its major validation.
 //! - [`facts`]: the node-facts report the stager's probe prints for xtask.
 //!
 //! Pure: no I/O, so the stager and the plugin cannot disagree about a path.
 
 pub mod channels;
+pub mod env;
 pub mod facts;
 pub mod paths;
 pub mod proc_devices;

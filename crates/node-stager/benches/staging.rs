@@ -21,28 +21,22 @@ const HOST_PROC_DEVICES: &str =
 
 fn stage(dir: &Path, stager: &Path) -> Duration {
     let start = Instant::now();
-    let output = Command::new(stager)
+    let mut command = Command::new(stager);
+    command
         .current_dir(dir)
         .env("RUST_LOG", "warn")
-        .arg("--node-name=worker")
-        .arg(format!("--overlay-dir={}", dir.join("overlay").display()))
-        .arg(format!("--profile={}", dir.join("config.yaml").display()))
-        .arg(format!(
-            "--library={}",
-            dir.join("libnvidia-ml.so.1").display()
-        ))
-        .arg(format!(
-            "--check-fabric={}",
-            dir.join("check-fabric").display()
-        ))
-        .arg(format!(
-            "--topology-file={}",
-            dir.join("topology.yaml").display()
-        ))
-        .arg(format!(
-            "--proc-devices-source={}",
-            dir.join("proc-devices").display()
-        ))
+        .arg("--node-name=worker");
+    for (flag, input) in [
+        ("overlay-dir", "overlay"),
+        ("profile", "config.yaml"),
+        ("library", "libnvidia-ml.so.1"),
+        ("check-fabric", "check-fabric"),
+        ("topology-file", "topology.yaml"),
+        ("proc-devices-source", "proc-devices"),
+    ] {
+        command.arg(format!("--{flag}={}", dir.join(input).display()));
+    }
+    let output = command
         .args([
             "--imex-channels",
             "--channel-count=2048",

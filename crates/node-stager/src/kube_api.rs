@@ -210,13 +210,13 @@ mod tests {
         );
     }
 
-    #[tokio::test]
-    async fn labelling_patches_the_node() {
+    /// `set_label(label)` on `worker3` sends one patch with the label's value `expected`.
+    async fn sets_label_as(label: Label, expected: serde_json::Value) {
         let (client, handle) = mock_client();
-        let server = tokio::spawn(expect_label_patch(handle, serde_json::json!("true")));
+        let server = tokio::spawn(expect_label_patch(handle, expected));
         let result = tokio::time::timeout(
             std::time::Duration::from_secs(1),
-            set_label(client, "worker3", Label::Present),
+            set_label(client, "worker3", label),
         )
         .await;
         assert!(matches!(result, Ok(Ok(()))), "{result:?}");
@@ -224,16 +224,13 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn labelling_patches_the_node() {
+        sets_label_as(Label::Present, serde_json::json!("true")).await;
+    }
+
+    #[tokio::test]
     async fn unlabelling_sends_null() {
-        let (client, handle) = mock_client();
-        let server = tokio::spawn(expect_label_patch(handle, serde_json::Value::Null));
-        let result = tokio::time::timeout(
-            std::time::Duration::from_secs(1),
-            set_label(client, "worker3", Label::Absent),
-        )
-        .await;
-        assert!(matches!(result, Ok(Ok(()))), "{result:?}");
-        server.await.unwrap_or_else(|err| panic!("{err}"));
+        sets_label_as(Label::Absent, serde_json::Value::Null).await;
     }
 
     #[tokio::test]

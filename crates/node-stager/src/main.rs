@@ -141,17 +141,7 @@ async fn run(args: Args) -> Result<()> {
     let mut sigterm = signal(SignalKind::terminate()).context("cannot watch SIGTERM")?;
     let mut sigint = signal(SignalKind::interrupt()).context("cannot watch SIGINT")?;
     let layout = Layout::new(args.overlay_dir.clone());
-    let inputs = read_inputs(&args)?;
-    let plan = plan::plan(&layout, &inputs);
-    let applied = stage::apply(&plan)
-        .with_context(|| format!("cannot stage into {}", layout.root().display()))?;
-    tracing::info!(
-        root = %layout.root().display(),
-        changed = applied.changed,
-        unchanged = applied.unchanged,
-        removed = applied.removed,
-        "staged the driver tree"
-    );
+    stage_tree(&args, &layout)?;
 
     let client = match args.no_label && args.topology_configmap.is_none() {
         true => None,
@@ -164,34 +154,7 @@ async fn run(args: Args) -> Result<()> {
 
     // Who sets the clique label: nobody under --no-label.
     let labeller = client.as_ref().filter(|_| !args.no_label);
-    if let Some(path) = &args.topology_file {
-        match std::fs::read_to_string(path) {
-            Ok(text) => restage(&layout, &text, labeller, &args.node_name).await,
-            Err(err) => {
-                tracing::warn!(path = %path.display(), error = %err, "cannot read the topology file; nothing staged yet")
-            }
-        }
-    }
-    if let (Some(client), Some(name), Some(namespace)) =
-        (&client, &args.topology_configmap, &args.namespace)
-    {
-        let config_maps: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
-            kube::Api::namespaced(client.clone(), namespace);
-        match config_maps.get_opt(name).await {
-            Ok(Some(config_map)) => match kube_api::topology_of(&config_map) {
-                Some(text) => restage(&layout, text, labeller, &args.node_name).await,
-                None => {
-                    tracing::warn!(%namespace, %name, "the topology ConfigMap has no topology.yaml key")
-                }
-            },
-            Ok(None) => {
-                tracing::warn!(%namespace, %name, "the topology ConfigMap does not exist yet")
-            }
-            Err(err) => {
-                tracing::warn!(%namespace, %name, error = %err, "cannot read the topology ConfigMap")
-            }
-        }
-    }
+    stage_initial_topology(&args, &layout, client.as_ref(), labeller).await;
 
     if let (Some(client), false) = (&client, args.no_label) {
         kube_api::set_label(client.clone(), &args.node_name, Label::Present).await?;
@@ -201,24 +164,7 @@ async fn run(args: Args) -> Result<()> {
         return Ok(());
     }
 
-    let (sender, mut receiver) = mpsc::channel::<String>(16);
-    if let Some(path) = args.topology_file.clone() {
-        let sender = sender.clone();
-        let period = Duration::from_millis(args.topology_poll_ms.max(1));
-        tokio::spawn(async move { topology_file::follow(&path, period, sender).await });
-    }
-    if let (Some(client), Some(name), Some(namespace)) = (
-        client.clone(),
-        args.topology_configmap.clone(),
-        args.namespace.clone(),
-    ) {
-        let sender = sender.clone();
-        tokio::spawn(
-            async move { kube_api::watch_topology(client, &namespace, &name, sender).await },
-        );
-    }
-    drop(sender);
-
+    let mut receiver = follow_topology(&args, client.as_ref());
     tracing::info!("ready: following the topology");
     let mut sources_open = true;
     loop {
@@ -231,9 +177,86 @@ async fn run(args: Args) -> Result<()> {
             },
         }
     }
+    clean_up(&args, &layout, client).await
+}
 
+/// Plans and applies the staged tree (everything but the topology).
+fn stage_tree(args: &Args, layout: &Layout) -> Result<()> {
+    let inputs = read_inputs(args)?;
+    let plan = plan::plan(layout, &inputs);
+    let applied = stage::apply(&plan)
+        .with_context(|| format!("cannot stage into {}", layout.root().display()))?;
+    tracing::info!(
+        root = %layout.root().display(),
+        changed = applied.changed,
+        unchanged = applied.unchanged,
+        removed = applied.removed,
+        "staged the driver tree"
+    );
+    Ok(())
+}
+
+/// Stages the topology the file and the ConfigMap hold now; a missing one is a warning.
+async fn stage_initial_topology(
+    args: &Args,
+    layout: &Layout,
+    client: Option<&kube::Client>,
+    labeller: Option<&kube::Client>,
+) {
+    if let Some(path) = &args.topology_file {
+        match std::fs::read_to_string(path) {
+            Ok(text) => restage(layout, &text, labeller, &args.node_name).await,
+            Err(err) => {
+                tracing::warn!(path = %path.display(), error = %err, "cannot read the topology file; nothing staged yet")
+            }
+        }
+    }
+    if let (Some(client), Some(name), Some(namespace)) =
+        (client, &args.topology_configmap, &args.namespace)
+    {
+        let config_maps: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
+            kube::Api::namespaced(client.clone(), namespace);
+        match config_maps.get_opt(name).await {
+            Ok(Some(config_map)) => match kube_api::topology_of(&config_map) {
+                Some(text) => restage(layout, text, labeller, &args.node_name).await,
+                None => {
+                    tracing::warn!(%namespace, %name, "the topology ConfigMap has no topology.yaml key")
+                }
+            },
+            Ok(None) => {
+                tracing::warn!(%namespace, %name, "the topology ConfigMap does not exist yet")
+            }
+            Err(err) => {
+                tracing::warn!(%namespace, %name, error = %err, "cannot read the topology ConfigMap")
+            }
+        }
+    }
+}
+
+/// Follows the topology file and the ConfigMap; the receiver closes when both sources end.
+fn follow_topology(args: &Args, client: Option<&kube::Client>) -> mpsc::Receiver<String> {
+    let (sender, receiver) = mpsc::channel::<String>(16);
+    if let Some(path) = args.topology_file.clone() {
+        let sender = sender.clone();
+        let period = Duration::from_millis(args.topology_poll_ms.max(1));
+        tokio::spawn(async move { topology_file::follow(&path, period, sender).await });
+    }
+    if let (Some(client), Some(name), Some(namespace)) = (
+        client.cloned(),
+        args.topology_configmap.clone(),
+        args.namespace.clone(),
+    ) {
+        tokio::spawn(
+            async move { kube_api::watch_topology(client, &namespace, &name, sender).await },
+        );
+    }
+    receiver
+}
+
+/// On SIGTERM or SIGINT: removes the staged tree, then the node's labels.
+async fn clean_up(args: &Args, layout: &Layout, client: Option<kube::Client>) -> Result<()> {
     tracing::info!("terminating: removing the staged tree and the label");
-    let removed = stage::remove_tree(&layout).with_context(|| {
+    let removed = stage::remove_tree(layout).with_context(|| {
         format!(
             "cannot remove the staged tree under {}",
             layout.root().display()

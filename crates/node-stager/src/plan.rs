@@ -123,58 +123,93 @@ pub struct Plan {
 
 /// Plans the staged tree (everything but the topology, which is staged on its own).
 pub fn plan(layout: &Layout, inputs: &Inputs) -> Plan {
-    let mut entries = Vec::new();
-    let dir = |path: PathBuf| Entry::Dir { path };
-    let text = |path: PathBuf, contents: &str| Entry::File {
+    let mut entries: Vec<Entry> = [
+        layout.root().to_path_buf(),
+        layout.driver_dir(),
+        layout.lib_dir(),
+        layout.bin_dir(),
+        layout.config_dir(),
+        layout.dev_dir(),
+        layout.topology_dir(),
+    ]
+    .into_iter()
+    .map(dir)
+    .collect();
+    entries.extend(driver_files(layout, inputs));
+    entries.extend(gpu_nodes(layout, inputs.gpu_count));
+
+    let mut exclusive_dirs = vec![layout.lib_dir(), layout.bin_dir(), layout.dev_dir()];
+    let mut absent = Vec::new();
+    match &inputs.imex {
+        Some(imex) => {
+            entries.extend(imex_entries(layout, imex));
+            exclusive_dirs.push(layout.channel_dir());
+        }
+        None => {
+            absent.extend([
+                layout.imex_dir(),
+                layout.imex_caps_file(),
+                layout.channel_dir(),
+            ]);
+        }
+    }
+    absent.push(layout.legacy_topology_dir());
+    Plan {
+        entries,
+        exclusive_dirs,
+        absent,
+    }
+}
+
+fn dir(path: PathBuf) -> Entry {
+    Entry::Dir { path }
+}
+
+fn text(path: PathBuf, contents: &str) -> Entry {
+    Entry::File {
         path,
         contents: Contents::Text(contents.to_owned()),
         mode: 0o644,
-    };
+    }
+}
 
-    entries.extend([
-        dir(layout.root().to_path_buf()),
-        dir(layout.driver_dir()),
-        dir(layout.lib_dir()),
-        dir(layout.bin_dir()),
-        dir(layout.config_dir()),
-        dir(layout.dev_dir()),
-        dir(layout.topology_dir()),
-    ]);
+fn executable(path: PathBuf, source: &std::path::Path) -> Entry {
+    Entry::File {
+        path,
+        contents: Contents::CopyOf(source.to_path_buf()),
+        mode: 0o755,
+    }
+}
 
-    // The library under its versioned name, `.so.1` → versioned, `.so` → `.so.1`.
+/// The library under its versioned name, `.so.1` → versioned, `.so` → `.so.1`; check-fabric,
+/// nvidia-smi and the profile.
+fn driver_files(layout: &Layout, inputs: &Inputs) -> [Entry; 6] {
     let library_file = layout.library_file(&inputs.driver_version);
-    entries.push(Entry::File {
-        path: library_file.clone(),
-        contents: Contents::CopyOf(inputs.library.clone()),
-        mode: 0o755,
-    });
-    entries.push(Entry::Symlink {
-        path: layout.library_soname_link(),
-        target: file_name(&library_file),
-    });
-    entries.push(Entry::Symlink {
-        path: layout.library_dev_link(),
-        target: file_name(&layout.library_soname_link()),
-    });
-    entries.push(Entry::File {
-        path: layout.check_fabric(),
-        contents: Contents::CopyOf(inputs.check_fabric.clone()),
-        mode: 0o755,
-    });
-    entries.push(Entry::File {
-        path: layout.nvidia_smi(),
-        contents: Contents::CopyOf(inputs.nvidia_smi.clone()),
-        mode: 0o755,
-    });
-    entries.push(text(layout.config(), &inputs.profile_yaml));
+    [
+        executable(library_file.clone(), &inputs.library),
+        Entry::Symlink {
+            path: layout.library_soname_link(),
+            target: file_name(&library_file),
+        },
+        Entry::Symlink {
+            path: layout.library_dev_link(),
+            target: file_name(&layout.library_soname_link()),
+        },
+        executable(layout.check_fabric(), &inputs.check_fabric),
+        executable(layout.nvidia_smi(), &inputs.nvidia_smi),
+        text(layout.config(), &inputs.profile_yaml),
+    ]
+}
 
-    for index in 0..inputs.gpu_count {
-        entries.push(Entry::CharDevice {
+/// `nvidia<i>` for each GPU, then `nvidiactl`, `nvidia-uvm` and `nvidia-uvm-tools`.
+fn gpu_nodes(layout: &Layout, gpu_count: u32) -> Vec<Entry> {
+    let mut entries: Vec<Entry> = (0..gpu_count)
+        .map(|index| Entry::CharDevice {
             path: layout.gpu_node(index),
             major: NVIDIA_MAJOR,
             minor: index,
-        });
-    }
+        })
+        .collect();
     let [ctl, uvm, uvm_tools] = layout.gpu_control_nodes();
     entries.extend([
         Entry::CharDevice {
@@ -193,38 +228,27 @@ pub fn plan(layout: &Layout, inputs: &Inputs) -> Plan {
             minor: 1,
         },
     ]);
+    entries
+}
 
-    let mut exclusive_dirs = vec![layout.lib_dir(), layout.bin_dir(), layout.dev_dir()];
-    let mut absent = Vec::new();
+/// The IMEX surface: the substitute `/proc/devices`, the caps file and the channel nodes.
+fn imex_entries(layout: &Layout, imex: &Imex) -> Vec<Entry> {
+    let mut entries = vec![
+        dir(layout.imex_dir()),
+        text(layout.proc_devices(), &imex.proc_devices),
+    ];
     let caps_file = layout.imex_caps_file();
-    match &inputs.imex {
-        Some(imex) => {
-            entries.push(dir(layout.imex_dir()));
-            entries.push(text(layout.proc_devices(), &imex.proc_devices));
-            if let Some(caps_dir) = caps_file.parent() {
-                entries.push(dir(caps_dir.to_path_buf()));
-            }
-            entries.push(text(caps_file, IMEX_CAPS_CONTENTS));
-            entries.push(dir(layout.channel_dir()));
-            for index in 0..imex.channel_count {
-                entries.push(Entry::CharDevice {
-                    path: layout.channel_node(index),
-                    major: imex.channel_major.get(),
-                    minor: index,
-                });
-            }
-            exclusive_dirs.push(layout.channel_dir());
-        }
-        None => {
-            absent.extend([layout.imex_dir(), caps_file, layout.channel_dir()]);
-        }
+    if let Some(caps_dir) = caps_file.parent() {
+        entries.push(dir(caps_dir.to_path_buf()));
     }
-    absent.push(layout.legacy_topology_dir());
-    Plan {
-        entries,
-        exclusive_dirs,
-        absent,
-    }
+    entries.push(text(caps_file, IMEX_CAPS_CONTENTS));
+    entries.push(dir(layout.channel_dir()));
+    entries.extend((0..imex.channel_count).map(|index| Entry::CharDevice {
+        path: layout.channel_node(index),
+        major: imex.channel_major.get(),
+        minor: index,
+    }));
+    entries
 }
 
 /// The top-level directories the stager owns under the root; SIGTERM removes them.

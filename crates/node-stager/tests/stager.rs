@@ -53,16 +53,8 @@ domains:
 ";
 
 fn require_root() {
-    let status = fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let euid = status
-        .lines()
-        .find_map(|line| line.strip_prefix("Uid:"))
-        .and_then(|ids| ids.split_whitespace().nth(1))
-        .unwrap_or_default()
-        .to_owned();
-    assert_eq!(
-        euid, "0",
-        "these tests create device nodes and must run as root (CAP_MKNOD): run `sudo -E cargo test -p node-stager`"
+    integration_tests::require_root(
+        "these tests create device nodes and must run as root (CAP_MKNOD): run `sudo -E cargo test -p node-stager`",
     );
 }
 
@@ -125,32 +117,19 @@ impl Host {
             .env("RUST_LOG", "info")
             .arg("--node-name=worker3")
             .arg("--no-label")
-            .arg(format!("--overlay-dir={}", self.overlay().display()))
-            .arg(format!(
-                "--profile={}",
-                self.path("inputs/config.yaml").display()
-            ))
-            .arg(format!(
-                "--library={}",
-                self.path("inputs/libnvidia-ml.so.1").display()
-            ))
-            .arg(format!(
-                "--check-fabric={}",
-                self.path("inputs/check-fabric").display()
-            ))
-            .arg(format!(
-                "--nvidia-smi={}",
-                self.path("inputs/nvidia-smi").display()
-            ))
-            .arg(format!(
-                "--topology-file={}",
-                self.path("inputs/topology.yaml").display()
-            ))
-            .arg(format!(
-                "--proc-devices-source={}",
-                self.path("inputs/proc-devices").display()
-            ))
-            .args(extra);
+            .arg(format!("--overlay-dir={}", self.overlay().display()));
+        for (flag, input) in [
+            ("profile", "config.yaml"),
+            ("library", "libnvidia-ml.so.1"),
+            ("check-fabric", "check-fabric"),
+            ("nvidia-smi", "nvidia-smi"),
+            ("topology-file", "topology.yaml"),
+            ("proc-devices-source", "proc-devices"),
+        ] {
+            let path = self.path("inputs").join(input);
+            command.arg(format!("--{flag}={}", path.display()));
+        }
+        command.args(extra);
         command
     }
 

@@ -10,6 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
 use node_layout::channels::ChannelSelector;
+use node_layout::env;
 use node_layout::paths::Layout;
 
 use crate::proto::{
@@ -198,14 +199,17 @@ pub fn adjust(policy: &Policy, container: &Container, staged: Staged) -> Plan {
             EnvRule::Prepend(path_string(mounted.lib_dir())),
         ),
         (
-            "MOCK_NVML_CONFIG",
+            env::MOCK_NVML_CONFIG,
             EnvRule::SetIfAbsent(path_string(mounted.config())),
         ),
     ];
     if !policy.node_name.is_empty() && staged.topology_present {
-        edits.push(("NODE_NAME", EnvRule::SetIfAbsent(policy.node_name.clone())));
         edits.push((
-            "MOCK_TOPOLOGY_CONFIG",
+            env::NODE_NAME,
+            EnvRule::SetIfAbsent(policy.node_name.clone()),
+        ));
+        edits.push((
+            env::MOCK_TOPOLOGY_CONFIG,
             EnvRule::SetIfAbsent(path_string(mounted.topology())),
         ));
     }

@@ -83,6 +83,58 @@ async fn serve<R>(
 where
     R: AsyncRead + Unpin,
 {
+    if outgoing.send(registration(identity)).await.is_err() {
+        return SessionError::Closed;
+    }
+    tracing::info!(plugin = %format!("{}-{}", identity.index, identity.name), "registering with the runtime");
+
+    let mut plugin_conn = MessageDecoder::default();
+    let mut runtime_conn = MessageDecoder::default();
+    loop {
+        let (conn, payload) = match read_frame(reader).await {
+            Ok(frame) => frame,
+            Err(end) => return end,
+        };
+        let decoder = match conn {
+            PLUGIN_SERVICE_CONN => &mut plugin_conn,
+            RUNTIME_SERVICE_CONN => &mut runtime_conn,
+            other => {
+                tracing::debug!(
+                    conn = other,
+                    "discarding a frame for an unknown mux connection"
+                );
+                continue;
+            }
+        };
+        let messages = match decoder.push(&payload) {
+            Ok(messages) => messages,
+            Err(err) => return SessionError::Protocol(err),
+        };
+        for message in messages {
+            match (conn, message.kind) {
+                (PLUGIN_SERVICE_CONN, MESSAGE_REQUEST) => {
+                    answer(service.clone(), outgoing.clone(), message);
+                }
+                (RUNTIME_SERVICE_CONN, MESSAGE_RESPONSE)
+                    if message.stream_id == REGISTER_STREAM_ID =>
+                {
+                    if let Some(end) = registration_reply(identity, &message) {
+                        return end;
+                    }
+                }
+                (conn, kind) => tracing::debug!(
+                    conn,
+                    kind,
+                    stream = message.stream_id,
+                    "ignoring an unexpected ttrpc message"
+                ),
+            }
+        }
+    }
+}
+
+/// The `RegisterPlugin` request, framed for the runtime service connection.
+fn registration(identity: &Identity) -> Vec<u8> {
     let register = Request {
         service: RUNTIME_SERVICE.to_owned(),
         method: "RegisterPlugin".to_owned(),
@@ -99,92 +151,54 @@ where
         MESSAGE_REQUEST,
         &register.encode_to_vec(),
     );
-    if outgoing
-        .send(wire::encode_frames(RUNTIME_SERVICE_CONN, &message))
-        .await
-        .is_err()
-    {
-        return SessionError::Closed;
-    }
-    tracing::info!(plugin = %format!("{}-{}", identity.index, identity.name), "registering with the runtime");
+    wire::encode_frames(RUNTIME_SERVICE_CONN, &message)
+}
 
-    let mut plugin_conn = MessageDecoder::default();
-    let mut runtime_conn = MessageDecoder::default();
-    loop {
-        let mut header = [0u8; FRAME_HEADER_LEN];
-        if let Err(err) = reader.read_exact(&mut header).await {
-            return io_end(err);
+/// One mux frame: its connection and payload; how the session ends when there is none.
+async fn read_frame<R>(reader: &mut R) -> Result<(u32, Vec<u8>), SessionError>
+where
+    R: AsyncRead + Unpin,
+{
+    let mut header = [0u8; FRAME_HEADER_LEN];
+    reader.read_exact(&mut header).await.map_err(io_end)?;
+    let header = wire::decode_frame_header(header).map_err(SessionError::Protocol)?;
+    let mut payload = vec![0u8; header.length];
+    reader.read_exact(&mut payload).await.map_err(io_end)?;
+    Ok((header.conn, payload))
+}
+
+/// Answers one plugin-service request in its own task.
+fn answer(service: Arc<PluginService>, outgoing: mpsc::Sender<Vec<u8>>, message: wire::Message) {
+    tokio::spawn(async move {
+        let response = service.handle(&message.data).await;
+        let reply = wire::encode_message(
+            message.stream_id,
+            MESSAGE_RESPONSE,
+            &response.encode_to_vec(),
+        );
+        // A closed queue means the session is over; the reader reports why.
+        let _ = outgoing
+            .send(wire::encode_frames(PLUGIN_SERVICE_CONN, &reply))
+            .await;
+    });
+}
+
+/// The runtime's reply to `RegisterPlugin`: the session's end when it is a rejection.
+fn registration_reply(identity: &Identity, message: &wire::Message) -> Option<SessionError> {
+    let status = Response::decode(message.data.as_slice()).map(|response| response.status);
+    match status {
+        Ok(None) => tracing::info!("registration accepted"),
+        Ok(Some(status)) if status.code == code::OK => tracing::info!("registration accepted"),
+        Ok(Some(status)) => {
+            return Some(SessionError::Rejected {
+                name: format!("{}-{}", identity.index, identity.name),
+                code: status.code,
+                message: status.message,
+            })
         }
-        let header = match wire::decode_frame_header(header) {
-            Ok(header) => header,
-            Err(err) => return SessionError::Protocol(err),
-        };
-        let mut payload = vec![0u8; header.length];
-        if let Err(err) = reader.read_exact(&mut payload).await {
-            return io_end(err);
-        }
-        let decoder = match header.conn {
-            PLUGIN_SERVICE_CONN => &mut plugin_conn,
-            RUNTIME_SERVICE_CONN => &mut runtime_conn,
-            other => {
-                tracing::debug!(
-                    conn = other,
-                    "discarding a frame for an unknown mux connection"
-                );
-                continue;
-            }
-        };
-        let messages = match decoder.push(&payload) {
-            Ok(messages) => messages,
-            Err(err) => return SessionError::Protocol(err),
-        };
-        for message in messages {
-            match (header.conn, message.kind) {
-                (PLUGIN_SERVICE_CONN, MESSAGE_REQUEST) => {
-                    let service = service.clone();
-                    let outgoing = outgoing.clone();
-                    tokio::spawn(async move {
-                        let response = service.handle(&message.data).await;
-                        let reply = wire::encode_message(
-                            message.stream_id,
-                            MESSAGE_RESPONSE,
-                            &response.encode_to_vec(),
-                        );
-                        // A closed queue means the session is over; the reader reports why.
-                        let _ = outgoing
-                            .send(wire::encode_frames(PLUGIN_SERVICE_CONN, &reply))
-                            .await;
-                    });
-                }
-                (RUNTIME_SERVICE_CONN, MESSAGE_RESPONSE)
-                    if message.stream_id == REGISTER_STREAM_ID =>
-                {
-                    let status =
-                        Response::decode(message.data.as_slice()).map(|response| response.status);
-                    match status {
-                        Ok(None) => tracing::info!("registration accepted"),
-                        Ok(Some(status)) if status.code == code::OK => {
-                            tracing::info!("registration accepted")
-                        }
-                        Ok(Some(status)) => {
-                            return SessionError::Rejected {
-                                name: format!("{}-{}", identity.index, identity.name),
-                                code: status.code,
-                                message: status.message,
-                            }
-                        }
-                        Err(err) => tracing::warn!("cannot decode the RegisterPlugin reply: {err}"),
-                    }
-                }
-                (conn, kind) => tracing::debug!(
-                    conn,
-                    kind,
-                    stream = message.stream_id,
-                    "ignoring an unexpected ttrpc message"
-                ),
-            }
-        }
+        Err(err) => tracing::warn!("cannot decode the RegisterPlugin reply: {err}"),
     }
+    None
 }
 
 fn io_end(err: std::io::Error) -> SessionError {
@@ -256,6 +270,23 @@ mod tests {
         }
     }
 
+    /// Runs a session as plugin `10-nvml-mock` over an in-memory pipe of `buffer` bytes;
+    /// returns the runtime's end and the session's task.
+    fn start_session(
+        policy: Policy,
+        health: Arc<Health>,
+        buffer: usize,
+    ) -> (DuplexStream, tokio::task::JoinHandle<SessionError>) {
+        let service = Arc::new(PluginService::new(policy, health, Duration::ZERO));
+        let (plugin_end, runtime) = tokio::io::duplex(buffer);
+        let identity = Identity {
+            name: "nvml-mock".to_owned(),
+            index: "10".to_owned(),
+        };
+        let session = tokio::spawn(async move { run(plugin_end, &identity, service).await });
+        (runtime, session)
+    }
+
     async fn call(runtime: &mut DuplexStream, stream_id: u32, method: &str, payload: Vec<u8>) {
         let request = Request {
             service: PLUGIN_SERVICE.to_owned(),
@@ -291,13 +322,7 @@ mod tests {
             excluded_namespaces: Policy::parse_excluded_namespaces(""),
         };
         let health = Arc::new(Health::default());
-        let service = Arc::new(PluginService::new(policy, health, Duration::ZERO));
-        let (plugin_end, mut runtime) = tokio::io::duplex(1 << 20);
-        let identity = Identity {
-            name: "nvml-mock".to_owned(),
-            index: "10".to_owned(),
-        };
-        let session = tokio::spawn(async move { run(plugin_end, &identity, service).await });
+        let (mut runtime, session) = start_session(policy, health, 1 << 20);
         let mut decoders = [MessageDecoder::default(), MessageDecoder::default()];
 
         // RegisterPlugin comes first; Configure is answered before its reply.
@@ -393,13 +418,7 @@ mod tests {
             imex_channel_annotation: String::new(),
             excluded_namespaces: Policy::parse_excluded_namespaces(""),
         };
-        let service = Arc::new(PluginService::new(policy, health, Duration::ZERO));
-        let (plugin_end, mut runtime) = tokio::io::duplex(1 << 16);
-        let identity = Identity {
-            name: "nvml-mock".to_owned(),
-            index: "10".to_owned(),
-        };
-        let session = tokio::spawn(async move { run(plugin_end, &identity, service).await });
+        let (mut runtime, session) = start_session(policy, health, 1 << 16);
         let mut decoders = [MessageDecoder::default(), MessageDecoder::default()];
         let register = next_message(&mut runtime, &mut decoders, RUNTIME_SERVICE_CONN).await;
 

@@ -1,77 +1,24 @@
-//! Identifier types with strict text forms: fabric uuids, GPU uuids and PCI bus ids.
+//! Identifier types with strict text forms: fabric uuids (topology's type), GPU uuids and PCI
+//! bus ids.
 
 use std::fmt;
 
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde::{Deserialize, Deserializer};
 
-/// A 16-byte fabric (cluster) uuid.
-///
-/// Text forms accepted: dashed `8-4-4-4-12` hex or 32 bare hex digits; displayed dashed, lowercase.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub struct FabricUuid([u8; 16]);
+/// A 16-byte fabric (cluster) uuid: the topology's type, so the profile and the topology parse
+/// and print it one way (dashed `8-4-4-4-12` hex or 32 bare hex digits in; dashed lowercase out).
+pub use topology::ClusterUuid as FabricUuid;
 
-impl FabricUuid {
-    /// Wraps raw bytes.
-    pub const fn from_bytes(bytes: [u8; 16]) -> FabricUuid {
-        FabricUuid(bytes)
-    }
-
-    /// The raw bytes, in order.
-    pub fn as_bytes(&self) -> &[u8; 16] {
-        &self.0
-    }
-
-    /// Parses a dashed or bare uuid; the error says what is wrong.
-    pub fn parse(text: &str) -> Result<FabricUuid, String> {
-        let hex: String = if text.len() == 36 {
-            let groups: Vec<&str> = text.split('-').collect();
-            let lengths: Vec<usize> = groups.iter().map(|group| group.len()).collect();
-            if lengths != [8, 4, 4, 4, 12] {
-                return Err(format!(
-                    "{text:?} is not a uuid: expected 8-4-4-4-12 hex digits"
-                ));
-            }
-            groups.concat()
-        } else if text.len() == 32 {
-            text.to_owned()
-        } else {
-            return Err(format!(
-                "{text:?} is not a uuid: expected 8-4-4-4-12 hex digits or 32 bare hex digits"
-            ));
-        };
-        let mut bytes = [0u8; 16];
-        for (slot, pair) in bytes.iter_mut().zip(hex.as_bytes().chunks(2)) {
-            let pair = std::str::from_utf8(pair).unwrap_or("");
-            *slot = u8::from_str_radix(pair, 16)
-                .map_err(|_| format!("{text:?} is not a uuid: {pair:?} is not hex"))?;
-        }
-        Ok(FabricUuid(bytes))
-    }
-}
-
-impl fmt::Display for FabricUuid {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for (position, byte) in self.0.iter().enumerate() {
-            if matches!(position, 4 | 6 | 8 | 10) {
-                f.write_str("-")?;
-            }
-            write!(f, "{byte:02x}")?;
-        }
-        Ok(())
-    }
-}
-
-impl Serialize for FabricUuid {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_str(self)
-    }
-}
-
-impl<'de> Deserialize<'de> for FabricUuid {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<FabricUuid, D::Error> {
-        let text = String::deserialize(deserializer)?;
-        FabricUuid::parse(&text).map_err(serde::de::Error::custom)
-    }
+/// Reads a profile's fabric uuid; the error names the value as profile errors do.
+pub(crate) fn fabric_uuid<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<FabricUuid, D::Error> {
+    let text = String::deserialize(deserializer)?;
+    text.parse().map_err(|_| {
+        serde::de::Error::custom(format!(
+            "{text:?} is not a uuid: expected 8-4-4-4-12 hex digits or 32 bare hex digits"
+        ))
+    })
 }
 
 /// Checks a GPU uuid: `GPU-` then dashed 8-4-4-4-12 hex.
@@ -159,30 +106,6 @@ impl fmt::Display for PciBusId {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn fabric_uuid_accepts_dashed_and_bare_and_round_trips() {
-        let dashed = FabricUuid::parse("00000000-0000-0000-0000-0000000000AB").unwrap();
-        let bare = FabricUuid::parse("000000000000000000000000000000ab").unwrap();
-        assert_eq!(dashed, bare);
-        assert_eq!(dashed.as_bytes()[15], 0xab);
-        assert_eq!(dashed.as_bytes()[..15], [0u8; 15]);
-        assert_eq!(dashed.to_string(), "00000000-0000-0000-0000-0000000000ab");
-    }
-
-    #[test]
-    fn fabric_uuid_rejects_malformed_text() {
-        for text in [
-            "",
-            "ab",
-            "00000000-0000-0000-0000-0000000000ag",
-            "0000000-00000-0000-0000-0000000000ab",
-            "000000000000000000000000000000zz",
-        ] {
-            let err = FabricUuid::parse(text).unwrap_err();
-            assert!(err.contains("is not a uuid"), "{text}: {err}");
-        }
-    }
 
     #[test]
     fn gpu_uuid_check() {

@@ -6,7 +6,8 @@
 //! error naming the offending field; [`Profile::devices`] gives the resolved per-GPU view.
 //!
 //! This crate is pure: no I/O, no environment, and it knows nothing of the C ABI or of the
-//! cluster topology (the fabric identity is applied through [`Profile::with_fabric_identity`]).
+//! cluster topology document (the fabric identity is applied through
+//! [`Profile::with_fabric_identity`]); the fabric uuid is the topology crate's [`FabricUuid`].
 //!
 //! ```
 //! let profile = nvml_profile::Profile::parse(nvml_profile::GB200).unwrap();

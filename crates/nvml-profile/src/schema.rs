@@ -354,6 +354,7 @@ pub struct NvLink {
 #[serde(deny_unknown_fields)]
 pub struct Fabric {
     /// The cluster (NVLink domain) uuid.
+    #[serde(deserialize_with = "crate::ids::fabric_uuid")]
     pub cluster_uuid: FabricUuid,
     /// The clique within the domain.
     pub clique_id: u32,

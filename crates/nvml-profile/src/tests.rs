@@ -137,7 +137,9 @@ fn num_devices_caps_the_visible_gpus() {
 
 #[test]
 fn fabric_identity_rewrites_defaults_and_device_blocks() {
-    let uuid = FabricUuid::parse("00000000-0000-0000-0000-0000000000ab").unwrap();
+    let uuid = "00000000-0000-0000-0000-0000000000ab"
+        .parse::<FabricUuid>()
+        .unwrap();
     let profile = Profile::parse(MINIMAL)
         .unwrap()
         .with_fabric_identity(uuid, 1);
@@ -161,7 +163,9 @@ fn fabric_identity_rewrites_defaults_and_device_blocks() {
 #[test]
 fn fabric_identity_leaves_a_profile_without_fabric_alone() {
     let profile = Profile::parse(H100).unwrap();
-    let uuid = FabricUuid::parse("00000000-0000-0000-0000-0000000000ab").unwrap();
+    let uuid = "00000000-0000-0000-0000-0000000000ab"
+        .parse::<FabricUuid>()
+        .unwrap();
     assert_eq!(profile.with_fabric_identity(uuid, 3), profile);
 }
 
@@ -315,25 +319,21 @@ fn health_summary_is_derived_from_the_mask() {
         fabric(None).effective_health_summary(),
         HealthSummary::Healthy
     );
-    assert_eq!(
-        fabric(Some(0)).effective_health_summary(),
-        HealthSummary::NotSupported
-    );
-    // ROUTE_UNHEALTHY TRUE.
-    assert_eq!(
-        fabric(Some(0x19A)).effective_health_summary(),
-        HealthSummary::Unhealthy
-    );
-    // DEGRADED_BW TRUE only.
-    assert_eq!(
-        fabric(Some(0x1A9)).effective_health_summary(),
-        HealthSummary::LimitedCapacity
-    );
-    // INCORRECT_CONFIGURATION = NO_PARTITION.
-    assert_eq!(
-        fabric(Some(0x4AA)).effective_health_summary(),
-        HealthSummary::Unhealthy
-    );
+    for (mask, summary) in [
+        (0, HealthSummary::NotSupported),
+        // ROUTE_UNHEALTHY TRUE.
+        (0x19A, HealthSummary::Unhealthy),
+        // DEGRADED_BW TRUE only.
+        (0x1A9, HealthSummary::LimitedCapacity),
+        // INCORRECT_CONFIGURATION = NO_PARTITION.
+        (0x4AA, HealthSummary::Unhealthy),
+    ] {
+        assert_eq!(
+            fabric(Some(mask)).effective_health_summary(),
+            summary,
+            "{mask:#x}"
+        );
+    }
     let explicit = Fabric {
         health_summary: Some(HealthSummary::LimitedCapacity),
         ..fabric(None)

@@ -74,20 +74,9 @@ mod tests {
 
     const CLUSTER: &str = "nvml-mock-compute-domain";
 
-    /// upstream-demo.md §1.7, `docs/demo/compute-domain/topology.yaml`, verbatim
-    /// apart from the block style of the node lists.
-    const UPSTREAM_DEMO_VALUES: &str = r#"
-topology:
-  enabled: true
-  domains:
-    - name: demo-domain
-      uuid: "00000000-0000-0000-0000-0000000000ab"
-      cliques:
-        - id: 0
-          nodes: [nvml-mock-compute-domain-worker, nvml-mock-compute-domain-worker2]
-        - id: 1
-          nodes: [nvml-mock-compute-domain-worker3, nvml-mock-compute-domain-worker4]
-"#;
+    /// The shipped demo values, which `tests/chart/demo_manifests.rs` pins to upstream-demo.md
+    /// §1.7 (`docs/demo/compute-domain/topology.yaml`).
+    const DEMO_VALUES: &str = include_str!("../../../manifests/demo/topology.yaml");
 
     /// What the chart does with the values: `version: 1` plus the domains.
     fn topology_from_values(values: &str) -> Topology {
@@ -113,7 +102,7 @@ topology:
         generated
             .validate()
             .expect("generated demo topology is valid");
-        assert_eq!(generated, topology_from_values(UPSTREAM_DEMO_VALUES));
+        assert_eq!(generated, topology_from_values(DEMO_VALUES));
         assert_eq!(topology_from_values(&generated.helm_values()), generated);
     }
 

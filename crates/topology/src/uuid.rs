@@ -11,7 +11,8 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 /// Parsing accepts the dashed form and 32 bare hex digits, in any case;
 /// anything else is rejected (unlike upstream, which drops non-hex characters
 /// and pads, turning typos into silently different identities).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+/// The default is all zero bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub struct ClusterUuid([u8; 16]);
 
 /// Why a string is not a cluster uuid.
@@ -151,6 +152,10 @@ mod tests {
             "{00000000-0000-0000-0000-0000000000ab}",
             " 00000000-0000-0000-0000-0000000000ab",
             "0000000000000000000000000000000é",
+            "ab",
+            "00000000-0000-0000-0000-0000000000ag",
+            "0000000-00000-0000-0000-0000000000ab",
+            "000000000000000000000000000000zz",
         ] {
             let err = parse(bad).expect_err(bad);
             assert_eq!(err.value, bad);

@@ -179,75 +179,21 @@ impl Shared {
 fn run(args: Args) -> Result<(), String> {
     let cfg = Config::read(&args.config).map_err(|e| e.to_string())?;
     if !args.nogpu {
-        let ctl = imex_double::fixed_path("/dev/nvidiactl");
-        return Err(match ctl.exists() {
-            true => "a GPU is present, but the IMEX test double runs only in NO GPU mode (--nogpu)"
-                .to_owned(),
-            false => format!(
-                "no NVIDIA GPU found ({} is absent); run with --nogpu for NO GPU mode",
-                ctl.display()
-            ),
-        });
+        return Err(no_gpu_mode_required());
     }
     if cfg.daemonize().map_err(|e| e.to_string())? && std::env::var_os(DAEMONIZED_ENV).is_none() {
         // DAEMONIZE=1: continue in the background, as the real daemon forks.
-        let exe = std::env::current_exe().map_err(|e| format!("cannot find myself: {e}"))?;
-        std::process::Command::new(exe)
-            .args(std::env::args_os().skip(1))
-            .env(DAEMONIZED_ENV, "1")
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .map_err(|e| format!("cannot daemonize: {e}"))?;
-        return Ok(());
+        return daemonize();
     }
     let log = open_log(&cfg)?;
-    log.info(&format!(
-        "IMEX version {NO_GPU_VERSION} ({MARKER}) is running with the following configuration options"
-    ));
-    for (key, value) in cfg.entries() {
-        log.info(&format!("{key}={value}"));
-    }
-    match cfg.stats_file() {
-        Some(path) if LogTarget::File(path.clone()) != cfg.log_target() => {
-            match std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&path)
-            {
-                Ok(mut file) => {
-                    let _ = writeln!(file, "[{}] stats: started ({MARKER})", clock::now());
-                }
-                Err(err) => log.warn(&format!("cannot open stats file {path}: {err}")),
-            }
-        }
-        _ => {}
-    }
+    log_startup(&cfg, &log);
     let server_port = args
         .port
         .map_or_else(|| cfg.server_port(), Ok)
         .map_err(|e| e.to_string())?;
     let cmd_port = cfg.cmd_port().map_err(|e| e.to_string())?;
     let nodes_path = cfg.nodes_file().to_owned();
-    let text = std::fs::read_to_string(&nodes_path)
-        .map_err(|e| format!("Failed to read node configuration file {nodes_path}: {e}"))?;
-    let nodes = Nodes::parse(&text);
-    if nodes.entries.is_empty() {
-        return Err(format!(
-            "Failed to read node configuration file {nodes_path}: no entries"
-        ));
-    }
-    let mut hosts = Vec::new();
-    for entry in &nodes.entries {
-        let (ip, kind) = nodes::resolve(entry).map_err(|e| e.to_string())?;
-        if kind == EntryKind::HostName {
-            log.info(&format!(
-                "Treating node config entry '{entry}' as a host name."
-            ));
-        }
-        hosts.push(ip);
-    }
+    let (nodes, hosts) = read_nodes(&nodes_path, &log)?;
     let bind = cfg.bind_ip().map_err(|e| e.to_string())?;
     let Some(own) = nodes::own_index(&hosts, bind) else {
         let msg = "No matching network interface found for any IP addresses in the node configuration file";
@@ -255,14 +201,7 @@ fn run(args: Args) -> Result<(), String> {
         return Err(format!("{msg} {nodes_path}"));
     };
     log.info(&format!("Identified this node as ID {own}"));
-    let run_dir = imex_double::fixed_path("/var/run/nvidia-imex");
-    if !run_dir.is_dir() {
-        std::fs::create_dir(&run_dir)
-            .map_err(|e| format!("cannot create {} for persist.dat: {e}", run_dir.display()))?;
-    }
-    let persist = run_dir.join("persist.dat");
-    std::fs::write(&persist, format!("{}\n", nodes.digest))
-        .map_err(|e| format!("cannot write {}: {e}", persist.display()))?;
+    write_persist(&nodes.digest)?;
     let Some(cmd_port) = cmd_port else {
         log.warn("IMEX_CMD_ENABLED=0: nvidia-imex-ctl cannot reach this daemon");
         return Err(
@@ -288,6 +227,93 @@ fn run(args: Args) -> Result<(), String> {
         .build()
         .map_err(|e| format!("cannot start: {e}"))?;
     runtime.block_on(serve(shared, SocketAddr::new(cmd_ip, cmd_port)))
+}
+
+/// Why the double refuses to run without `--nogpu`.
+fn no_gpu_mode_required() -> String {
+    let ctl = imex_double::fixed_path("/dev/nvidiactl");
+    match ctl.exists() {
+        true => "a GPU is present, but the IMEX test double runs only in NO GPU mode (--nogpu)"
+            .to_owned(),
+        false => format!(
+            "no NVIDIA GPU found ({} is absent); run with --nogpu for NO GPU mode",
+            ctl.display()
+        ),
+    }
+}
+
+/// Starts this program again in the background, detached from the terminal.
+fn daemonize() -> Result<(), String> {
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find myself: {e}"))?;
+    std::process::Command::new(exe)
+        .args(std::env::args_os().skip(1))
+        .env(DAEMONIZED_ENV, "1")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .map_err(|e| format!("cannot daemonize: {e}"))?;
+    Ok(())
+}
+
+/// The startup lines: the version and every configuration option; the stats file's first line.
+fn log_startup(cfg: &Config, log: &Log) {
+    log.info(&format!(
+        "IMEX version {NO_GPU_VERSION} ({MARKER}) is running with the following configuration options"
+    ));
+    for (key, value) in cfg.entries() {
+        log.info(&format!("{key}={value}"));
+    }
+    match cfg.stats_file() {
+        Some(path) if LogTarget::File(path.clone()) != cfg.log_target() => {
+            match std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&path)
+            {
+                Ok(mut file) => {
+                    let _ = writeln!(file, "[{}] stats: started ({MARKER})", clock::now());
+                }
+                Err(err) => log.warn(&format!("cannot open stats file {path}: {err}")),
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The nodes file and the address of each entry, in order.
+fn read_nodes(nodes_path: &str, log: &Log) -> Result<(Nodes, Vec<IpAddr>), String> {
+    let text = std::fs::read_to_string(nodes_path)
+        .map_err(|e| format!("Failed to read node configuration file {nodes_path}: {e}"))?;
+    let nodes = Nodes::parse(&text);
+    if nodes.entries.is_empty() {
+        return Err(format!(
+            "Failed to read node configuration file {nodes_path}: no entries"
+        ));
+    }
+    let mut hosts = Vec::new();
+    for entry in &nodes.entries {
+        let (ip, kind) = nodes::resolve(entry).map_err(|e| e.to_string())?;
+        if kind == EntryKind::HostName {
+            log.info(&format!(
+                "Treating node config entry '{entry}' as a host name."
+            ));
+        }
+        hosts.push(ip);
+    }
+    Ok((nodes, hosts))
+}
+
+/// `/var/run/nvidia-imex/persist.dat`: the nodes file's digest.
+fn write_persist(digest: &str) -> Result<(), String> {
+    let run_dir = imex_double::fixed_path("/var/run/nvidia-imex");
+    if !run_dir.is_dir() {
+        std::fs::create_dir(&run_dir)
+            .map_err(|e| format!("cannot create {} for persist.dat: {e}", run_dir.display()))?;
+    }
+    let persist = run_dir.join("persist.dat");
+    std::fs::write(&persist, format!("{digest}\n"))
+        .map_err(|e| format!("cannot write {}: {e}", persist.display()))
 }
 
 async fn serve(shared: Arc<Shared>, cmd_addr: SocketAddr) -> Result<(), String> {

@@ -1,0 +1,13 @@
+//! The environment variables the mock library reads, which the NRI plugin sets in containers.
+//!
+//! One spelling for both sides: the plugin and the mock library (`crates/mock-nvml/src/config.rs`)
+//! import these.
+
+/// The profile path (`driver/config/config.yaml` of the staged tree).
+pub const MOCK_NVML_CONFIG: &str = "MOCK_NVML_CONFIG";
+/// The topology document's path (`driver/topology/topology.yaml`).
+pub const MOCK_TOPOLOGY_CONFIG: &str = "MOCK_TOPOLOGY_CONFIG";
+/// This node's name, which selects its identity from the topology.
+pub const NODE_NAME: &str = "NODE_NAME";
+/// Any non-empty value makes an invalid topology fail init.
+pub const MOCK_NVML_STRICT: &str = "MOCK_NVML_STRICT";
