@@ -34,6 +34,7 @@ use crate::names::{KindCluster, FIELD_MANAGER};
 use crate::plan::ImageRef;
 use crate::report::{round, Outcome, ScenarioResult, WorkerDetail};
 use crate::runner::{Cmd, Runner};
+use crate::scenarios::poll::{poll_until, Probe, Show, Wait};
 
 /// The image's repository name; the tag is derived from its content.
 pub const DRA_IMAGE: &str = "cdsim-dra-driver";
@@ -645,32 +646,33 @@ where
     D: FnOnce() -> G,
     G: std::future::Future<Output = String>,
 {
-    let started = Instant::now();
-    let mut last = String::new();
-    loop {
-        let progress = match probe().await {
-            Ok(Ok(value)) => {
-                eprintln!("    ✓ {what} after {:.1}s", started.elapsed().as_secs_f64());
-                return Ok(value);
+    let wait = Wait {
+        show: Show::Named(what),
+        since: Instant::now(),
+        limit,
+        every: Duration::from_secs(1),
+    };
+    let got = poll_until(&wait, || {
+        let probed = probe();
+        async move {
+            match probed.await {
+                Ok(Ok(value)) => Probe::Done(value),
+                Ok(Err(progress)) => Probe::Pending(progress),
+                Err(err) => Probe::Pending(format!("{err:#}")),
             }
-            Ok(Err(progress)) => progress,
-            Err(err) => format!("{err:#}"),
-        };
-        if progress != last {
-            eprintln!(
-                "    {what}: {progress} ({:.0}s)",
-                started.elapsed().as_secs_f64()
-            );
-            last = progress;
         }
-        if started.elapsed() >= limit {
+    })
+    .await;
+    match got {
+        Ok(value) => Ok(value),
+        Err(unmet) => {
             let diagnostics = diagnose().await;
             bail!(
-                "{what}: not after {}s ({last})\n{diagnostics}",
-                limit.as_secs()
+                "{what}: not after {}s ({})\n{diagnostics}",
+                limit.as_secs(),
+                unmet.last
             );
         }
-        tokio::time::sleep(Duration::from_secs(1)).await;
     }
 }
 
