@@ -604,3 +604,13 @@ async fn interruption_cleanup_stops_tracked_daemons() {
     stop_daemons(&sim, &state.imex_pods).await;
     assert!(!sim.daemons.lock().expect("lock").values().any(|it| *it));
 }
+
+#[test]
+fn scenarios_are_named_by_their_number() {
+    assert_eq!(Scenario::from_number(2), Some(Scenario::Two));
+    assert_eq!(Scenario::from_number(5), None);
+    assert_eq!(Scenario::Four.name(), "scenario4");
+    assert!(Scenario::ALL
+        .iter()
+        .all(|it| Scenario::from_number(it.number()) == Some(*it)));
+}
