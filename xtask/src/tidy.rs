@@ -109,7 +109,6 @@ const FN_DEBT: &[&str] = &[
     "xtask/src/flow/kind.rs:demo_inner",
     "xtask/src/flow.rs:run_scenario",
     "xtask/src/node_image/build.rs:build",
-    "xtask/src/node_image/build.rs:go_components",
     "xtask/src/node_image/build.rs:preload_and_commit",
     "xtask/src/node_image/smoke.rs:smoke_check",
     "xtask/src/scenario4.rs:run",
