@@ -54,12 +54,7 @@ const KUBE_STATIC: [&str; 3] = [
 pub fn build(sh: &Shell, pins: &NodePins, key: &str, image: &str, inputs: &Path) -> Result<()> {
     let cache = crate::dirs::cache_dir()?;
     let short = &key[..12];
-    let work = cache.join("work").join(short);
-    if work.exists() {
-        fs::remove_dir_all(&work)
-            .with_context(|| format!("removing the stale work dir {}", work.display()))?;
-    }
-    fs::create_dir_all(&work).with_context(|| format!("creating {}", work.display()))?;
+    let work = fresh_work_dir(&cache, short)?;
     let mut progress = Progress {
         started: Instant::now(),
         step: 0,
@@ -70,15 +65,7 @@ pub fn build(sh: &Shell, pins: &NodePins, key: &str, image: &str, inputs: &Path)
     let bins = go_components(sh, &cache, pins, inputs)?;
 
     progress.step("checking kubeadm's image list against the pins");
-    let kubeadm = bins.kubernetes.join("kubeadm");
-    let kube = pins.kubernetes.as_str();
-    let list = cmd!(
-        sh,
-        "{kubeadm} config images list --kubernetes-version {kube}"
-    )
-    .read()
-    .context("running the built kubeadm")?;
-    pins::check_kubeadm_images(pins, &list)?;
+    check_kubeadm(sh, pins, &bins)?;
 
     progress.step("Debian root filesystems (debootstrap, cached)");
     let node_packages = read_packages(&inputs.join("packages/node.txt"))?;
@@ -87,43 +74,15 @@ pub fn build(sh: &Shell, pins: &NodePins, key: &str, image: &str, inputs: &Path)
     let net_base = rootfs::debootstrap(sh, &cache, "net", &pins.debian_suite, &net_packages)?;
 
     progress.step("control-plane and network images (docker import)");
-    let kindnet_image = format!(
-        "docker.io/cdsim/kindnet:{}",
-        pins.kubernetes.to_owned() + "-" + short
-    );
     let mut images = component_images(sh, pins, &bins, &work)?;
-    let net_image = format!("cdsim/kind-net-base:{short}");
-    import_tree(sh, &net_base, &work.join("net-base.tar"), &net_image, &[])?;
-    let kube_proxy = format!(
-        "registry.k8s.io/kube-proxy:{}",
-        pins.kubernetes.replace('+', "_")
-    );
-    let kube_proxy_bin = bins.kubernetes.join("kube-proxy");
-    layer_binaries(
-        sh,
-        &net_image,
-        &[(&kube_proxy_bin, "/usr/local/bin/kube-proxy")],
-        &kube_proxy,
-        None,
-    )?;
-    images.push(kube_proxy);
-    let kindnet_bin = bins.kindnet.join("kindnet");
-    layer_binaries(
-        sh,
-        &net_image,
-        &[
-            (&kindnet_bin, "/bin/kindnet"),
-            (&bins.netpol, "/bin/netpol"),
-        ],
-        &kindnet_image,
-        Some("/bin/kindnet"),
-    )?;
-    images.push(kindnet_image.clone());
+    let network = network_images(sh, pins, &bins, &net_base, &work, short)?;
+    images.push(network.kube_proxy);
+    images.push(network.kindnet.clone());
 
     progress.step("node rootfs");
     let node_root = work.join("node-rootfs");
     rootfs::copy_tree(sh, &node_base, &node_root)?;
-    node_tree(sh, pins, &bins, inputs, &node_root, &kindnet_image)?;
+    node_tree(sh, pins, &bins, inputs, &node_root, &network.kindnet)?;
     let base_image = format!("cdsim/kind-node-base:{short}");
     import_tree(
         sh,
@@ -148,8 +107,8 @@ pub fn build(sh: &Shell, pins: &NodePins, key: &str, image: &str, inputs: &Path)
     preload_and_commit(sh, &base_image, &archive, &images, image, short)?;
 
     progress.step("cleaning up");
-    let mut temporary = images.clone();
-    temporary.push(net_image);
+    let mut temporary = images;
+    temporary.push(network.base);
     temporary.push(base_image);
     cmd!(sh, "docker rmi {temporary...}")
         .quiet()
@@ -162,6 +121,84 @@ pub fn build(sh: &Shell, pins: &NodePins, key: &str, image: &str, inputs: &Path)
         progress.started.elapsed().as_secs_f64()
     );
     Ok(())
+}
+
+/// `<cache>/work/<short>`, emptied of what an interrupted build left.
+fn fresh_work_dir(cache: &Path, short: &str) -> Result<PathBuf> {
+    let work = cache.join("work").join(short);
+    if work.exists() {
+        fs::remove_dir_all(&work)
+            .with_context(|| format!("removing the stale work dir {}", work.display()))?;
+    }
+    fs::create_dir_all(&work).with_context(|| format!("creating {}", work.display()))?;
+    Ok(work)
+}
+
+/// The built kubeadm's image list must be the images the pins make.
+fn check_kubeadm(sh: &Shell, pins: &NodePins, bins: &Binaries) -> Result<()> {
+    let kubeadm = bins.kubernetes.join("kubeadm");
+    let kube = pins.kubernetes.as_str();
+    let list = cmd!(
+        sh,
+        "{kubeadm} config images list --kubernetes-version {kube}"
+    )
+    .read()
+    .context("running the built kubeadm")?;
+    pins::check_kubeadm_images(pins, &list)
+}
+
+/// The images on the network base: the base itself, kube-proxy, and kindnet
+/// with the network policy daemon.
+struct NetworkImages {
+    base: String,
+    kube_proxy: String,
+    kindnet: String,
+}
+
+/// Imports the network base from `net_base` and layers kube-proxy and
+/// kindnet (with netpol) on it.
+fn network_images(
+    sh: &Shell,
+    pins: &NodePins,
+    bins: &Binaries,
+    net_base: &Path,
+    work: &Path,
+    short: &str,
+) -> Result<NetworkImages> {
+    let kindnet_image = format!(
+        "docker.io/cdsim/kindnet:{}",
+        pins.kubernetes.to_owned() + "-" + short
+    );
+    let net_image = format!("cdsim/kind-net-base:{short}");
+    import_tree(sh, net_base, &work.join("net-base.tar"), &net_image, &[])?;
+    let kube_proxy = format!(
+        "registry.k8s.io/kube-proxy:{}",
+        pins.kubernetes.replace('+', "_")
+    );
+    let kube_proxy_bin = bins.kubernetes.join("kube-proxy");
+    layer_binaries(
+        sh,
+        &net_image,
+        &[(&kube_proxy_bin, "/usr/local/bin/kube-proxy")],
+        &kube_proxy,
+        None,
+    )?;
+    let kindnet_bin = bins.kindnet.join("kindnet");
+    layer_binaries(
+        sh,
+        &net_image,
+        &[
+            (&kindnet_bin, "/bin/kindnet"),
+            (&bins.netpol, "/bin/netpol"),
+        ],
+        &kindnet_image,
+        Some("/bin/kindnet"),
+    )?;
+    Ok(NetworkImages {
+        base: net_image,
+        kube_proxy,
+        kindnet: kindnet_image,
+    })
 }
 
 fn read_packages(path: &Path) -> Result<Vec<String>> {
