@@ -460,73 +460,84 @@ fn preload_and_commit(
         .ignore_stdout()
         .run()
         .context("starting the build container")?;
-    let result = (|| {
-        let target = format!("{container}:/kind/images.tar");
-        cmd!(sh, "docker cp {archive} {target}")
-            .run()
-            .context("copying the image archive in")?;
-        cmd!(sh, "docker exec -d {container} containerd")
-            .run()
-            .context("starting containerd in the build container")?;
-        wait_for(
-            Duration::from_secs(30),
-            "containerd in the build container",
-            || {
-                cmd!(sh, "docker exec {container} ctr version")
-                    .quiet()
-                    .ignore_stdout()
-                    .ignore_stderr()
-                    .run()
-                    .is_ok()
-            },
-        )?;
-        cmd!(
-            sh,
-            "docker exec {container} ctr -n k8s.io images import --label=io.cri-containerd.pinned=pinned --all-platforms --no-unpack --digests /kind/images.tar"
-        )
-        // Its progress table repeats once per image without a terminal; the
-        // check below names anything missing.
-        .quiet()
-        .ignore_stdout()
-        .run()
-        .context("ctr images import")?;
-        let listed = cmd!(sh, "docker exec {container} ctr -n k8s.io images ls -q")
-            .read()
-            .context("ctr images ls")?;
-        missing_images(images, &listed).map_or(Ok(()), |missing| {
-            Err(format_err!(
-                "the preload lacks {}: ctr import did not take them",
-                missing.join(", ")
-            ))
-        })?;
-        cmd!(sh, "docker exec {container} rm /kind/images.tar")
-            .run()
-            .context("removing the archive")?;
-        cmd!(sh, "docker exec {container} pkill -x containerd")
-            .run()
-            .context("stopping containerd")?;
-        wait_for(Duration::from_secs(30), "containerd to exit", || {
-            cmd!(sh, "docker exec {container} pgrep -x containerd")
-                .quiet()
-                .ignore_stdout()
-                .run()
-                .is_err()
-        })?;
-        cmd!(
-            sh,
-            "docker commit --change 'ENTRYPOINT [\"/usr/local/bin/entrypoint\",\"/sbin/init\"]' --change 'CMD []' {container} {image}"
-        )
-        .quiet()
-        .ignore_stdout()
-        .run()
-        .context("docker commit of the node image")
-    })();
+    let result = preload(sh, &container, archive, images, image);
     let _ = cmd!(sh, "docker rm -f {container}")
         .quiet()
         .ignore_stdout()
         .ignore_stderr()
         .run();
     result
+}
+
+/// In the running build container: imports `archive` into containerd's
+/// k8s.io namespace, checks every image is there, stops containerd and
+/// commits the container as `image`.
+fn preload(
+    sh: &Shell,
+    container: &str,
+    archive: &Path,
+    images: &[String],
+    image: &str,
+) -> Result<()> {
+    let target = format!("{container}:/kind/images.tar");
+    cmd!(sh, "docker cp {archive} {target}")
+        .run()
+        .context("copying the image archive in")?;
+    cmd!(sh, "docker exec -d {container} containerd")
+        .run()
+        .context("starting containerd in the build container")?;
+    wait_for(
+        Duration::from_secs(30),
+        "containerd in the build container",
+        || {
+            cmd!(sh, "docker exec {container} ctr version")
+                .quiet()
+                .ignore_stdout()
+                .ignore_stderr()
+                .run()
+                .is_ok()
+        },
+    )?;
+    cmd!(
+        sh,
+        "docker exec {container} ctr -n k8s.io images import --label=io.cri-containerd.pinned=pinned --all-platforms --no-unpack --digests /kind/images.tar"
+    )
+    // Its progress table repeats once per image without a terminal; the
+    // check below names anything missing.
+    .quiet()
+    .ignore_stdout()
+    .run()
+    .context("ctr images import")?;
+    let listed = cmd!(sh, "docker exec {container} ctr -n k8s.io images ls -q")
+        .read()
+        .context("ctr images ls")?;
+    missing_images(images, &listed).map_or(Ok(()), |missing| {
+        Err(format_err!(
+            "the preload lacks {}: ctr import did not take them",
+            missing.join(", ")
+        ))
+    })?;
+    cmd!(sh, "docker exec {container} rm /kind/images.tar")
+        .run()
+        .context("removing the archive")?;
+    cmd!(sh, "docker exec {container} pkill -x containerd")
+        .run()
+        .context("stopping containerd")?;
+    wait_for(Duration::from_secs(30), "containerd to exit", || {
+        cmd!(sh, "docker exec {container} pgrep -x containerd")
+            .quiet()
+            .ignore_stdout()
+            .run()
+            .is_err()
+    })?;
+    cmd!(
+        sh,
+        "docker commit --change 'ENTRYPOINT [\"/usr/local/bin/entrypoint\",\"/sbin/init\"]' --change 'CMD []' {container} {image}"
+    )
+    .quiet()
+    .ignore_stdout()
+    .run()
+    .context("docker commit of the node image")
 }
 
 /// The `wanted` images absent from `ctr images ls -q` output (short Docker Hub
