@@ -70,7 +70,7 @@ const CONTRACTS: &[Contract] = &[
             // node-layout).
             "xtask/src/names.rs",
             // The in-pod command of scenario 4's workload (likewise).
-            "xtask/src/scenario4.rs",
+            "xtask/src/scenario4/objects.rs",
             "xtask/src/tidy.rs",
         ],
     },
@@ -86,10 +86,7 @@ const MOCK_ENV_ALLOWED: [&str; 3] = [
 ];
 
 /// Files over [`MAX_FILE_LINES`] today (to be split).
-const FILE_DEBT: &[&str] = &[
-    "xtask/src/scenario4.rs",
-    "xtask/src/tools.rs",
-];
+const FILE_DEBT: &[&str] = &["xtask/src/tools.rs"];
 
 /// Functions over [`MAX_FN_LINES`] today, as `file:name` (to be split).
 const FN_DEBT: &[&str] = &[
