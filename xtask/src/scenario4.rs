@@ -88,11 +88,9 @@ pub async fn run<R: Runner>(
     tracker: &crate::interrupt::Tracker,
 ) -> Result<Vec<ScenarioResult>> {
     let started = Instant::now();
-    let mut timings: Vec<(String, f64)> = Vec::new();
-    let mut mark = Instant::now();
-    let mut lap = |name: &str, timings: &mut Vec<(String, f64)>| {
-        timings.push((name.to_owned(), round(mark.elapsed())));
-        mark = Instant::now();
+    let mut laps = Laps {
+        mark: Instant::now(),
+        timings: Vec::new(),
     };
 
     if let Some(reason) = missing_prerequisite() {
@@ -105,24 +103,13 @@ pub async fn run<R: Runner>(
         }]);
     }
     let scratch = crate::dirs::scratch_dir("scenario4")?;
-    let image = build(sh, &crate::dirs::images_dir()?)?;
-    eprintln!("    {} ({})", image.image, image.archive.display());
-    lap("build", &mut timings);
-    let loaded =
-        crate::cluster::load_image(runner, cluster, &image.archive, &image.image.to_string())?;
-    match loaded.is_empty() {
-        true => eprintln!("    {}: already on every node", image.image),
-        false => eprintln!("    {}: loaded into {}", image.image, loaded.join(", ")),
-    }
-    lap("load", &mut timings);
-    install(runner, client, &cluster.context(), &image, &scratch).await?;
-    lap("install", &mut timings);
+    let image = deploy(sh, runner, cluster, client, &scratch, &mut laps).await?;
 
     let workers = cluster.workers();
     let (pair, clique) = clique0_pair(&workers)?;
     ensure_namespace(client).await?;
     clean_up(client).await?;
-    lap("clean", &mut timings);
+    laps.lap("clean");
 
     let mut details = Vec::new();
     let (checks, status) = domain_flow(
@@ -136,7 +123,7 @@ pub async fn run<R: Runner>(
     )
     .await;
     let cleaned = clean_up(client).await;
-    lap("domain", &mut timings);
+    laps.lap("domain");
 
     let outcome = match (&checks, &cleaned) {
         (Ok(()), Ok(())) => Outcome::Passed,
@@ -148,20 +135,9 @@ pub async fn run<R: Runner>(
         outcome,
         seconds: round(started.elapsed()),
         workers: details,
-        timings,
+        timings: laps.timings,
     };
-    let imex = ScenarioResult {
-        name: "scenario4-imex".to_owned(),
-        outcome: Outcome::Skipped(format!(
-            "the {DRA_IMAGE} image has no nvidia-imex (proprietary; no payload or IMEX double wired into it): \
-             the daemons exit at `exec nvidia-imex`, so the ComputeDomain stays NotReady (status seen: {}) and the \
-             workload pods never run",
-            if status.is_empty() { "none" } else { status.as_str() }
-        )),
-        seconds: 0.0,
-        workers: Vec::new(),
-        timings: Vec::new(),
-    };
+    let imex = imex_part(&status);
     let rebind = rebind_part(
         runner,
         client,
@@ -173,6 +149,62 @@ pub async fn run<R: Runner>(
     )
     .await;
     Ok(vec![main, imex, rebind])
+}
+
+/// The timings of scenario 4's phases, each from the end of the one before.
+struct Laps {
+    mark: Instant,
+    timings: Vec<(String, f64)>,
+}
+
+impl Laps {
+    /// Ends the phase `name`.
+    fn lap(&mut self, name: &str) {
+        self.timings
+            .push((name.to_owned(), round(self.mark.elapsed())));
+        self.mark = Instant::now();
+    }
+}
+
+/// Builds the DRA image, loads it into the cluster and installs the chart.
+async fn deploy<R: Runner>(
+    sh: &Shell,
+    runner: &R,
+    cluster: &KindCluster,
+    client: &Client,
+    scratch: &Path,
+    laps: &mut Laps,
+) -> Result<image::DraImage> {
+    let image = build(sh, &crate::dirs::images_dir()?)?;
+    eprintln!("    {} ({})", image.image, image.archive.display());
+    laps.lap("build");
+    let loaded =
+        crate::cluster::load_image(runner, cluster, &image.archive, &image.image.to_string())?;
+    match loaded.is_empty() {
+        true => eprintln!("    {}: already on every node", image.image),
+        false => eprintln!("    {}: loaded into {}", image.image, loaded.join(", ")),
+    }
+    laps.lap("load");
+    install(runner, client, &cluster.context(), &image, scratch).await?;
+    laps.lap("install");
+    Ok(image)
+}
+
+/// The IMEX part, SKIPPED: the image has no nvidia-imex, so the domain
+/// never gets past `status`.
+fn imex_part(status: &str) -> ScenarioResult {
+    ScenarioResult {
+        name: "scenario4-imex".to_owned(),
+        outcome: Outcome::Skipped(format!(
+            "the {DRA_IMAGE} image has no nvidia-imex (proprietary; no payload or IMEX double wired into it): \
+             the daemons exit at `exec nvidia-imex`, so the ComputeDomain stays NotReady (status seen: {}) and the \
+             workload pods never run",
+            if status.is_empty() { "none" } else { status }
+        )),
+        seconds: 0.0,
+        workers: Vec::new(),
+        timings: Vec::new(),
+    }
 }
 
 /// Creates the ComputeDomain and the workload pair, asserts what NVIDIA's
