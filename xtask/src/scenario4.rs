@@ -384,10 +384,26 @@ async fn assert_flow<R: Runner>(
     imex_config: bool,
     details: &mut Vec<WorkerDetail>,
 ) -> Result<()> {
+    daemon_pods(client, pair, clique, cd_uid, details).await?;
+    clique_object(client, clique, cd_uid, details).await?;
+    // The IMEX config (the plugin's per-domain dir, the daemon's /imexd) only when asked.
+    if !imex_config {
+        return Ok(());
+    }
+    imex_configs(runner, pair, cd_uid, details).await
+}
+
+/// The daemon pods (DaemonSet computedomain-daemon-<uid>) on both nodes,
+/// labelled with the clique by NVIDIA's daemon.
+async fn daemon_pods(
+    client: &Client,
+    pair: &[String; 2],
+    clique: &str,
+    cd_uid: &str,
+    details: &mut Vec<WorkerDetail>,
+) -> Result<()> {
     let pods: Api<DynamicObject> = Api::namespaced_with(client.clone(), DRA_NS, &pod_resource());
     let want: BTreeSet<String> = pair.iter().cloned().collect();
-    // 1. The daemon pods (DaemonSet computedomain-daemon-<uid>) on both nodes,
-    //    labelled with the clique by NVIDIA's daemon.
     let daemons = wait_for(
         &format!(
             "daemon pods on {} labelled {CLIQUE_LABEL}={clique}",
@@ -445,7 +461,16 @@ async fn assert_flow<R: Runner>(
             passed: label == clique,
         });
     }
-    // 2. The ComputeDomainClique named after the domain and the clique.
+    Ok(())
+}
+
+/// The ComputeDomainClique named after the domain and the clique.
+async fn clique_object(
+    client: &Client,
+    clique: &str,
+    cd_uid: &str,
+    details: &mut Vec<WorkerDetail>,
+) -> Result<()> {
     let name = clique_object_name(cd_uid, clique);
     let cliques: Api<DynamicObject> =
         Api::namespaced_with(client.clone(), DRA_NS, &clique_resource());
@@ -478,10 +503,17 @@ async fn assert_flow<R: Runner>(
         detail: format!("ComputeDomainClique {name} exists (daemons listed now: {seen:?})"),
         passed: true,
     });
-    // 3. The daemon's IMEX config on both nodes (the plugin's per-domain dir, the daemon's /imexd).
-    if !imex_config {
-        return Ok(());
-    }
+    Ok(())
+}
+
+/// The daemon's IMEX config on both nodes: imexd.cfg written and nodes.cfg
+/// listing at least the domain's two nodes.
+async fn imex_configs<R: Runner>(
+    runner: &R,
+    pair: &[String; 2],
+    cd_uid: &str,
+    details: &mut Vec<WorkerDetail>,
+) -> Result<()> {
     for node in pair {
         let dir = format!("{DOMAINS_DIR}/{cd_uid}");
         let text = wait_for(
