@@ -1,6 +1,8 @@
 //! Scenario 2: two real nvidia-imex daemons in NO GPU mode form a domain;
 //! skipped (never passed) without the payload.
 
+use std::time::Duration;
+
 use tokio::time::Instant;
 
 use super::poll::{poll_until, Probe, Show, Wait};
@@ -346,6 +348,17 @@ async fn prepare<W: Workload>(
     ))
 }
 
+/// A wait of `limit` from now, polling every `limits.poll`, its progress
+/// printed bare.
+fn from_now(limit: Duration, limits: Limits) -> Wait<'static> {
+    Wait {
+        show: Show::Bare,
+        since: Instant::now(),
+        limit,
+        every: limits.poll,
+    }
+}
+
 /// Daemon A alone: `-q` READY within the budget, then the domain's state
 /// (which must answer within the same budget).
 async fn a_alone<W: Workload>(
@@ -356,12 +369,7 @@ async fn a_alone<W: Workload>(
 ) -> Result<imex::Domain, String> {
     // The budget runs from the start exec's return: its own latency under
     // load is not the daemon's.
-    let wait = Wait {
-        show: Show::Bare,
-        since: Instant::now(),
-        limit: limits.local_ready,
-        every: limits.poll,
-    };
+    let wait = from_now(limits.local_ready, limits);
     let ready = poll_until(&wait, || async {
         let q = query(workload, a).await;
         if matches!(&q, Poll::Answer(word) if imex::is_ready(word)) {
@@ -424,12 +432,7 @@ async fn b_joins<W: Workload>(
     limits: Limits,
     result: &mut ScenarioResult,
 ) -> Result<(), String> {
-    let wait = Wait {
-        show: Show::Bare,
-        since: Instant::now(),
-        limit: limits.domain_up,
-        every: limits.poll,
-    };
+    let wait = from_now(limits.domain_up, limits);
     let up = poll_until(&wait, || async {
         match domain(workload, a).await {
             Poll::Answer(state) if state.status == imex::DomainStatus::Up => Probe::Done(state),
@@ -513,12 +516,7 @@ async fn b_leaves<W: Workload>(
     limits: Limits,
     result: &mut ScenarioResult,
 ) -> Result<String, String> {
-    let wait = Wait {
-        show: Show::Bare,
-        since: Instant::now(),
-        limit: limits.domain_down,
-        every: limits.poll,
-    };
+    let wait = from_now(limits.domain_down, limits);
     let left = poll_until(&wait, || async {
         match domain(workload, a).await {
             Poll::Answer(state) if state.status != imex::DomainStatus::Up => {
