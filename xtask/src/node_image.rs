@@ -11,6 +11,7 @@
 //! and the recipe version; an existing tag is reused without building.
 
 mod build;
+mod go;
 mod gomod;
 mod pins;
 mod rootfs;

@@ -3,9 +3,10 @@
 //! the preload of every image into the node's containerd (kind's
 //! `build node-image` steps without a single registry fetch).
 //!
-//! Every Go output is cached under `/var/cache/cdsim/go/<component>-<version>`,
-//! every debootstrap tree under `/var/cache/cdsim/rootfs`; a directory is only
-//! moved into place once complete, so an interrupted build resumes cleanly.
+//! Every Go output is cached under `/var/cache/cdsim/go/<component>-<version>`
+//! (see [`go`](super::go)), every debootstrap tree under
+//! `/var/cache/cdsim/rootfs`; a directory is only moved into place once
+//! complete, so an interrupted build resumes cleanly.
 
 use std::{
     fs,
@@ -15,28 +16,13 @@ use std::{
 };
 
 use anyhow::{bail, format_err, Context, Result};
-use sha2::{Digest, Sha256};
 use xshell::{cmd, Shell};
 
 use crate::node_image::{
-    gomod,
+    go::{go_components, Binaries},
     pins::{self, NodePins},
     rootfs,
 };
-
-/// Where the cached Go outputs of one build are.
-struct Binaries {
-    kubernetes: PathBuf,
-    containerd: PathBuf,
-    runc: PathBuf,
-    cni: PathBuf,
-    crictl: PathBuf,
-    etcd: PathBuf,
-    coredns: PathBuf,
-    kindnet: PathBuf,
-    netpol: PathBuf,
-    pause: PathBuf,
-}
 
 /// Step counter that prints `==> [i/n] what (elapsed)`.
 struct Progress {
@@ -68,12 +54,7 @@ const KUBE_STATIC: [&str; 3] = [
 pub fn build(sh: &Shell, pins: &NodePins, key: &str, image: &str, inputs: &Path) -> Result<()> {
     let cache = crate::dirs::cache_dir()?;
     let short = &key[..12];
-    let work = cache.join("work").join(short);
-    if work.exists() {
-        fs::remove_dir_all(&work)
-            .with_context(|| format!("removing the stale work dir {}", work.display()))?;
-    }
-    fs::create_dir_all(&work).with_context(|| format!("creating {}", work.display()))?;
+    let work = fresh_work_dir(&cache, short)?;
     let mut progress = Progress {
         started: Instant::now(),
         step: 0,
@@ -84,15 +65,7 @@ pub fn build(sh: &Shell, pins: &NodePins, key: &str, image: &str, inputs: &Path)
     let bins = go_components(sh, &cache, pins, inputs)?;
 
     progress.step("checking kubeadm's image list against the pins");
-    let kubeadm = bins.kubernetes.join("kubeadm");
-    let kube = pins.kubernetes.as_str();
-    let list = cmd!(
-        sh,
-        "{kubeadm} config images list --kubernetes-version {kube}"
-    )
-    .read()
-    .context("running the built kubeadm")?;
-    pins::check_kubeadm_images(pins, &list)?;
+    check_kubeadm(sh, pins, &bins)?;
 
     progress.step("Debian root filesystems (debootstrap, cached)");
     let node_packages = read_packages(&inputs.join("packages/node.txt"))?;
@@ -101,43 +74,15 @@ pub fn build(sh: &Shell, pins: &NodePins, key: &str, image: &str, inputs: &Path)
     let net_base = rootfs::debootstrap(sh, &cache, "net", &pins.debian_suite, &net_packages)?;
 
     progress.step("control-plane and network images (docker import)");
-    let kindnet_image = format!(
-        "docker.io/cdsim/kindnet:{}",
-        pins.kubernetes.to_owned() + "-" + short
-    );
     let mut images = component_images(sh, pins, &bins, &work)?;
-    let net_image = format!("cdsim/kind-net-base:{short}");
-    import_tree(sh, &net_base, &work.join("net-base.tar"), &net_image, &[])?;
-    let kube_proxy = format!(
-        "registry.k8s.io/kube-proxy:{}",
-        pins.kubernetes.replace('+', "_")
-    );
-    let kube_proxy_bin = bins.kubernetes.join("kube-proxy");
-    layer_binaries(
-        sh,
-        &net_image,
-        &[(&kube_proxy_bin, "/usr/local/bin/kube-proxy")],
-        &kube_proxy,
-        None,
-    )?;
-    images.push(kube_proxy);
-    let kindnet_bin = bins.kindnet.join("kindnet");
-    layer_binaries(
-        sh,
-        &net_image,
-        &[
-            (&kindnet_bin, "/bin/kindnet"),
-            (&bins.netpol, "/bin/netpol"),
-        ],
-        &kindnet_image,
-        Some("/bin/kindnet"),
-    )?;
-    images.push(kindnet_image.clone());
+    let network = network_images(sh, pins, &bins, &net_base, &work, short)?;
+    images.push(network.kube_proxy);
+    images.push(network.kindnet.clone());
 
     progress.step("node rootfs");
     let node_root = work.join("node-rootfs");
     rootfs::copy_tree(sh, &node_base, &node_root)?;
-    node_tree(sh, pins, &bins, inputs, &node_root, &kindnet_image)?;
+    node_tree(sh, pins, &bins, inputs, &node_root, &network.kindnet)?;
     let base_image = format!("cdsim/kind-node-base:{short}");
     import_tree(
         sh,
@@ -162,8 +107,8 @@ pub fn build(sh: &Shell, pins: &NodePins, key: &str, image: &str, inputs: &Path)
     preload_and_commit(sh, &base_image, &archive, &images, image, short)?;
 
     progress.step("cleaning up");
-    let mut temporary = images.clone();
-    temporary.push(net_image);
+    let mut temporary = images;
+    temporary.push(network.base);
     temporary.push(base_image);
     cmd!(sh, "docker rmi {temporary...}")
         .quiet()
@@ -178,285 +123,87 @@ pub fn build(sh: &Shell, pins: &NodePins, key: &str, image: &str, inputs: &Path)
     Ok(())
 }
 
-fn read_packages(path: &Path) -> Result<Vec<String>> {
-    let text = fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    rootfs::parse_packages(&text).with_context(|| format!("{}", path.display()))
+/// `<cache>/work/<short>`, emptied of what an interrupted build left.
+fn fresh_work_dir(cache: &Path, short: &str) -> Result<PathBuf> {
+    let work = cache.join("work").join(short);
+    if work.exists() {
+        fs::remove_dir_all(&work)
+            .with_context(|| format!("removing the stale work dir {}", work.display()))?;
+    }
+    fs::create_dir_all(&work).with_context(|| format!("creating {}", work.display()))?;
+    Ok(work)
 }
 
-/// Builds (or finds in the cache) every Go component and the pause binary.
-fn go_components(sh: &Shell, cache: &Path, pins: &NodePins, inputs: &Path) -> Result<Binaries> {
-    let go = cache.join("go");
-    let src = cache.join("src");
-    let _cgo_off = sh.push_env("CGO_ENABLED", "0");
+/// The built kubeadm's image list must be the images the pins make.
+fn check_kubeadm(sh: &Shell, pins: &NodePins, bins: &Binaries) -> Result<()> {
+    let kubeadm = bins.kubernetes.join("kubeadm");
+    let kube = pins.kubernetes.as_str();
+    let list = cmd!(
+        sh,
+        "{kubeadm} config images list --kubernetes-version {kube}"
+    )
+    .read()
+    .context("running the built kubeadm")?;
+    pins::check_kubeadm_images(pins, &list)
+}
 
-    let version = pins.containerd.as_str();
-    let containerd = cached(&go, "containerd", version, |out| {
-        let pkgs: Vec<String> = ["containerd", "ctr", "containerd-shim-runc-v2"]
-            .iter()
-            .map(|cmd| format!("github.com/containerd/containerd/v2/cmd/{cmd}@{version}"))
-            .collect();
-        let ldflags =
-            format!("-s -w -X github.com/containerd/containerd/v2/version.Version={version}");
-        let _gobin = sh.push_env("GOBIN", out);
-        cmd!(sh, "nice -n 10 go install -trimpath -tags 'no_btrfs no_zfs no_devmapper' -ldflags {ldflags} {pkgs...}")
-            .run()
-            .context("go install containerd")
-    })?;
+/// The images on the network base: the base itself, kube-proxy, and kindnet
+/// with the network policy daemon.
+struct NetworkImages {
+    base: String,
+    kube_proxy: String,
+    kindnet: String,
+}
 
-    let version = pins.cni_plugins.as_str();
-    let cni = cached(&go, "cni-plugins", version, |out| {
-        let pkgs: Vec<String> = [
-            "main/ptp",
-            "ipam/host-local",
-            "main/loopback",
-            "meta/portmap",
-        ]
-        .iter()
-        .map(|p| format!("github.com/containernetworking/plugins/plugins/{p}@{version}"))
-        .collect();
-        go_install(sh, out, &pkgs, "CNI plugins")
-    })?;
-
-    let version = pins.crictl.as_str();
-    let crictl = cached(&go, "crictl", version, |out| {
-        let pkg = format!("sigs.k8s.io/cri-tools/cmd/crictl@{version}");
-        go_install(sh, out, &[pkg], "crictl")
-    })?;
-
-    let version = pins.coredns.as_str();
-    let coredns = cached(&go, "coredns", version, |out| {
-        let pkg = format!("github.com/coredns/coredns@{version}");
-        go_install(sh, out, &[pkg], "coredns")
-    })?;
-
-    let version = pins.etcd.as_str();
-    let etcd = cached(&go, "etcd", version, |out| {
-        let wrapper = src.join(format!("etcd-{version}"));
-        write_if_changed(
-            &wrapper.join("go.mod"),
-            &gomod::plain_wrapper("etcd", "1.24"),
-        )?;
-        let _dir = sh.push_dir(&wrapper);
-        let module = format!("go.etcd.io/etcd/server/v3@{version}");
-        cmd!(sh, "go get {module}")
-            .run()
-            .context("go get etcd (wrapper module)")?;
-        let bin = out.join("etcd");
-        cmd!(
-            sh,
-            "nice -n 10 go build -trimpath -ldflags '-s -w' -o {bin} go.etcd.io/etcd/server/v3"
-        )
-        .run()
-        .context("go build etcd")
-    })?;
-
-    let version = pins.runc.as_str();
-    let runc = cached(&go, "runc", version, |out| {
-        if cmd!(sh, "pkg-config --exists libseccomp")
-            .quiet()
-            .run()
-            .is_err()
-        {
-            bail!(
-                "runc needs libseccomp headers to build: apt-get install libseccomp-dev pkg-config"
-            );
-        }
-        let wrapper = src.join(format!("runc-{version}"));
-        write_if_changed(
-            &wrapper.join("go.mod"),
-            &gomod::plain_wrapper("runc", "1.24"),
-        )?;
-        let _dir = sh.push_dir(&wrapper);
-        let _cgo_on = sh.push_env("CGO_ENABLED", "1");
-        let module = format!("github.com/opencontainers/runc@{version}");
-        cmd!(sh, "go get {module}")
-            .run()
-            .context("go get runc (wrapper module)")?;
-        let bin = out.join("runc");
-        let ldflags = format!("-s -w -X main.version={}", version.trim_start_matches('v'));
-        cmd!(sh, "nice -n 10 go build -trimpath -tags seccomp -ldflags {ldflags} -o {bin} github.com/opencontainers/runc")
-            .run()
-            .context("go build runc")
-    })?;
-
-    let version = pins.kubernetes.as_str();
-    let kube = pins.kube()?;
-    let module = format!("k8s.io/kubernetes@{version}");
-    let kubernetes = cached(&go, "kubernetes", version, |out| {
-        let json = cmd!(sh, "go mod download -json {module}")
-            .read()
-            .context("go mod download k8s.io/kubernetes")?;
-        let info: serde_json::Value =
-            serde_json::from_str(&json).context("parsing go mod download -json")?;
-        let go_mod = info["GoMod"]
-            .as_str()
-            .ok_or_else(|| format_err!("go mod download printed no GoMod"))?;
-        let upstream = fs::read_to_string(go_mod).with_context(|| format!("reading {go_mod}"))?;
-        let wrapper = src.join(format!("kubernetes-{version}"));
-        write_if_changed(
-            &wrapper.join("go.mod"),
-            &gomod::kubernetes_wrapper(&upstream, kube)?,
-        )?;
-        let _dir = sh.push_dir(&wrapper);
-        let cmds = [
-            "kubeadm",
-            "kubelet",
-            "kubectl",
-            "kube-apiserver",
-            "kube-controller-manager",
-            "kube-scheduler",
-            "kube-proxy",
-        ];
-        let at_version: Vec<String> = cmds
-            .iter()
-            .map(|c| format!("k8s.io/kubernetes/cmd/{c}@{version}"))
-            .collect();
-        cmd!(sh, "go get {at_version...}")
-            .run()
-            .context("go get the Kubernetes commands (wrapper module)")?;
-        let pkgs: Vec<String> = cmds
-            .iter()
-            .map(|c| format!("k8s.io/kubernetes/cmd/{c}"))
-            .collect();
-        let ldflags = pins::kube_version_ldflags(kube);
-        let out_dir = format!("{}/", out.display());
-        eprintln!("    go build {} (links take minutes each)", cmds.join(" "));
-        cmd!(
-            sh,
-            "nice -n 10 go build -trimpath -ldflags {ldflags} -o {out_dir} {pkgs...}"
-        )
-        .run()
-        .context("go build the Kubernetes commands")
-    })?;
-
-    let kindnet_src = inputs.join("kindnet");
-    let kindnet_version = tree_digest(&kindnet_src)?;
-    let kindnet = cached(&go, "kindnet", &kindnet_version, |out| {
-        let _dir = sh.push_dir(&kindnet_src);
-        let bin = out.join("kindnet");
-        cmd!(
-            sh,
-            "nice -n 10 go build -trimpath -ldflags '-s -w' -o {bin} ."
-        )
-        .run()
-        .context("go build cdsim-kindnet")
-    })?;
-
-    let version = pins.network_policies.as_str();
-    let netpol = cached(&go, "kube-network-policies", version, |out| {
-        let pkg = format!("sigs.k8s.io/kube-network-policies/cmd@{version}");
-        go_install(sh, out, &[pkg], "kube-network-policies")?;
-        // The main package is `cmd`, so is the binary.
-        fs::rename(out.join("cmd"), out.join("netpol"))
-            .context("naming the kube-network-policies binary")
-    })?;
-
-    let pause = cached(
-        &go,
-        "pause",
-        &format!("{}-{}", pins.kubernetes, pins.pause),
-        |out| {
-            let json = cmd!(sh, "go mod download -json {module}")
-                .read()
-                .context("go mod download k8s.io/kubernetes")?;
-            let info: serde_json::Value =
-                serde_json::from_str(&json).context("parsing go mod download -json")?;
-            let dir = info["Dir"]
-                .as_str()
-                .ok_or_else(|| format_err!("go mod download printed no Dir"))?;
-            let source = Path::new(dir).join("build/pause/linux/pause.c");
-            let define = format!("-DVERSION={}", pins.pause);
-            let bin = out.join("pause");
-            cmd!(
-                sh,
-                "gcc -Os -Wall -Werror -static {define} -o {bin} {source}"
-            )
-            .run()
-            .context("gcc -static pause.c (needs build-essential)")?;
-            cmd!(sh, "strip {bin}").run().context("strip pause")
-        },
+/// Imports the network base from `net_base` and layers kube-proxy and
+/// kindnet (with netpol) on it.
+fn network_images(
+    sh: &Shell,
+    pins: &NodePins,
+    bins: &Binaries,
+    net_base: &Path,
+    work: &Path,
+    short: &str,
+) -> Result<NetworkImages> {
+    let kindnet_image = format!(
+        "docker.io/cdsim/kindnet:{}",
+        pins.kubernetes.to_owned() + "-" + short
+    );
+    let net_image = format!("cdsim/kind-net-base:{short}");
+    import_tree(sh, net_base, &work.join("net-base.tar"), &net_image, &[])?;
+    let kube_proxy = format!(
+        "registry.k8s.io/kube-proxy:{}",
+        pins.kubernetes.replace('+', "_")
+    );
+    let kube_proxy_bin = bins.kubernetes.join("kube-proxy");
+    layer_binaries(
+        sh,
+        &net_image,
+        &[(&kube_proxy_bin, "/usr/local/bin/kube-proxy")],
+        &kube_proxy,
+        None,
     )?;
-
-    Ok(Binaries {
-        kubernetes,
-        containerd,
-        runc: runc.join("runc"),
-        cni,
-        crictl: crictl.join("crictl"),
-        etcd: etcd.join("etcd"),
-        coredns: coredns.join("coredns"),
-        kindnet,
-        netpol: netpol.join("netpol"),
-        pause: pause.join("pause"),
+    let kindnet_bin = bins.kindnet.join("kindnet");
+    layer_binaries(
+        sh,
+        &net_image,
+        &[
+            (&kindnet_bin, "/bin/kindnet"),
+            (&bins.netpol, "/bin/netpol"),
+        ],
+        &kindnet_image,
+        Some("/bin/kindnet"),
+    )?;
+    Ok(NetworkImages {
+        base: net_image,
+        kube_proxy,
+        kindnet: kindnet_image,
     })
 }
 
-/// `<go>/<name>-<version>`, made by `build` into a partial directory on first use.
-/// `go install` of pinned, stripped packages into `gobin`, at low priority
-/// (the node image build shares the machine with everything else).
-fn go_install(sh: &Shell, gobin: &Path, packages: &[String], what: &str) -> Result<()> {
-    let _gobin = sh.push_env("GOBIN", gobin);
-    cmd!(
-        sh,
-        "nice -n 10 go install -trimpath -ldflags '-s -w' {packages...}"
-    )
-    .run()
-    .with_context(|| format!("go install {what}"))
-}
-
-fn cached(
-    go: &Path,
-    name: &str,
-    version: &str,
-    build: impl FnOnce(&Path) -> Result<()>,
-) -> Result<PathBuf> {
-    let dir = go.join(format!("{name}-{version}"));
-    if dir.is_dir() {
-        eprintln!("    {name} {version}: cached");
-        return Ok(dir);
-    }
-    let partial = go.join(format!(".{name}-{version}.partial"));
-    if partial.exists() {
-        fs::remove_dir_all(&partial).with_context(|| format!("removing {}", partial.display()))?;
-    }
-    fs::create_dir_all(&partial).with_context(|| format!("creating {}", partial.display()))?;
-    let started = Instant::now();
-    eprintln!("    {name} {version}: building");
-    build(&partial).with_context(|| format!("building {name} {version}"))?;
-    fs::rename(&partial, &dir)
-        .with_context(|| format!("moving {} into place", partial.display()))?;
-    eprintln!(
-        "    {name} {version}: built in {:.0}s",
-        started.elapsed().as_secs_f64()
-    );
-    Ok(dir)
-}
-
-fn write_if_changed(path: &Path, contents: &str) -> Result<()> {
-    if fs::read_to_string(path).ok().as_deref() == Some(contents) {
-        return Ok(());
-    }
-    if let Some(parent) = path.parent() {
-        fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
-    }
-    fs::write(path, contents).with_context(|| format!("writing {}", path.display()))
-}
-
-/// 12 hex of sha256 over a directory's files (names, modes, contents).
-fn tree_digest(dir: &Path) -> Result<String> {
-    let mut hasher = Sha256::new();
-    for (relative, executable) in rootfs::walk_files(dir)? {
-        let contents =
-            fs::read(dir.join(&relative)).with_context(|| format!("reading {relative}"))?;
-        hasher.update(format!("{relative}\0{executable}\0{}\0", contents.len()));
-        hasher.update(&contents);
-    }
-    Ok(hasher
-        .finalize()
-        .iter()
-        .take(6)
-        .map(|b| format!("{b:02x}"))
-        .collect())
+fn read_packages(path: &Path) -> Result<Vec<String>> {
+    let text = fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    rootfs::parse_packages(&text).with_context(|| format!("{}", path.display()))
 }
 
 /// The images made from one static binary each; returns their names.
@@ -713,73 +460,84 @@ fn preload_and_commit(
         .ignore_stdout()
         .run()
         .context("starting the build container")?;
-    let result = (|| {
-        let target = format!("{container}:/kind/images.tar");
-        cmd!(sh, "docker cp {archive} {target}")
-            .run()
-            .context("copying the image archive in")?;
-        cmd!(sh, "docker exec -d {container} containerd")
-            .run()
-            .context("starting containerd in the build container")?;
-        wait_for(
-            Duration::from_secs(30),
-            "containerd in the build container",
-            || {
-                cmd!(sh, "docker exec {container} ctr version")
-                    .quiet()
-                    .ignore_stdout()
-                    .ignore_stderr()
-                    .run()
-                    .is_ok()
-            },
-        )?;
-        cmd!(
-            sh,
-            "docker exec {container} ctr -n k8s.io images import --label=io.cri-containerd.pinned=pinned --all-platforms --no-unpack --digests /kind/images.tar"
-        )
-        // Its progress table repeats once per image without a terminal; the
-        // check below names anything missing.
-        .quiet()
-        .ignore_stdout()
-        .run()
-        .context("ctr images import")?;
-        let listed = cmd!(sh, "docker exec {container} ctr -n k8s.io images ls -q")
-            .read()
-            .context("ctr images ls")?;
-        missing_images(images, &listed).map_or(Ok(()), |missing| {
-            Err(format_err!(
-                "the preload lacks {}: ctr import did not take them",
-                missing.join(", ")
-            ))
-        })?;
-        cmd!(sh, "docker exec {container} rm /kind/images.tar")
-            .run()
-            .context("removing the archive")?;
-        cmd!(sh, "docker exec {container} pkill -x containerd")
-            .run()
-            .context("stopping containerd")?;
-        wait_for(Duration::from_secs(30), "containerd to exit", || {
-            cmd!(sh, "docker exec {container} pgrep -x containerd")
-                .quiet()
-                .ignore_stdout()
-                .run()
-                .is_err()
-        })?;
-        cmd!(
-            sh,
-            "docker commit --change 'ENTRYPOINT [\"/usr/local/bin/entrypoint\",\"/sbin/init\"]' --change 'CMD []' {container} {image}"
-        )
-        .quiet()
-        .ignore_stdout()
-        .run()
-        .context("docker commit of the node image")
-    })();
+    let result = preload(sh, &container, archive, images, image);
     let _ = cmd!(sh, "docker rm -f {container}")
         .quiet()
         .ignore_stdout()
         .ignore_stderr()
         .run();
     result
+}
+
+/// In the running build container: imports `archive` into containerd's
+/// k8s.io namespace, checks every image is there, stops containerd and
+/// commits the container as `image`.
+fn preload(
+    sh: &Shell,
+    container: &str,
+    archive: &Path,
+    images: &[String],
+    image: &str,
+) -> Result<()> {
+    let target = format!("{container}:/kind/images.tar");
+    cmd!(sh, "docker cp {archive} {target}")
+        .run()
+        .context("copying the image archive in")?;
+    cmd!(sh, "docker exec -d {container} containerd")
+        .run()
+        .context("starting containerd in the build container")?;
+    wait_for(
+        Duration::from_secs(30),
+        "containerd in the build container",
+        || {
+            cmd!(sh, "docker exec {container} ctr version")
+                .quiet()
+                .ignore_stdout()
+                .ignore_stderr()
+                .run()
+                .is_ok()
+        },
+    )?;
+    cmd!(
+        sh,
+        "docker exec {container} ctr -n k8s.io images import --label=io.cri-containerd.pinned=pinned --all-platforms --no-unpack --digests /kind/images.tar"
+    )
+    // Its progress table repeats once per image without a terminal; the
+    // check below names anything missing.
+    .quiet()
+    .ignore_stdout()
+    .run()
+    .context("ctr images import")?;
+    let listed = cmd!(sh, "docker exec {container} ctr -n k8s.io images ls -q")
+        .read()
+        .context("ctr images ls")?;
+    missing_images(images, &listed).map_or(Ok(()), |missing| {
+        Err(format_err!(
+            "the preload lacks {}: ctr import did not take them",
+            missing.join(", ")
+        ))
+    })?;
+    cmd!(sh, "docker exec {container} rm /kind/images.tar")
+        .run()
+        .context("removing the archive")?;
+    cmd!(sh, "docker exec {container} pkill -x containerd")
+        .run()
+        .context("stopping containerd")?;
+    wait_for(Duration::from_secs(30), "containerd to exit", || {
+        cmd!(sh, "docker exec {container} pgrep -x containerd")
+            .quiet()
+            .ignore_stdout()
+            .run()
+            .is_err()
+    })?;
+    cmd!(
+        sh,
+        "docker commit --change 'ENTRYPOINT [\"/usr/local/bin/entrypoint\",\"/sbin/init\"]' --change 'CMD []' {container} {image}"
+    )
+    .quiet()
+    .ignore_stdout()
+    .run()
+    .context("docker commit of the node image")
 }
 
 /// The `wanted` images absent from `ctr images ls -q` output (short Docker Hub

@@ -47,8 +47,22 @@ pub fn smoke_check(sh: &Shell, cluster_name: &str) -> Result<()> {
     }
 
     // Node-level facts first: they do not settle.
+    let problems = nri_problems(sh, &nodes);
+    if !problems.is_empty() {
+        bail!(
+            "cluster {cluster_name} is not NRI-ready:\n  {}",
+            problems.join("\n  ")
+        );
+    }
+
+    wait_settled(sh, cluster_name, &control_plane, &nodes)
+}
+
+/// What keeps each node from NRI: no socket, NRI disabled in containerd's
+/// configuration, or a configuration that cannot be read.
+fn nri_problems(sh: &Shell, nodes: &[String]) -> Vec<String> {
     let mut problems = Vec::new();
-    for node in &nodes {
+    for node in nodes {
         if cmd!(sh, "docker exec {node} test -S {NRI_SOCKET}")
             .quiet()
             .run()
@@ -68,13 +82,17 @@ pub fn smoke_check(sh: &Shell, cluster_name: &str) -> Result<()> {
             Err(err) => problems.push(format!("{node}: containerd config dump failed: {err}")),
         }
     }
-    if !problems.is_empty() {
-        bail!(
-            "cluster {cluster_name} is not NRI-ready:\n  {}",
-            problems.join("\n  ")
-        );
-    }
+    problems
+}
 
+/// Polls the control plane until every node is Ready and CoreDNS and
+/// kindnet run, for at most [`SETTLE`].
+fn wait_settled(
+    sh: &Shell,
+    cluster_name: &str,
+    control_plane: &str,
+    nodes: &[String],
+) -> Result<()> {
     let kubectl = |args: &[&str]| -> Result<Value> {
         let out = cmd!(sh, "docker exec {control_plane} kubectl --kubeconfig=/etc/kubernetes/admin.conf {args...} -o json")
             .quiet()
@@ -87,7 +105,7 @@ pub fn smoke_check(sh: &Shell, cluster_name: &str) -> Result<()> {
         let mut pending = Vec::new();
         let node_list = kubectl(&["get", "nodes"])?;
         let readiness = node_readiness(&node_list)?;
-        for node in &nodes {
+        for node in nodes {
             match readiness.iter().find(|(name, _)| name == node) {
                 Some((_, true)) => (),
                 Some((_, false)) => pending.push(format!("node {node} is not Ready")),

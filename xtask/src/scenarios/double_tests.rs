@@ -16,8 +16,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Duration;
 
+use super::scenario2::STOP_DAEMON;
 use super::*;
+use crate::imex;
+use crate::interrupt::Tracker;
 use crate::k8s::{ExecOutput, PodInfo};
+use crate::report::Outcome;
 
 struct LocalPods {
     root: tempfile::TempDir,
