@@ -8,6 +8,7 @@
 //! or `GetGpuFabricInfo[i]: <err>` on stderr). `--json` prints one document
 //! instead, described at [`report::Run::json`].
 
+mod cli;
 mod ffi;
 mod query;
 mod report;
@@ -15,44 +16,31 @@ mod report;
 use std::io::Write;
 use std::process::ExitCode;
 
-use clap::Parser;
-
+use crate::cli::Command;
 use crate::ffi::{LoadError, Nvml, LIBRARY};
 use crate::report::{Gpu, Run};
 
-/// Print each GPU's NVLink fabric identity (cluster uuid, clique id, state).
-#[derive(Debug, Parser)]
-#[command(name = "check-fabric", version, about, long_about = None)]
-struct Args {
-    /// Print one JSON document: {driverVersion, nodeName, gpus[{index, uuid,
-    /// clusterUuid, cliqueId, state, stateName}]}.
-    #[arg(long)]
-    json: bool,
-}
-
 fn main() -> ExitCode {
-    // Usage errors exit 1, not clap's 2: exit code 2 means "fabric NOT SUPPORTED".
-    let args = match Args::try_parse() {
-        Ok(args) => args,
-        Err(err) => {
-            let _ = err.print();
-            return match err.use_stderr() {
-                true => ExitCode::from(1),
-                false => ExitCode::SUCCESS,
-            };
+    let json = match cli::parse(std::env::args_os().skip(1)) {
+        Ok(Command::Check { json }) => json,
+        Ok(Command::Help) => return print_out(cli::HELP),
+        Ok(Command::Version) => return print_out(&cli::version()),
+        Err(usage) => {
+            eprint!("{}", usage.message());
+            return ExitCode::from(1);
         }
     };
     let node_name = std::env::var("NODE_NAME")
         .ok()
         .filter(|name| !name.is_empty());
     let run = match Nvml::load() {
-        Ok(nvml) => collect(&nvml, node_name, args.json),
+        Ok(nvml) => collect(&nvml, node_name, json),
         Err(err) => Run {
             failure: Some(load_failure(&err)),
             ..Run::default()
         },
     };
-    let stdout = match args.json {
+    let stdout = match json {
         true => run.json().unwrap_or_default(),
         false => run.text(),
     };
@@ -63,6 +51,13 @@ fn main() -> ExitCode {
         eprintln!("{failure}");
     }
     ExitCode::from(run.exit_code())
+}
+
+/// Prints help or version text on stdout (exit 0).
+fn print_out(text: &str) -> ExitCode {
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(text.as_bytes()).and_then(|()| out.flush());
+    ExitCode::SUCCESS
 }
 
 /// Queries every GPU, stopping at the first failure as upstream does.
