@@ -7,6 +7,15 @@
 //! failure (with `nvmlInit: <err>`, `DeviceGetCount: <err>`, `handle[i]: <err>`
 //! or `GetGpuFabricInfo[i]: <err>` on stderr). `--json` prints one document
 //! instead, described at [`report::Run::json`].
+//!
+//! The process starts at the C `main` in [`ffi`], not through Rust's runtime start-up (`no_main`):
+//! that start-up's main-thread stack probe (glibc parsing `/proc/self/maps`) and signal-stack set-up
+//! cost more pages and time than the whole probe's own work. What it did that check-fabric relies
+//! on is done there: SIGPIPE ignored (a closed pipe is a write error, not a kill) and a panic
+//! turned into exit code 101; stdout is flushed here explicitly.
+
+// The unit-test harness brings its own `main`.
+#![cfg_attr(not(test), no_main)]
 
 mod cli;
 mod ffi;
@@ -14,20 +23,20 @@ mod query;
 mod report;
 
 use std::io::Write;
-use std::process::ExitCode;
 
 use crate::cli::Command;
 use crate::ffi::{LoadError, Nvml, LIBRARY};
 use crate::report::{Gpu, Run};
 
-fn main() -> ExitCode {
+/// The program; returns the exit code.
+fn run() -> u8 {
     let json = match cli::parse(std::env::args_os().skip(1)) {
         Ok(Command::Check { json }) => json,
         Ok(Command::Help) => return print_out(cli::HELP),
         Ok(Command::Version) => return print_out(&cli::version()),
         Err(usage) => {
             eprint!("{}", usage.message());
-            return ExitCode::from(1);
+            return 1;
         }
     };
     let node_name = std::env::var("NODE_NAME")
@@ -50,14 +59,14 @@ fn main() -> ExitCode {
     if let Some(failure) = &run.failure {
         eprintln!("{failure}");
     }
-    ExitCode::from(run.exit_code())
+    run.exit_code()
 }
 
 /// Prints help or version text on stdout (exit 0).
-fn print_out(text: &str) -> ExitCode {
+fn print_out(text: &str) -> u8 {
     let mut out = std::io::stdout().lock();
     let _ = out.write_all(text.as_bytes()).and_then(|()| out.flush());
-    ExitCode::SUCCESS
+    0
 }
 
 /// Queries every GPU, stopping at the first failure as upstream does.
