@@ -25,8 +25,16 @@ fn build_library() -> PathBuf {
         Some(name) => name,
         None => panic!("no profile directory above {}", exe.display()),
     };
+    // `target/<triple>/<profile>` when the tests were built with `--target` (as Nix builds
+    // them): cargo marks both the target directory and `<triple>` in it with CACHEDIR.TAG.
+    let above = profile_dir.parent().expect("a target dir");
+    let triple = match above.parent().map(|dir| dir.join("CACHEDIR.TAG").exists()) {
+        Some(true) => above.file_name().and_then(|name| name.to_str()),
+        _ => None,
+    };
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let status = Command::new(&cargo)
+    let mut command = Command::new(&cargo);
+    command
         .args([
             "build",
             "--quiet",
@@ -36,8 +44,11 @@ fn build_library() -> PathBuf {
             "--profile",
             profile,
         ])
-        .current_dir(repo_root())
-        .status();
+        .current_dir(repo_root());
+    if let Some(triple) = triple {
+        command.args(["--target", triple]);
+    }
+    let status = command.status();
     let library = profile_dir.join("libnvidia_ml.so");
     match status {
         Ok(status) if status.success() && library.exists() => library,
