@@ -7,52 +7,49 @@
 //! failure (with `nvmlInit: <err>`, `DeviceGetCount: <err>`, `handle[i]: <err>`
 //! or `GetGpuFabricInfo[i]: <err>` on stderr). `--json` prints one document
 //! instead, described at [`report::Run::json`].
+//!
+//! The process starts at the C `main` in [`ffi`], not through Rust's runtime start-up (`no_main`):
+//! that start-up's main-thread stack probe (glibc parsing `/proc/self/maps`) and signal-stack set-up
+//! cost more pages and time than the whole probe's own work. What it did that check-fabric relies
+//! on is done there: SIGPIPE ignored (a closed pipe is a write error, not a kill) and a panic
+//! turned into exit code 101; stdout is flushed here explicitly.
 
+// The unit-test harness brings its own `main`.
+#![cfg_attr(not(test), no_main)]
+
+mod cli;
 mod ffi;
 mod query;
 mod report;
 
 use std::io::Write;
-use std::process::ExitCode;
 
-use clap::Parser;
-
+use crate::cli::Command;
 use crate::ffi::{LoadError, Nvml, LIBRARY};
 use crate::report::{Gpu, Run};
 
-/// Print each GPU's NVLink fabric identity (cluster uuid, clique id, state).
-#[derive(Debug, Parser)]
-#[command(name = "check-fabric", version, about, long_about = None)]
-struct Args {
-    /// Print one JSON document: {driverVersion, nodeName, gpus[{index, uuid,
-    /// clusterUuid, cliqueId, state, stateName}]}.
-    #[arg(long)]
-    json: bool,
-}
-
-fn main() -> ExitCode {
-    // Usage errors exit 1, not clap's 2: exit code 2 means "fabric NOT SUPPORTED".
-    let args = match Args::try_parse() {
-        Ok(args) => args,
-        Err(err) => {
-            let _ = err.print();
-            return match err.use_stderr() {
-                true => ExitCode::from(1),
-                false => ExitCode::SUCCESS,
-            };
+/// The program; returns the exit code.
+fn run() -> u8 {
+    let json = match cli::parse(std::env::args_os().skip(1)) {
+        Ok(Command::Check { json }) => json,
+        Ok(Command::Help) => return print_out(cli::HELP),
+        Ok(Command::Version) => return print_out(&cli::version()),
+        Err(usage) => {
+            eprint!("{}", usage.message());
+            return 1;
         }
     };
     let node_name = std::env::var("NODE_NAME")
         .ok()
         .filter(|name| !name.is_empty());
     let run = match Nvml::load() {
-        Ok(nvml) => collect(&nvml, node_name, args.json),
+        Ok(nvml) => collect(&nvml, node_name, json),
         Err(err) => Run {
             failure: Some(load_failure(&err)),
             ..Run::default()
         },
     };
-    let stdout = match args.json {
+    let stdout = match json {
         true => run.json().unwrap_or_default(),
         false => run.text(),
     };
@@ -62,7 +59,14 @@ fn main() -> ExitCode {
     if let Some(failure) = &run.failure {
         eprintln!("{failure}");
     }
-    ExitCode::from(run.exit_code())
+    run.exit_code()
+}
+
+/// Prints help or version text on stdout (exit 0).
+fn print_out(text: &str) -> u8 {
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(text.as_bytes()).and_then(|()| out.flush());
+    0
 }
 
 /// Queries every GPU, stopping at the first failure as upstream does.

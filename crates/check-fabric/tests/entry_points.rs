@@ -127,3 +127,17 @@ fn usage_errors_exit_1_not_2() {
     assert_eq!(help.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&help.stdout).contains("--json"));
 }
+
+#[test]
+fn a_closed_stdout_is_a_write_error_not_a_kill() {
+    // The read end is closed before check-fabric writes: without SIGPIPE ignored (its `main`
+    // starts outside Rust's runtime, which would ignore it) the write kills the process.
+    let (reader, writer) = std::io::pipe().expect("a pipe");
+    drop(reader);
+    let status = Command::new(CHECK_FABRIC)
+        .arg("--help")
+        .stdout(writer)
+        .status()
+        .expect("run check-fabric");
+    assert_eq!(status.code(), Some(0), "{status:?}");
+}

@@ -30,61 +30,8 @@ use crate::{
 /// `nvmlDevice_t`.
 pub type nvmlDevice_t = *mut c_void;
 
-/// Every symbol this library exports, in source order (pinned against the built `.so`).
-pub const EXPORTS: &[&str] = &[
-    "nvmlInit",
-    "nvmlInit_v2",
-    "nvmlInitWithFlags",
-    "nvmlShutdown",
-    "nvmlErrorString",
-    "nvmlSystemGetDriverVersion",
-    "nvmlSystemGetNVMLVersion",
-    "nvmlSystemGetCudaDriverVersion",
-    "nvmlSystemGetCudaDriverVersion_v2",
-    "nvmlDeviceGetCount",
-    "nvmlDeviceGetCount_v2",
-    "nvmlDeviceGetHandleByIndex",
-    "nvmlDeviceGetHandleByIndex_v2",
-    "nvmlDeviceGetHandleByUUID",
-    "nvmlDeviceGetHandleByPciBusId",
-    "nvmlDeviceGetHandleByPciBusId_v2",
-    "nvmlDeviceGetIndex",
-    "nvmlDeviceGetMinorNumber",
-    "nvmlDeviceGetBoardId",
-    "nvmlDeviceGetModuleId",
-    "nvmlDeviceGetBrand",
-    "nvmlDeviceGetArchitecture",
-    "nvmlDeviceGetPersistenceMode",
-    "nvmlDeviceGetComputeMode",
-    "nvmlDeviceGetPowerUsage",
-    "nvmlDeviceGetCurrPcieLinkGeneration",
-    "nvmlDeviceGetCurrPcieLinkWidth",
-    "nvmlDeviceGetMaxPcieLinkGeneration",
-    "nvmlDeviceGetMaxPcieLinkWidth",
-    "nvmlDeviceGetUUID",
-    "nvmlDeviceGetName",
-    "nvmlDeviceGetSerial",
-    "nvmlDeviceGetPciInfo",
-    "nvmlDeviceGetPciInfo_v2",
-    "nvmlDeviceGetPciInfo_v3",
-    "nvmlDeviceGetMemoryInfo",
-    "nvmlDeviceGetMemoryInfo_v2",
-    "nvmlDeviceGetCudaComputeCapability",
-    "nvmlDeviceGetMigMode",
-    "nvmlDeviceGetEccMode",
-    "nvmlDeviceGetTemperature",
-    "nvmlDeviceGetClockInfo",
-    "nvmlDeviceGetMaxClockInfo",
-    "nvmlDeviceGetUtilizationRates",
-    "nvmlDeviceGetNvLinkState",
-    "nvmlDeviceGetGpuFabricInfo",
-    "nvmlDeviceGetGpuFabricInfoV",
-    "nvmlDeviceGetMaxMigDeviceCount",
-    "nvmlDeviceGetMigDeviceHandleByIndex",
-    "nvmlDeviceIsMigDeviceHandle",
-    "nvmlDeviceGetGpuInstanceProfileInfo",
-    "nvmlDeviceGetAddressingMode",
-];
+mod exports;
+pub use exports::EXPORTS;
 
 /// Runs an export's body: a panic becomes UNKNOWN instead of unwinding into C.
 fn guard(body: impl FnOnce() -> Result<(), NvmlReturn>) -> NvmlReturn {

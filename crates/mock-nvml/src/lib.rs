@@ -24,13 +24,9 @@
 //! `NVML_ERROR_DRIVER_NOT_LOADED`; an invalid profile, or an invalid topology under
 //! `MOCK_NVML_STRICT`, returns `NVML_ERROR_UNKNOWN`. Either prints one `[MOCK_NVML ERROR]` line.
 //!
-//! ```
-//! use nvidia_ml::{abi, query};
-//! let device = &nvml_profile::Profile::parse(nvml_profile::GB200).unwrap().devices()[0];
-//! let fabric = query::fabric_v3(device).unwrap();
-//! assert_eq!(fabric.version, abi::GPU_FABRIC_INFO_V3);
-//! assert_eq!(fabric.state, 3); // NVML_GPU_FABRIC_STATE_COMPLETED
-//! ```
+//! The crate is a `cdylib` only: nothing links it as a Rust library (its clients `dlopen` it, as
+//! they would NVIDIA's), so the release build gets link-time optimisation across it and its
+//! dependencies. Its own tests and benchmark reach it the same way (`tests/`, `benches/`).
 
 pub mod abi;
 pub mod config;

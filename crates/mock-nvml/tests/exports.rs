@@ -1,6 +1,8 @@
 //! The built library's dynamic section: its SONAME and exactly the exports `ffi::EXPORTS` lists.
 
 mod common;
+#[path = "../src/ffi/exports.rs"]
+mod exports;
 
 use std::process::Command;
 
@@ -44,7 +46,7 @@ fn exports_are_exactly_the_listed_nvml_symbols() {
         .map(str::to_owned)
         .collect();
     exported.sort();
-    let mut listed: Vec<String> = nvidia_ml::ffi::EXPORTS
+    let mut listed: Vec<String> = exports::EXPORTS
         .iter()
         .map(|name| (*name).to_owned())
         .collect();

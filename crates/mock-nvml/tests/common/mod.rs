@@ -3,25 +3,60 @@
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
 
-/// The cdylib cargo built beside this test (`target/<profile>/libnvidia_ml.so`, or the copy in
-/// `deps/`); panics with the command to run when it is missing.
+/// The cdylib in this test's profile (`target/<profile>/libnvidia_ml.so`), brought up to date
+/// once per test process by `cargo build -p mock-nvml` in that profile: the crate is a `cdylib`
+/// only, which `cargo test` does not build for its integration tests. Panics with the command to
+/// run when that fails.
 pub fn library() -> PathBuf {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT.get_or_init(build_library).clone()
+}
+
+fn build_library() -> PathBuf {
     let exe = std::env::current_exe().expect("the test knows its own path");
     let deps = exe.parent().expect("tests live in target/<profile>/deps");
-    let profile = deps.parent().expect("deps has a parent");
-    [
-        profile.join("libnvidia_ml.so"),
-        deps.join("libnvidia_ml.so"),
-    ]
-    .into_iter()
-    .find(|path| path.exists())
-    .unwrap_or_else(|| {
-        panic!(
-            "libnvidia_ml.so is not built in {}: run `cargo build -p mock-nvml`",
-            profile.display()
-        )
-    })
+    let profile_dir = deps.parent().expect("deps has a parent");
+    let profile = match profile_dir.file_name().and_then(|name| name.to_str()) {
+        // `cargo bench` builds the `bench` profile into `release/`.
+        Some("debug") => "dev",
+        Some(name) => name,
+        None => panic!("no profile directory above {}", exe.display()),
+    };
+    // `target/<triple>/<profile>` when the tests were built with `--target` (as Nix builds
+    // them): cargo marks both the target directory and `<triple>` in it with CACHEDIR.TAG.
+    let above = profile_dir.parent().expect("a target dir");
+    let triple = match above.parent().map(|dir| dir.join("CACHEDIR.TAG").exists()) {
+        Some(true) => above.file_name().and_then(|name| name.to_str()),
+        _ => None,
+    };
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut command = Command::new(&cargo);
+    command
+        .args([
+            "build",
+            "--quiet",
+            "-p",
+            "mock-nvml",
+            "--lib",
+            "--profile",
+            profile,
+        ])
+        .current_dir(repo_root());
+    if let Some(triple) = triple {
+        command.args(["--target", triple]);
+    }
+    let status = command.status();
+    let library = profile_dir.join("libnvidia_ml.so");
+    match status {
+        Ok(status) if status.success() && library.exists() => library,
+        outcome => panic!(
+            "building libnvidia_ml.so into {} failed ({outcome:?}): run `cargo build -p mock-nvml --profile {profile}`",
+            profile_dir.display()
+        ),
+    }
 }
 
 /// A directory holding the library as `libnvidia-ml.so.1`, for `LD_LIBRARY_PATH`.
