@@ -145,6 +145,24 @@ fn xtask(sh: &Shell, args: &[&str]) -> Result<(bool, String, f64)> {
     Ok((status.success(), log, started.elapsed().as_secs_f64()))
 }
 
+/// `cargo xtask up --kube-context CONTEXT --registry REGISTRY --plain-http`,
+/// its report at `report`.
+fn up_via(sh: &Shell, context: &str, registry: &str, report: &str) -> Result<(bool, String, f64)> {
+    xtask(
+        sh,
+        &[
+            "up",
+            "--kube-context",
+            context,
+            "--registry",
+            registry,
+            "--plain-http",
+            "--report",
+            report,
+        ],
+    )
+}
+
 /// The seconds of step `name` in a JSON report.
 fn step_seconds(sh: &Shell, report: &str, name: &str) -> Result<f64> {
     let doc: serde_json::Value = serde_json::from_str(&sh.read_file(report)?)?;
@@ -200,19 +218,7 @@ pub fn run(sh: &Shell) -> Result<()> {
 fn reachable(sh: &Shell, context: &str, host: &str) -> Result<()> {
     let report = "target/ci/registry-report.json";
     let registry = format!("{host}/{PREFIX}");
-    let (ok, _, _) = xtask(
-        sh,
-        &[
-            "up",
-            "--kube-context",
-            context,
-            "--registry",
-            &registry,
-            "--plain-http",
-            "--report",
-            report,
-        ],
-    )?;
+    let (ok, _, _) = up_via(sh, context, &registry, report)?;
     super::print_report(sh, report);
     anyhow::ensure!(
         ok,
@@ -253,19 +259,7 @@ fn reachable(sh: &Shell, context: &str, host: &str) -> Result<()> {
 fn unreachable(sh: &Shell, context: &str, port: u16, cluster: &KindCluster) -> Result<()> {
     let report = "target/ci/registry-unreachable-report.json";
     let registry = format!("127.0.0.1:{port}/{PREFIX}");
-    let (ok, log, seconds) = xtask(
-        sh,
-        &[
-            "up",
-            "--kube-context",
-            context,
-            "--registry",
-            &registry,
-            "--plain-http",
-            "--report",
-            report,
-        ],
-    )?;
+    let (ok, log, seconds) = up_via(sh, context, &registry, report)?;
     anyhow::ensure!(
         !ok,
         "`up --registry {registry}` succeeded though no node can reach it"
@@ -295,19 +289,7 @@ fn without_nri(sh: &Shell, context: &str, host: &str, cluster: &KindCluster) -> 
     cmd!(sh, "docker exec {node} mv {NRI_SOCKET} {aside}").run()?;
     let report = "target/ci/registry-no-nri-report.json";
     let registry = format!("{host}/{PREFIX}");
-    let result = xtask(
-        sh,
-        &[
-            "up",
-            "--kube-context",
-            context,
-            "--registry",
-            &registry,
-            "--plain-http",
-            "--report",
-            report,
-        ],
-    );
+    let result = up_via(sh, context, &registry, report);
     let restored = cmd!(sh, "docker exec {node} mv {aside} {NRI_SOCKET}").run();
     let (ok, log, _) = result?;
     restored.context("putting the NRI socket back")?;
