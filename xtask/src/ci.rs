@@ -16,11 +16,92 @@ use crate::flags::CiArgs;
 mod nonroot;
 mod through_registry;
 
-/// One CI step: a name and the command line it runs.
+/// One CI step: a name, whether it needs a cluster, and what it runs.
 struct Step {
     name: &'static str,
+    /// An end-to-end step (`--no-e2e` skips it).
+    e2e: bool,
     run: fn(&Shell) -> Result<()>,
 }
+
+/// Every step, in the order CI runs them.
+const STEPS: &[Step] = &[
+    Step {
+        name: "rustfmt",
+        e2e: false,
+        run: rustfmt,
+    },
+    Step {
+        name: "clippy",
+        e2e: false,
+        run: clippy,
+    },
+    Step {
+        name: "build",
+        e2e: false,
+        run: build,
+    },
+    Step {
+        name: "tests",
+        e2e: false,
+        run: tests,
+    },
+    Step {
+        name: "bench vs upstream",
+        e2e: false,
+        run: bench_vs_upstream,
+    },
+    Step {
+        name: "e2e demo",
+        e2e: true,
+        run: e2e_demo,
+    },
+    Step {
+        name: "e2e scenario4",
+        e2e: true,
+        run: e2e_scenario4,
+    },
+    Step {
+        name: "e2e scenario 2 (IMEX test double), twice",
+        e2e: true,
+        run: e2e_scenario2_double,
+    },
+    Step {
+        name: "nix apps as a user",
+        e2e: true,
+        run: nix_apps_as_a_user,
+    },
+    Step {
+        name: "e2e warm rerun",
+        e2e: true,
+        run: e2e_warm_rerun,
+    },
+    Step {
+        name: "e2e through --kube-context",
+        e2e: true,
+        run: e2e_kube_context,
+    },
+    Step {
+        name: "e2e through a registry",
+        e2e: true,
+        run: through_registry::run,
+    },
+    Step {
+        name: "e2e faults",
+        e2e: true,
+        run: e2e_faults,
+    },
+    Step {
+        name: "non-root prep (root)",
+        e2e: true,
+        run: nonroot::prep,
+    },
+    Step {
+        name: "non-root user",
+        e2e: true,
+        run: nonroot::user,
+    },
+];
 
 /// What happened to a step.
 struct Outcome {
@@ -31,71 +112,10 @@ struct Outcome {
 
 /// Runs every check and fails when any of them failed.
 pub fn run(sh: &Shell, args: &CiArgs) -> Result<()> {
-    let mut steps = vec![
-        Step {
-            name: "rustfmt",
-            run: rustfmt,
-        },
-        Step {
-            name: "clippy",
-            run: clippy,
-        },
-        Step {
-            name: "build",
-            run: build,
-        },
-        Step {
-            name: "tests",
-            run: tests,
-        },
-        Step {
-            name: "bench vs upstream",
-            run: bench_vs_upstream,
-        },
-    ];
-    if !args.no_e2e {
-        steps.push(Step {
-            name: "e2e demo",
-            run: e2e_demo,
-        });
-        steps.push(Step {
-            name: "e2e scenario4",
-            run: e2e_scenario4,
-        });
-        steps.push(Step {
-            name: "e2e scenario 2 (IMEX test double), twice",
-            run: e2e_scenario2_double,
-        });
-        steps.push(Step {
-            name: "nix apps as a user",
-            run: nix_apps_as_a_user,
-        });
-        steps.push(Step {
-            name: "e2e warm rerun",
-            run: e2e_warm_rerun,
-        });
-        steps.push(Step {
-            name: "e2e through --kube-context",
-            run: e2e_kube_context,
-        });
-        steps.push(Step {
-            name: "e2e through a registry",
-            run: through_registry::run,
-        });
-        steps.push(Step {
-            name: "e2e faults",
-            run: e2e_faults,
-        });
-        steps.push(Step {
-            name: "non-root prep (root)",
-            run: nonroot::prep,
-        });
-        steps.push(Step {
-            name: "non-root user",
-            run: nonroot::user,
-        });
-    }
-
+    let steps: Vec<&Step> = STEPS
+        .iter()
+        .filter(|step| !(args.no_e2e && step.e2e))
+        .collect();
     let steps = only(steps, &args.step)?;
     let mut outcomes = Vec::new();
     for step in &steps {
@@ -130,7 +150,7 @@ pub fn run(sh: &Shell, args: &CiArgs) -> Result<()> {
 }
 
 /// The steps `--step` names, in CI's order; all of them when none is named.
-fn only(steps: Vec<Step>, names: &[String]) -> Result<Vec<Step>> {
+fn only<'a>(steps: Vec<&'a Step>, names: &[String]) -> Result<Vec<&'a Step>> {
     if let Some(unknown) = names
         .iter()
         .find(|name| !steps.iter().any(|step| step.name == name.as_str()))
@@ -370,5 +390,29 @@ fn print_report(sh: &Shell, path: &str) {
     match sh.read_file(path) {
         Ok(text) => eprintln!("--- {path} ---\n{text}\n--- end of {path} ---"),
         Err(err) => eprintln!("(no report at {path}: {err})"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn step_picks_named_steps_in_ci_order_and_refuses_unknown_names() {
+        let all: Vec<&Step> = STEPS.iter().collect();
+        let names = |steps: Vec<&Step>| steps.iter().map(|it| it.name).collect::<Vec<_>>();
+        assert_eq!(
+            names(only(all.clone(), &["clippy".to_owned(), "rustfmt".to_owned()]).expect("known")),
+            ["rustfmt", "clippy"]
+        );
+        assert_eq!(only(all.clone(), &[]).expect("all").len(), STEPS.len());
+        let err = only(all, &["e2e typo".to_owned()])
+            .err()
+            .expect("unknown")
+            .to_string();
+        assert!(
+            err.contains("\"e2e typo\"") && err.contains("e2e through a registry"),
+            "{err}"
+        );
     }
 }
