@@ -12,6 +12,7 @@ use kube::Client;
 use tokio::time::Instant;
 use xshell::Shell;
 
+use crate::fabric::Expected;
 use crate::flags::{DemoArgs, ScenarioArgs};
 use crate::interrupt::Tracker;
 use crate::k8s::{self, ExecOutput, PodInfo};
@@ -21,9 +22,9 @@ use crate::names::{
     WORKLOAD_SELECTOR,
 };
 use crate::plan::{self, ImageRef};
-use crate::report::{Outcome, Report, StepStatus, Verdict};
+use crate::report::{Outcome, Report, ScenarioResult, StepStatus, Verdict};
 use crate::runner::{Cmd, Runner, ShellRunner};
-use crate::scenarios::{self, Limits, Rebind, Workload};
+use crate::scenarios::{self, Limits, Rebind, Scenario, Workload};
 
 mod foreign;
 mod kind;
@@ -325,72 +326,27 @@ struct ImagePair {
 async fn run_scenario<R: Runner>(
     sh: &Shell,
     target: &Target,
-    which: u8,
+    which: Scenario,
     runner: Option<&R>,
     tracker: &Tracker,
     report: &mut Report,
 ) -> anyhow::Result<()> {
-    let name = format!("scenario{which}");
+    let name = which.name();
     eprintln!("\n==> {name} on {}", target.label());
     tracker.step(&name);
-    if which == 4 {
-        return run_scenario4(sh, target, runner, tracker, report).await;
-    }
     let workload = KubeWorkload {
         client: target.client.clone(),
     };
-    let result = match which {
-        1 => scenarios::scenario1(&workload, &target.demo_expected()).await,
-        2 => {
+    let mut result = match which {
+        Scenario::Four => return run_scenario4(sh, target, runner, tracker, report).await,
+        Scenario::One => scenarios::scenario1(&workload, &target.demo_expected()).await,
+        Scenario::Two => {
             let expected = target.demo_expected();
-            let Some(pair) = first_shared_clique(&expected) else {
-                anyhow::bail!(
-                    "scenario 2 needs two workers in one clique; the topology puts them so: {:?}",
-                    expected
-                        .iter()
-                        .map(|(node, it)| format!("{node}: clique {}", it.clique))
-                        .collect::<Vec<_>>()
-                );
-            };
+            let pair = scenario2_pair(&expected)?;
             scenarios::scenario2(&workload, pair, tracker, Limits::default()).await
         }
-        _ => {
-            let rebind = Rebind {
-                chart: CHART.to_owned(),
-                context: target.context.clone(),
-                rebind_values: topology::rebind(&target.workers).helm_values(),
-                demo_values: target.topology.helm_values(),
-                demo_expected: target.demo_expected(),
-            };
-            let scratch = scratch_dir(&target.context)?;
-            match runner {
-                Some(runner) => {
-                    scenarios::scenario3(
-                        &workload,
-                        runner,
-                        &rebind,
-                        &scratch,
-                        tracker,
-                        Limits::default(),
-                    )
-                    .await
-                }
-                None => {
-                    let runner = self::runner(sh)?;
-                    scenarios::scenario3(
-                        &workload,
-                        &runner,
-                        &rebind,
-                        &scratch,
-                        tracker,
-                        Limits::default(),
-                    )
-                    .await
-                }
-            }
-        }
+        Scenario::Three => run_scenario3(sh, target, &workload, runner, tracker).await?,
     };
-    let mut result = result;
     if let (Outcome::Failed(reason), Some(cluster)) = (&result.outcome, &target.kind) {
         // A failure on a node that is down says so.
         if let Err(err) = crate::cluster::preflight(&docker_only(sh), cluster) {
@@ -408,6 +364,62 @@ async fn run_scenario<R: Runner>(
     }
     report.scenario(result);
     Ok(())
+}
+
+/// The two workers scenario 2 runs its daemons on: the first two sharing a clique.
+fn scenario2_pair(expected: &[(String, Expected)]) -> anyhow::Result<[&str; 2]> {
+    first_shared_clique(expected).with_context(|| {
+        format!(
+            "scenario 2 needs two workers in one clique; the topology puts them so: {:?}",
+            expected
+                .iter()
+                .map(|(node, it)| format!("{node}: clique {}", it.clique))
+                .collect::<Vec<_>>()
+        )
+    })
+}
+
+/// Scenario 3: the rebind topology, then the target's own topology back.
+async fn run_scenario3<R: Runner>(
+    sh: &Shell,
+    target: &Target,
+    workload: &KubeWorkload,
+    runner: Option<&R>,
+    tracker: &Tracker,
+) -> anyhow::Result<ScenarioResult> {
+    let rebind = Rebind {
+        chart: CHART.to_owned(),
+        context: target.context.clone(),
+        rebind_values: topology::rebind(&target.workers).helm_values(),
+        demo_values: target.topology.helm_values(),
+        demo_expected: target.demo_expected(),
+    };
+    let scratch = scratch_dir(&target.context)?;
+    Ok(match runner {
+        Some(runner) => {
+            scenarios::scenario3(
+                workload,
+                runner,
+                &rebind,
+                &scratch,
+                tracker,
+                Limits::default(),
+            )
+            .await
+        }
+        None => {
+            let runner = self::runner(sh)?;
+            scenarios::scenario3(
+                workload,
+                &runner,
+                &rebind,
+                &scratch,
+                tracker,
+                Limits::default(),
+            )
+            .await
+        }
+    })
 }
 
 /// Scenario 4 (NVIDIA's DRA driver): its result and the SKIPPED IMEX part.
@@ -459,7 +471,7 @@ async fn run_scenario4<R: Runner>(
 /// `scenario1` … `scenario4` against a running setup.
 pub async fn scenario(
     sh: &Shell,
-    which: u8,
+    which: Scenario,
     args: &ScenarioArgs,
     tracker: &Tracker,
 ) -> anyhow::Result<()> {
@@ -469,7 +481,7 @@ pub async fn scenario(
             .name()
             .to_owned(),
     };
-    if let (2, Some(payload)) = (which, &args.imex) {
+    if let (Scenario::Two, Some(payload)) = (which, &args.imex) {
         // A bad payload is named before anything touches the cluster.
         let payload = std::path::absolute(payload)
             .with_context(|| format!("resolving {}", payload.display()))?;
@@ -486,7 +498,7 @@ pub async fn scenario(
         command: command_line(),
         ..Report::default()
     };
-    if let (2, Some(payload)) = (which, &args.imex) {
+    if let (Scenario::Two, Some(payload)) = (which, &args.imex) {
         if let Err(err) = install_payload(sh, args, payload, tracker, &mut report).await {
             finish_report(&mut report, started, args.report.as_deref())?;
             return Err(err);

@@ -45,6 +45,7 @@ use clap::Parser;
 
 use crate::flags::Command;
 use crate::interrupt::Tracker;
+use crate::scenarios::Scenario;
 
 fn main() -> ExitCode {
     let flags = flags::Xtask::parse();
@@ -72,10 +73,18 @@ fn run(flags: flags::Xtask) -> anyhow::Result<()> {
     match flags.command {
         Command::Demo(args) => runtime.block_on(flow::demo(&sh, &args, true, &tracker)),
         Command::Up(args) => runtime.block_on(flow::demo(&sh, &args, false, &tracker)),
-        Command::Scenario1(args) => runtime.block_on(flow::scenario(&sh, 1, &args, &tracker)),
-        Command::Scenario2(args) => runtime.block_on(flow::scenario(&sh, 2, &args, &tracker)),
-        Command::Scenario3(args) => runtime.block_on(flow::scenario(&sh, 3, &args, &tracker)),
-        Command::Scenario4(args) => runtime.block_on(flow::scenario(&sh, 4, &args, &tracker)),
+        Command::Scenario1(args) => {
+            runtime.block_on(flow::scenario(&sh, Scenario::One, &args, &tracker))
+        }
+        Command::Scenario2(args) => {
+            runtime.block_on(flow::scenario(&sh, Scenario::Two, &args, &tracker))
+        }
+        Command::Scenario3(args) => {
+            runtime.block_on(flow::scenario(&sh, Scenario::Three, &args, &tracker))
+        }
+        Command::Scenario4(args) => {
+            runtime.block_on(flow::scenario(&sh, Scenario::Four, &args, &tracker))
+        }
         Command::Down(args) => flow::down(&sh, &args),
         Command::Doctor => doctor::run(&sh),
         Command::Status(args) => runtime.block_on(flow::status(&sh, &args)),

@@ -25,6 +25,7 @@ use crate::plan::{self, ImageRef};
 use crate::registry::{Layout, Registry};
 use crate::report::Report;
 use crate::runner::ShellRunner;
+use crate::scenarios::Scenario;
 
 /// `up`/`demo --kube-context CTX --registry R`.
 pub async fn demo(
@@ -155,7 +156,7 @@ async fn inner(
         topology,
         client,
     };
-    for which in [1, 2, 3] {
+    for which in [Scenario::One, Scenario::Two, Scenario::Three] {
         run_scenario::<ShellRunner<'_>>(sh, &target, which, None, tracker, report).await?;
     }
     Ok(())

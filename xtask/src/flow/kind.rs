@@ -10,6 +10,7 @@ use crate::k8s;
 use crate::names::KindCluster;
 use crate::plan;
 use crate::report::Report;
+use crate::scenarios::Scenario;
 
 use super::{
     images, install_chart, roll_workload, run_scenario, runner, step, version_note, Target,
@@ -129,7 +130,7 @@ pub(super) async fn demo_inner(
         topology: topology::demo(&cluster.workers()),
         client,
     };
-    for which in [1, 2, 3, 4] {
+    for which in Scenario::ALL {
         run_scenario(sh, &target, which, Some(&runner), tracker, report).await?;
     }
     let workload_image = images.workload.1.to_string();

@@ -20,9 +20,6 @@ pub use scenario2::{scenario2, stop_daemons};
 pub use scenario3::{scenario3, Rebind};
 
 /// Which scenario to run.
-// `flow::run_scenario` (another change owns flow.rs now) takes it in place
-// of its `which: u8` once that change lands.
-#[allow(dead_code)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Scenario {
     /// The injected channel and each worker's fabric identity.
@@ -35,7 +32,6 @@ pub enum Scenario {
     Four,
 }
 
-#[allow(dead_code)]
 impl Scenario {
     /// Every scenario, in order.
     pub const ALL: [Scenario; 4] = [
@@ -53,11 +49,6 @@ impl Scenario {
             Scenario::Three => 3,
             Scenario::Four => 4,
         }
-    }
-
-    /// The scenario with that number.
-    pub fn from_number(number: u8) -> Option<Scenario> {
-        Scenario::ALL.into_iter().find(|it| it.number() == number)
     }
 
     /// `scenarioN`: its step and report name.
