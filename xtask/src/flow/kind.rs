@@ -10,10 +10,12 @@ use crate::k8s;
 use crate::names::KindCluster;
 use crate::plan;
 use crate::report::Report;
+use crate::runner::ShellRunner;
 use crate::scenarios::Scenario;
 
 use super::{
-    images, install_chart, roll_workload, run_scenario, runner, step, version_note, Target,
+    images, install_chart, roll_workload, run_scenario, runner, step, version_note, ImagePair,
+    Target,
 };
 
 pub(super) async fn demo_inner(
@@ -29,31 +31,7 @@ pub(super) async fn demo_inner(
         runner(sh)
     })
     .await?;
-    let node_image = match (&args.node_image, args.offline) {
-        (Some(image), _) => Some(image.clone()),
-        (None, true) => Some(
-            step(report, tracker, "node image", async {
-                crate::node_image::ensure_node_image(sh, false)
-            })
-            .await?,
-        ),
-        (None, false) => {
-            let pinned = crate::cluster::online_pin(&crate::tools::read_versions()?)?;
-            let online = crate::cluster::online_image(&runner, &pinned);
-            eprintln!("    {}", online.note());
-            report.notes.push(online.note());
-            Some(online.kind_image().to_owned())
-        }
-    };
-    match (&args.node_image, args.offline, &node_image) {
-        (Some(image), _, _) => report
-            .notes
-            .push(format!("node image: {image} (--node-image)")),
-        (None, true, Some(image)) => report.notes.push(format!(
-            "node image: {image} (--offline: built locally from pinned sources)"
-        )),
-        _ => {}
-    }
+    let node_image = node_image(sh, args, &runner, tracker, report).await?;
     let decision = step(report, tracker, "cluster", async {
         // Only an image the user chose (--node-image, --offline) must match a
         // reused cluster's; the online default reuses any compatible one.
@@ -73,23 +51,11 @@ pub(super) async fn demo_inner(
     }
     let images = step(report, tracker, "images", async { images(sh, args) }).await?;
     step(report, tracker, "load images", async {
-        for (archive, image) in [&images.mock, &images.workload] {
-            let loaded = crate::cluster::load_image(&runner, cluster, archive, &image.to_string())?;
-            match loaded.is_empty() {
-                true => eprintln!("    {image}: already on every node"),
-                false => eprintln!("    {image}: loaded into {}", loaded.join(", ")),
-            }
-        }
-        Ok(())
+        load_images(&runner, cluster, &images)
     })
     .await?;
     let majors = step(report, tracker, "device majors", async {
-        let majors = plan::choose_majors(&crate::cluster::used_majors(&runner, cluster)?)?;
-        eprintln!(
-            "    IMEX device majors: channels={}, caps={}",
-            majors.channel, majors.caps
-        );
-        Ok(majors)
+        free_majors(&runner, cluster)
     })
     .await?;
     let client = k8s::client(&cluster.context()).await?;
@@ -99,13 +65,7 @@ pub(super) async fn demo_inner(
     .await?;
     report.notes.push(version_note(&client).await);
     step(report, tracker, "install", async {
-        let values = [
-            ("values.yaml", plan::install_values(&images.mock.1, majors)),
-            (
-                "demo-topology.yaml",
-                topology::demo(&cluster.workers()).helm_values(),
-            ),
-        ];
+        let values = chart_values(&images, majors, cluster);
         install_chart(
             &runner,
             &client,
@@ -133,12 +93,102 @@ pub(super) async fn demo_inner(
     for which in Scenario::ALL {
         run_scenario(sh, &target, which, Some(&runner), tracker, report).await?;
     }
-    let workload_image = images.workload.1.to_string();
+    network_policy(&target, &images.workload.1.to_string(), tracker, report).await;
+    Ok(())
+}
+
+/// The node image the cluster is created with: `--node-image`, the offline
+/// build (`--offline`), or the online pin; said in the report.
+async fn node_image(
+    sh: &Shell,
+    args: &DemoArgs,
+    runner: &ShellRunner<'_>,
+    tracker: &Tracker,
+    report: &mut Report,
+) -> anyhow::Result<Option<String>> {
+    let node_image = match (&args.node_image, args.offline) {
+        (Some(image), _) => Some(image.clone()),
+        (None, true) => Some(
+            step(report, tracker, "node image", async {
+                crate::node_image::ensure_node_image(sh, false)
+            })
+            .await?,
+        ),
+        (None, false) => {
+            let pinned = crate::cluster::online_pin(&crate::tools::read_versions()?)?;
+            let online = crate::cluster::online_image(runner, &pinned);
+            eprintln!("    {}", online.note());
+            report.notes.push(online.note());
+            Some(online.kind_image().to_owned())
+        }
+    };
+    match (&args.node_image, args.offline, &node_image) {
+        (Some(image), _, _) => report
+            .notes
+            .push(format!("node image: {image} (--node-image)")),
+        (None, true, Some(image)) => report.notes.push(format!(
+            "node image: {image} (--offline: built locally from pinned sources)"
+        )),
+        _ => {}
+    }
+    Ok(node_image)
+}
+
+/// The chart's values files: the loaded mock image, the majors, the demo topology.
+fn chart_values(
+    images: &ImagePair,
+    majors: plan::Majors,
+    cluster: &KindCluster,
+) -> [(&'static str, String); 2] {
+    [
+        ("values.yaml", plan::install_values(&images.mock.1, majors)),
+        (
+            "demo-topology.yaml",
+            topology::demo(&cluster.workers()).helm_values(),
+        ),
+    ]
+}
+
+/// Loads both images into every node that lacks them.
+fn load_images(
+    runner: &ShellRunner<'_>,
+    cluster: &KindCluster,
+    images: &ImagePair,
+) -> anyhow::Result<()> {
+    for (archive, image) in [&images.mock, &images.workload] {
+        let loaded = crate::cluster::load_image(runner, cluster, archive, &image.to_string())?;
+        if loaded.is_empty() {
+            eprintln!("    {image}: already on every node");
+        } else {
+            eprintln!("    {image}: loaded into {}", loaded.join(", "));
+        }
+    }
+    Ok(())
+}
+
+/// The IMEX device majors free on every node, read through `docker exec`
+/// (kind's fast path; other clusters use probe pods, `node_facts.rs`).
+fn free_majors(runner: &ShellRunner<'_>, cluster: &KindCluster) -> anyhow::Result<plan::Majors> {
+    let majors = plan::choose_majors(&crate::cluster::used_majors(runner, cluster)?)?;
+    eprintln!(
+        "    IMEX device majors: channels={}, caps={}",
+        majors.channel, majors.caps
+    );
+    Ok(majors)
+}
+
+/// The NetworkPolicy probe after the scenarios: its verdict is a report note.
+async fn network_policy(
+    target: &Target,
+    workload_image: &str,
+    tracker: &Tracker,
+    report: &mut Report,
+) {
     let checked = step(
         report,
         tracker,
         "network policy",
-        crate::netpol::check(&target.client, &target.workers, &workload_image),
+        crate::netpol::check(&target.client, &target.workers, workload_image),
     )
     .await;
     match checked {
@@ -148,7 +198,6 @@ pub(super) async fn demo_inner(
         }
         Err(err) => report.notes.push(format!("network policy: {err:#}")),
     }
-    Ok(())
 }
 
 pub(super) fn print_summary(report: &Report, cluster: &KindCluster, cluster_up: bool) {
