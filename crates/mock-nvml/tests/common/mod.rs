@@ -26,12 +26,14 @@ fn build_library() -> PathBuf {
         None => panic!("no profile directory above {}", exe.display()),
     };
     // `target/<triple>/<profile>` when the tests were built with `--target` (as Nix builds
-    // them): cargo marks both the target directory and `<triple>` in it with CACHEDIR.TAG.
+    // them, into a target directory cargo did not create and so did not mark with
+    // CACHEDIR.TAG): the directory above the profile is then named by the host triple.
     let above = profile_dir.parent().expect("a target dir");
-    let triple = match above.parent().map(|dir| dir.join("CACHEDIR.TAG").exists()) {
-        Some(true) => above.file_name().and_then(|name| name.to_str()),
-        _ => None,
-    };
+    let host = host_triple();
+    let triple = above
+        .file_name()
+        .and_then(|name| name.to_str())
+        .filter(|name| Some(*name) == host.as_deref());
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut command = Command::new(&cargo);
     command
@@ -57,6 +59,16 @@ fn build_library() -> PathBuf {
             profile_dir.display()
         ),
     }
+}
+
+/// The host's target triple, from `rustc -vV` (`RUSTC` if set).
+fn host_triple() -> Option<String> {
+    let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
+    let out = Command::new(rustc).arg("-vV").output().ok()?;
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find_map(|line| line.strip_prefix("host: "))
+        .map(str::to_owned)
 }
 
 /// A directory holding the library as `libnvidia-ml.so.1`, for `LD_LIBRARY_PATH`.
