@@ -54,13 +54,7 @@ pub fn parse_text(output: &str) -> Result<Vec<GpuFabric>, ParseError> {
     for (idx, line) in output.lines().enumerate() {
         let lineno = idx + 1;
         if let Some(rest) = line.strip_prefix("Discovered ") {
-            let Some(number) = rest.strip_suffix(" GPU(s)") else {
-                return fail(format!("line {lineno}: malformed count line `{line}`"));
-            };
-            let digits = !number.is_empty() && number.bytes().all(|b| b.is_ascii_digit());
-            let Some(number) = number.parse::<u32>().ok().filter(|_| digits) else {
-                return fail(format!("line {lineno}: malformed count line `{line}`"));
-            };
+            let number = count_line(lineno, line, rest)?;
             if count.is_some() {
                 return fail(format!("line {lineno}: a second count line `{line}`"));
             }
@@ -74,25 +68,7 @@ pub fn parse_text(output: &str) -> Result<Vec<GpuFabric>, ParseError> {
             let Some(count) = count else {
                 return fail(format!("line {lineno}: GPU header before the count line"));
             };
-            let header = rest
-                .split_once(" (")
-                .filter(|(_, tail)| {
-                    tail.ends_with(')') && !tail.ends_with("): fabric NOT SUPPORTED")
-                })
-                .and_then(|(index, _)| {
-                    if index.is_empty() || !index.bytes().all(|b| b.is_ascii_digit()) {
-                        return None;
-                    }
-                    index.parse::<u32>().ok()
-                });
-            let Some(index) = header else {
-                return fail(format!("line {lineno}: malformed GPU line `{line}`"));
-            };
-            if index >= count {
-                return fail(format!(
-                    "line {lineno}: GPU index {index} is not below the count {count}"
-                ));
-            }
+            let index = gpu_header(lineno, line, rest, count)?;
             if blocks.insert(index, Block::default()).is_some() {
                 return fail(format!("line {lineno}: GPU index {index} repeats"));
             }
@@ -131,6 +107,45 @@ pub fn parse_text(output: &str) -> Result<Vec<GpuFabric>, ParseError> {
     let Some(count) = count else {
         return fail("no `Discovered N GPU(s)` line".to_owned());
     };
+    complete_blocks(count, blocks)
+}
+
+/// `Discovered N GPU(s)`'s N (`rest` is what follows `Discovered `): digits only.
+fn count_line(lineno: usize, line: &str, rest: &str) -> Result<u32, ParseError> {
+    let Some(number) = rest.strip_suffix(" GPU(s)") else {
+        return fail(format!("line {lineno}: malformed count line `{line}`"));
+    };
+    let digits = !number.is_empty() && number.bytes().all(|b| b.is_ascii_digit());
+    let Some(number) = number.parse::<u32>().ok().filter(|_| digits) else {
+        return fail(format!("line {lineno}: malformed count line `{line}`"));
+    };
+    Ok(number)
+}
+
+/// `GPU i (…)`'s index (`rest` is what follows `GPU `), below `count`.
+fn gpu_header(lineno: usize, line: &str, rest: &str, count: u32) -> Result<u32, ParseError> {
+    let header = rest
+        .split_once(" (")
+        .filter(|(_, tail)| tail.ends_with(')') && !tail.ends_with("): fabric NOT SUPPORTED"))
+        .and_then(|(index, _)| {
+            if index.is_empty() || !index.bytes().all(|b| b.is_ascii_digit()) {
+                return None;
+            }
+            index.parse::<u32>().ok()
+        });
+    let Some(index) = header else {
+        return fail(format!("line {lineno}: malformed GPU line `{line}`"));
+    };
+    if index >= count {
+        return fail(format!(
+            "line {lineno}: GPU index {index} is not below the count {count}"
+        ));
+    }
+    Ok(index)
+}
+
+/// Every block complete, and as many as the count said.
+fn complete_blocks(count: u32, blocks: BTreeMap<u32, Block>) -> Result<Vec<GpuFabric>, ParseError> {
     let mut gpus = Vec::new();
     for (index, block) in blocks {
         let (Some(cluster_uuid), Some(clique_id), Some(state)) =
