@@ -55,29 +55,38 @@ fn expect_failure(what: &str, out: &Output, needles: &[&str]) -> anyhow::Result<
 /// Runs the three fault checks; returns one line per check.
 pub async fn fault_checks(sh: &Shell, cluster_name: &str) -> anyhow::Result<Vec<String>> {
     let cluster = KindCluster::new(cluster_name)?;
-    let name = cluster.name();
-    let mut lines = Vec::new();
+    let mut lines = vec![
+        concurrent_run(cluster.name())?,
+        incompatible_cluster(sh, &cluster)?,
+    ];
+    lines.extend(stopped_worker(sh, &cluster).await?);
+    Ok(lines)
+}
 
+/// A second run while the lock is held is refused, naming the holder.
+fn concurrent_run(name: &str) -> anyhow::Result<String> {
     eprintln!("\n==> fault: a second concurrent run");
-    {
-        let _held = RunnerLock::acquire(
-            &crate::dirs::lock_dir()?,
-            name,
+    let _held = RunnerLock::acquire(
+        &crate::dirs::lock_dir()?,
+        name,
+        "fault check (holding the lock)",
+    )?;
+    let out = xtask(&["scenario1", "--cluster-name", name])?;
+    let line = expect_failure(
+        "concurrent run",
+        &out,
+        &[
+            "another run holds cluster",
             "fault check (holding the lock)",
-        )?;
-        let out = xtask(&["scenario1", "--cluster-name", name])?;
-        let line = expect_failure(
-            "concurrent run",
-            &out,
-            &[
-                "another run holds cluster",
-                "fault check (holding the lock)",
-            ],
-        )?;
-        eprintln!("    ✓ refused: {line}");
-        lines.push(format!("concurrent run refused: {line}"));
-    }
+        ],
+    )?;
+    eprintln!("    ✓ refused: {line}");
+    Ok(format!("concurrent run refused: {line}"))
+}
 
+/// A worker whose containerd NRI socket moved is rejected, naming it and the fix.
+fn incompatible_cluster(sh: &Shell, cluster: &KindCluster) -> anyhow::Result<String> {
+    let name = cluster.name();
     eprintln!("\n==> fault: an incompatible cluster");
     let node = cluster.workers()[3].clone();
     let config = "/etc/containerd/config.toml";
@@ -104,8 +113,12 @@ pub async fn fault_checks(sh: &Shell, cluster_name: &str) -> anyhow::Result<Vec<
         ],
     )?;
     eprintln!("    ✓ rejected: {line}");
-    lines.push(format!("incompatible cluster rejected: {line}"));
+    Ok(format!("incompatible cluster rejected: {line}"))
+}
 
+/// A worker paused mid-run fails scenario 1 naming it; resumed, it passes again.
+async fn stopped_worker(sh: &Shell, cluster: &KindCluster) -> anyhow::Result<Vec<String>> {
+    let name = cluster.name();
     eprintln!("\n==> fault: a worker stopped mid-run");
     let victim = cluster.workers()[2].clone();
     let exe = std::env::current_exe().context("locating the xtask binary")?;
@@ -127,13 +140,14 @@ pub async fn fault_checks(sh: &Shell, cluster_name: &str) -> anyhow::Result<Vec<
         .quiet()
         .ignore_stdout()
         .run()?;
-    let recovered = recover(&cluster).await;
+    let recovered = recover(cluster).await;
     let line = checked?;
     eprintln!("    ✓ failed naming the node: {line}");
-    lines.push(format!("stopped worker named: {line}"));
     recovered?;
-    lines.push(format!("{victim} resumed and scenario1 passes again"));
-    Ok(lines)
+    Ok(vec![
+        format!("stopped worker named: {line}"),
+        format!("{victim} resumed and scenario1 passes again"),
+    ])
 }
 
 async fn recover(cluster: &KindCluster) -> anyhow::Result<()> {
