@@ -590,12 +590,11 @@ mod tests {
         assert!(err.contains("cargo xtask up --cluster-name c"), "{err}");
         let fake = FakeRunner::default();
         for node in cluster().nodes() {
-            match node == "c-worker2" {
-                true => fake.expect("docker inspect", false, ""),
-                false => {
-                    expect_node(&fake, &node, NRI_ON);
-                    &fake
-                }
+            if node == "c-worker2" {
+                fake.expect("docker inspect", false, "")
+            } else {
+                expect_node(&fake, &node, NRI_ON);
+                &fake
             };
         }
         let states = node_states(&fake, &cluster()).expect("present");

@@ -142,9 +142,10 @@ pub fn resolve_target_dir(
 pub fn target_dir() -> Result<PathBuf> {
     let root = crate::project_root();
     let writable = writable(&root);
-    let cache = match writable {
-        true => PathBuf::new(),
-        false => cache_dir().context("the project root is not writable")?,
+    let cache = if writable {
+        PathBuf::new()
+    } else {
+        cache_dir().context("the project root is not writable")?
     };
     Ok(resolve_target_dir(
         std::env::var_os("CARGO_TARGET_DIR"),

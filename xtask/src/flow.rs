@@ -255,9 +255,10 @@ async fn install_payload(
     step(report, tracker, "load images", async {
         let loaded =
             crate::cluster::load_image(&runner(sh)?, &cluster, &built.workload.path, &reference)?;
-        match loaded.is_empty() {
-            true => eprintln!("    {reference}: already on every node"),
-            false => eprintln!("    {reference}: loaded into {}", loaded.join(", ")),
+        if loaded.is_empty() {
+            eprintln!("    {reference}: already on every node");
+        } else {
+            eprintln!("    {reference}: loaded into {}", loaded.join(", "));
         }
         Ok(())
     })

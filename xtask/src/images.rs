@@ -336,11 +336,12 @@ fn source_date_epoch() -> Result<u64> {
 }
 
 fn absolute(path: &Path) -> Result<PathBuf> {
-    match path.is_absolute() {
-        true => Ok(path.to_owned()),
-        false => Ok(std::env::current_dir()
+    if path.is_absolute() {
+        Ok(path.to_owned())
+    } else {
+        Ok(std::env::current_dir()
             .context("cannot read the current directory")?
-            .join(path)),
+            .join(path))
     }
 }
 

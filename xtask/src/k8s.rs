@@ -197,9 +197,10 @@ pub async fn pod_on_node_in(
             }
             Err(_) => {
                 let diagnostics = diagnose(client, ns, selector).await;
-                let what = match selector == WORKLOAD_SELECTOR {
-                    true => "workload".to_owned(),
-                    false => selector.to_owned(),
+                let what = if selector == WORKLOAD_SELECTOR {
+                    "workload".to_owned()
+                } else {
+                    selector.to_owned()
                 };
                 anyhow::bail!(
                     "no running {what} pod on node {node} after {}s: is the node up (`docker ps`), \

@@ -90,9 +90,10 @@ impl Registry {
 
     /// The repository an image named `name` gets in this registry.
     pub fn repository(&self, name: &str) -> String {
-        match self.prefix.is_empty() {
-            true => name.to_owned(),
-            false => format!("{}/{name}", self.prefix),
+        if self.prefix.is_empty() {
+            name.to_owned()
+        } else {
+            format!("{}/{name}", self.prefix)
         }
     }
 
@@ -186,9 +187,10 @@ impl Layout {
         for layer in &parsed.layers {
             blobs.push((layer.digest.clone(), blob(&layer.digest)?));
         }
-        let media_type = match entry.media_type.is_empty() {
-            true => "application/vnd.oci.image.manifest.v1+json".to_owned(),
-            false => entry.media_type.clone(),
+        let media_type = if entry.media_type.is_empty() {
+            "application/vnd.oci.image.manifest.v1+json".to_owned()
+        } else {
+            entry.media_type.clone()
         };
         Ok(Layout {
             media_type,
@@ -239,9 +241,10 @@ fn client(registry: &Registry) -> Client {
     // reqwest is built without a default TLS provider; use the one kube uses.
     let _ = rustls::crypto::ring::default_provider().install_default();
     Client::new(ClientConfig {
-        protocol: match registry.plain_http {
-            true => ClientProtocol::Http,
-            false => ClientProtocol::Https,
+        protocol: if registry.plain_http {
+            ClientProtocol::Http
+        } else {
+            ClientProtocol::Https
         },
         connect_timeout: Some(std::time::Duration::from_secs(10)),
         read_timeout: Some(std::time::Duration::from_secs(60)),
@@ -275,9 +278,10 @@ pub async fn push(
     );
     client.store_auth_if_needed(&registry.host, &auth()).await;
     let unreachable = |err: oci_client::errors::OciDistributionError| {
-        let hint = match registry.plain_http {
-            true => "is it running, and does it serve plain HTTP?",
-            false => "is it running with TLS? A registry without TLS needs --plain-http",
+        let hint = if registry.plain_http {
+            "is it running, and does it serve plain HTTP?"
+        } else {
+            "is it running with TLS? A registry without TLS needs --plain-http"
         };
         anyhow::format_err!("registry {registry}: {err} ({hint})")
     };

@@ -229,9 +229,10 @@ impl Report {
                 .collect::<Vec<_>>()
         };
         let (passed, skipped) = (count(Verdict::Passed), count(Verdict::Skipped));
-        let mut line = match passed.is_empty() {
-            true => "ok: no scenario ran".to_owned(),
-            false => format!("PASSED: {}", passed.join(", ")),
+        let mut line = if passed.is_empty() {
+            "ok: no scenario ran".to_owned()
+        } else {
+            format!("PASSED: {}", passed.join(", "))
         };
         if !skipped.is_empty() {
             line.push_str(&format!("; SKIPPED (not passed): {}", skipped.join(", ")));

@@ -94,9 +94,10 @@ impl Output {
             .filter(|it| !it.trim().is_empty())
             .collect();
         let tail = &lines[lines.len().saturating_sub(ERROR_LINES)..];
-        match tail.is_empty() {
-            true => "(it printed nothing on stderr)".to_owned(),
-            false => tail.join("\n"),
+        if tail.is_empty() {
+            "(it printed nothing on stderr)".to_owned()
+        } else {
+            tail.join("\n")
         }
     }
 }

@@ -180,9 +180,10 @@ async fn deploy<R: Runner>(
     laps.lap("build");
     let loaded =
         crate::cluster::load_image(runner, cluster, &image.archive, &image.image.to_string())?;
-    match loaded.is_empty() {
-        true => eprintln!("    {}: already on every node", image.image),
-        false => eprintln!("    {}: loaded into {}", image.image, loaded.join(", ")),
+    if loaded.is_empty() {
+        eprintln!("    {}: already on every node", image.image);
+    } else {
+        eprintln!("    {}: loaded into {}", image.image, loaded.join(", "));
     }
     laps.lap("load");
     install(runner, client, &cluster.context(), &image, scratch).await?;
@@ -264,9 +265,10 @@ async fn wait_clique_labels(client: &Client, pair: &[String; 2], clique: &str) -
                         .unwrap_or_default(),
                 );
             }
-            match seen.iter().all(|it| it == clique) {
-                true => Ok(Ok(())),
-                false => Ok(Err(format!("labels now {seen:?}"))),
+            if seen.iter().all(|it| it == clique) {
+                Ok(Ok(()))
+            } else {
+                Ok(Err(format!("labels now {seen:?}")))
             }
         },
         || async { String::new() },
@@ -530,9 +532,10 @@ async fn imex_configs<R: Runner>(
                         &format!("test -s {dir}/imexd.cfg && cat {dir}/nodes.cfg"),
                     ],
                 ))?;
-                match out.ok {
-                    true => Ok(Ok(out.stdout)),
-                    false => Ok(Err(format!("{dir}/imexd.cfg or nodes.cfg not written yet"))),
+                if out.ok {
+                    Ok(Ok(out.stdout))
+                } else {
+                    Ok(Err(format!("{dir}/imexd.cfg or nodes.cfg not written yet")))
                 }
             },
             || async {

@@ -49,9 +49,10 @@ fn run() -> u8 {
             ..Run::default()
         },
     };
-    let stdout = match json {
-        true => run.json().unwrap_or_default(),
-        false => run.text(),
+    let stdout = if json {
+        run.json().unwrap_or_default()
+    } else {
+        run.text()
     };
     // A closed pipe (`check-fabric | head -6`) is not an error of ours.
     let mut out = std::io::stdout().lock();

@@ -73,9 +73,10 @@ mod tests {
         fn fabric_versioned(&self, _: (), version: u32) -> Option<Result<FabricInfo, Return>> {
             let accepted = self.versioned.as_ref()?;
             self.calls.borrow_mut().push(format!("V {version:#x}"));
-            match accepted.contains(&version) {
-                true => Some(self.answer),
-                false => Some(Err(Return::ARGUMENT_VERSION_MISMATCH)),
+            if accepted.contains(&version) {
+                Some(self.answer)
+            } else {
+                Some(Err(Return::ARGUMENT_VERSION_MISMATCH))
             }
         }
         fn fabric_v1(&self, _: ()) -> Option<Result<FabricInfo, Return>> {

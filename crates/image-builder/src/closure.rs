@@ -137,9 +137,10 @@ fn find_library(
     let origin = crate::spec::parent_of(requester);
     let expand = |dir: &String| dir.replace("${ORIGIN}", origin).replace("$ORIGIN", origin);
     let mut candidates: Vec<(String, bool)> = Vec::new();
-    let search_dirs: Vec<String> = match info.runpath.is_empty() {
-        true => info.rpath.iter().map(expand).collect(),
-        false => info.runpath.iter().map(expand).collect(),
+    let search_dirs: Vec<String> = if info.runpath.is_empty() {
+        info.rpath.iter().map(expand).collect()
+    } else {
+        info.runpath.iter().map(expand).collect()
     };
     candidates.extend(
         search_dirs

@@ -246,9 +246,10 @@ fn member(
 
 /// The payload-relative path a symlink at `at` pointing to `target` names.
 fn resolve_link(at: &str, target: &str) -> String {
-    let mut parts: Vec<&str> = match target.starts_with('/') {
-        true => Vec::new(),
-        false => at.split('/').collect(),
+    let mut parts: Vec<&str> = if target.starts_with('/') {
+        Vec::new()
+    } else {
+        at.split('/').collect()
     };
     if !target.starts_with('/') {
         parts.pop();

@@ -365,12 +365,13 @@ fn check_shape(context: &str, raw: &RawFile) -> Result<u32> {
         }
     };
     let only_for = |field: &str, set: bool, kind: &str| -> Result<()> {
-        match set {
-            true => Err(invalid(
+        if set {
+            Err(invalid(
                 context,
                 format!("{field} applies only to {kind} entries"),
-            )),
-            false => Ok(()),
+            ))
+        } else {
+            Ok(())
         }
     };
     only_for(

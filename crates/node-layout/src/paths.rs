@@ -234,9 +234,10 @@ pub fn parse_channel_file_name(file_name: &str) -> Option<u32> {
     let canonical = !digits.is_empty()
         && digits.bytes().all(|byte| byte.is_ascii_digit())
         && (digits == "0" || !digits.starts_with('0'));
-    match canonical {
-        true => digits.parse().ok(),
-        false => None,
+    if canonical {
+        digits.parse().ok()
+    } else {
+        None
     }
 }
 

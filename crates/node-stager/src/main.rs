@@ -143,13 +143,14 @@ async fn run(args: Args) -> Result<()> {
     let layout = Layout::new(args.overlay_dir.clone());
     stage_tree(&args, &layout)?;
 
-    let client = match args.no_label && args.topology_configmap.is_none() {
-        true => None,
-        false => Some(
+    let client = if args.no_label && args.topology_configmap.is_none() {
+        None
+    } else {
+        Some(
             kube::Client::try_default()
                 .await
                 .context("cannot reach the Kubernetes API (use --no-label without --topology-configmap to run without it)")?,
-        ),
+        )
     };
 
     // Who sets the clique label: nobody under --no-label.
@@ -301,23 +302,22 @@ fn read_inputs(args: &Args) -> Result<plan::Inputs> {
         .to_yaml()
         .context("cannot write the staged profile")?;
 
-    let imex = match args.imex_channels {
-        false => None,
-        true => {
-            let source = std::fs::read_to_string(&args.proc_devices_source)
-                .with_context(|| format!("cannot read {}", args.proc_devices_source.display()))?;
-            let rendered = proc_devices::render(&source, args.channel_major, args.caps_major).with_context(|| {
+    let imex = if args.imex_channels {
+        let source = std::fs::read_to_string(&args.proc_devices_source)
+            .with_context(|| format!("cannot read {}", args.proc_devices_source.display()))?;
+        let rendered = proc_devices::render(&source, args.channel_major, args.caps_major).with_context(|| {
                 format!(
                     "cannot render the substitute proc-devices from {} (choose free majors with --channel-major/--caps-major)",
                     args.proc_devices_source.display()
                 )
             })?;
-            Some(plan::Imex {
-                proc_devices: rendered,
-                channel_count: args.channel_count,
-                channel_major: args.channel_major,
-            })
-        }
+        Some(plan::Imex {
+            proc_devices: rendered,
+            channel_count: args.channel_count,
+            channel_major: args.channel_major,
+        })
+    } else {
+        None
     };
     for (what, path) in [
         ("library", &args.library),

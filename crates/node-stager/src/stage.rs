@@ -38,9 +38,10 @@ pub fn apply(plan: &Plan) -> Result<Applied> {
         }
     }
     for entry in &plan.entries {
-        match apply_entry(entry)? {
-            true => applied.changed += 1,
-            false => applied.unchanged += 1,
+        if apply_entry(entry)? {
+            applied.changed += 1;
+        } else {
+            applied.unchanged += 1;
         }
     }
     // Every planned path and its ancestors: what pruning must keep.
@@ -206,9 +207,10 @@ fn remove_any(path: &Path) -> Result<bool> {
         Err(err) if err.kind() == ErrorKind::NotFound => return Ok(false),
         Err(err) => return Err(err).with_context(|| format!("cannot stat {}", path.display())),
     };
-    let result = match meta.is_dir() {
-        true => fs::remove_dir_all(path),
-        false => fs::remove_file(path),
+    let result = if meta.is_dir() {
+        fs::remove_dir_all(path)
+    } else {
+        fs::remove_file(path)
     };
     result.with_context(|| format!("cannot remove {}", path.display()))?;
     Ok(true)

@@ -139,9 +139,10 @@ pub fn parse_addr(addr: &str) -> Result<Option<SocketAddr>, String> {
     if addr.is_empty() {
         return Ok(None);
     }
-    let full = match addr.starts_with(':') {
-        true => format!("0.0.0.0{addr}"),
-        false => addr.to_owned(),
+    let full = if addr.starts_with(':') {
+        format!("0.0.0.0{addr}")
+    } else {
+        addr.to_owned()
     };
     match full.parse::<SocketAddr>() {
         Ok(parsed) => Ok(Some(parsed)),

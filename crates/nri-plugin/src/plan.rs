@@ -229,9 +229,10 @@ pub fn adjust(policy: &Policy, container: &Container, staged: Staged) -> Plan {
             options: OVERLAY_MOUNT_OPTIONS.map(str::to_owned).to_vec(),
         }],
         env,
-        linux: match devices.is_empty() {
-            true => None,
-            false => Some(LinuxContainerAdjustment { devices }),
+        linux: if devices.is_empty() {
+            None
+        } else {
+            Some(LinuxContainerAdjustment { devices })
         },
     };
     Plan {

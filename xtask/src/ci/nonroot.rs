@@ -56,6 +56,26 @@ fn user_env() -> Vec<(String, String)> {
 /// the user's online demo creates it).
 pub fn prep(sh: &Shell) -> Result<()> {
     crate::tools::ensure_host(sh, true)?;
+    ensure_user(sh)?;
+    user_toolchain(sh)?;
+    let versions = user_tools(sh)?;
+    online_stand_in(sh, &versions)?;
+    fresh_clone(sh)?;
+    // No cluster: the user's online demo creates it (one 5-node cluster at a time).
+    crate::flow::down(
+        sh,
+        &crate::flags::DownArgs {
+            cluster: crate::flags::KindArgs {
+                cluster_name: crate::names::DEFAULT_CLUSTER.to_owned(),
+            },
+            images: false,
+        },
+    )?;
+    Ok(())
+}
+
+/// The user exists and is in the `docker` group.
+fn ensure_user(sh: &Shell) -> Result<()> {
     if cmd!(sh, "id -u {USER}")
         .quiet()
         .ignore_stdout()
@@ -70,6 +90,11 @@ pub fn prep(sh: &Shell) -> Result<()> {
     } else {
         cmd!(sh, "usermod --append --groups docker {USER}").run()?;
     }
+    Ok(())
+}
+
+/// A world-readable copy of root's Rust toolchain in [`USER_RUST`].
+fn user_toolchain(sh: &Shell) -> Result<()> {
     // The toolchain: a copy of root's, refreshed when its version changes.
     let sysroot = cmd!(sh, "rustc --print sysroot").read()?;
     let version = cmd!(sh, "rustc -V").read()?;
@@ -83,6 +108,11 @@ pub fn prep(sh: &Shell) -> Result<()> {
         std::fs::write(&stamp, &version)?;
         eprintln!("    {USER_RUST}: {version}");
     }
+    Ok(())
+}
+
+/// kind, helm and kubectl in [`USER_TOOLS`]; returns the pinned versions.
+fn user_tools(sh: &Shell) -> Result<toml::Table> {
     // kind and helm as root resolves them; kubectl the node image build made
     // (the nodes' own version), else root's.
     std::fs::create_dir_all(USER_TOOLS)?;
@@ -94,20 +124,26 @@ pub fn prep(sh: &Shell) -> Result<()> {
     let versions = crate::tools::read_versions()?;
     let kube = versions["node"]["kubernetes"].as_str().unwrap_or_default();
     let built = crate::dirs::cache_dir()?.join(format!("go/kubernetes-{kube}/kubectl"));
-    let kubectl = match built.is_file() {
-        true => built,
-        false => crate::tools::find_on_path("kubectl").ok_or_else(|| {
+    let kubectl = if built.is_file() {
+        built
+    } else {
+        crate::tools::find_on_path("kubectl").ok_or_else(|| {
             anyhow::format_err!(
                 "no kubectl for the user: neither {} nor one on PATH",
                 built.display()
             )
-        })?,
+        })?
     };
     let to = Path::new(USER_TOOLS).join("kubectl");
     cmd!(sh, "install -m 0755 {kubectl} {to}").run()?;
+    Ok(versions)
+}
+
+/// The online path's pinned node image, or a local stand-in tagged as it.
+fn online_stand_in(sh: &Shell, versions: &toml::Table) -> Result<()> {
     // The online path's pinned node image, rehearsed: the offline image tagged
     // as it (unless the engine holds the real one).
-    let pinned = crate::cluster::online_pin(&versions)?;
+    let pinned = crate::cluster::online_pin(versions)?;
     let runner = crate::runner::ShellRunner::new(sh, "kind".into(), "helm".into());
     match crate::cluster::online_image(&runner, &pinned) {
         crate::cluster::OnlineImage::Pinned { present: true, .. } => {
@@ -124,6 +160,11 @@ pub fn prep(sh: &Shell) -> Result<()> {
             );
         }
     }
+    Ok(())
+}
+
+/// A fresh clone of this commit in the user's home, owned by the user.
+fn fresh_clone(sh: &Shell) -> Result<()> {
     // A fresh clone of this commit, the user's own.
     let clone = user_clone();
     if clone.exists() {
@@ -132,16 +173,6 @@ pub fn prep(sh: &Shell) -> Result<()> {
     let root = crate::project_root();
     cmd!(sh, "git clone --quiet --no-hardlinks {root} {clone}").run()?;
     cmd!(sh, "chown -R {USER}:{USER} {clone}").run()?;
-    // No cluster: the user's online demo creates it (one 5-node cluster at a time).
-    crate::flow::down(
-        sh,
-        &crate::flags::DownArgs {
-            cluster: crate::flags::KindArgs {
-                cluster_name: crate::names::DEFAULT_CLUSTER.to_owned(),
-            },
-            images: false,
-        },
-    )?;
     Ok(())
 }
 

@@ -134,9 +134,10 @@ async fn wait_deployment(
             let status = it.status.unwrap_or_default();
             let ready = status.available_replicas.unwrap_or(0);
             let updated = status.updated_replicas.unwrap_or(0);
-            match ready >= want && updated >= want {
-                true => Ok(Ok(())),
-                false => Ok(Err(format!("{ready}/{want} available, {updated} updated"))),
+            if ready >= want && updated >= want {
+                Ok(Ok(()))
+            } else {
+                Ok(Err(format!("{ready}/{want} available, {updated} updated")))
             }
         },
         || crate::k8s::diagnose(client, ns, selector),

@@ -307,9 +307,10 @@ fn cdi_hook(sh: &Shell) -> Result<PathBuf> {
 
 fn existing(path: &str, fix: &str) -> Result<PathBuf> {
     let path = PathBuf::from(path);
-    match path.is_file() {
-        true => Ok(path),
-        false => bail!("{} is missing: {fix}", path.display()),
+    if path.is_file() {
+        Ok(path)
+    } else {
+        bail!("{} is missing: {fix}", path.display())
     }
 }
 

@@ -232,13 +232,13 @@ fn run(args: Args) -> Result<(), String> {
 /// Why the double refuses to run without `--nogpu`.
 fn no_gpu_mode_required() -> String {
     let ctl = imex_double::fixed_path("/dev/nvidiactl");
-    match ctl.exists() {
-        true => "a GPU is present, but the IMEX test double runs only in NO GPU mode (--nogpu)"
-            .to_owned(),
-        false => format!(
+    if ctl.exists() {
+        "a GPU is present, but the IMEX test double runs only in NO GPU mode (--nogpu)".to_owned()
+    } else {
+        format!(
             "no NVIDIA GPU found ({} is absent); run with --nogpu for NO GPU mode",
             ctl.display()
-        ),
+        )
     }
 }
 
