@@ -50,7 +50,7 @@ let
           "closure::tests::matches_ldd_for_a_host_binary"
           # README.md, which the source filter leaves out (a README edit
           # rebuilds nothing).
-          "ci::tests::readme_quick_start_is_what_ci_runs"
+          "ci::nonroot::tests::readme_quick_start_is_what_ci_runs"
           # the workspace's debug build of imex-double and imex-shim, which
           # the check phase does not build.
           "scenarios::double_tests::scenario2_passes_twice_against_the_double_and_is_named_so"
