@@ -297,10 +297,15 @@ fn e2e_scenario2_double(sh: &Shell) -> Result<()> {
     Ok(())
 }
 
+/// A run's JSON report (`--report`), as CI's steps check it.
+fn read_report(sh: &Shell, report: &str) -> Result<serde_json::Value> {
+    serde_json::from_str(&sh.read_file(report)?)
+        .map_err(|err| anyhow::format_err!("{report} is not JSON: {err}"))
+}
+
 /// A scenario's `outcome` in a JSON report.
 fn scenario_outcome(sh: &Shell, report: &str, name: &str) -> Result<String> {
-    let doc: serde_json::Value = serde_json::from_str(&sh.read_file(report)?)
-        .map_err(|err| anyhow::format_err!("{report} is not JSON: {err}"))?;
+    let doc = read_report(sh, report)?;
     doc["scenarios"]
         .as_array()
         .and_then(|it| it.iter().find(|s| s["name"] == name))

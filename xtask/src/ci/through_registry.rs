@@ -165,7 +165,7 @@ fn up_via(sh: &Shell, context: &str, registry: &str, report: &str) -> Result<(bo
 
 /// The seconds of step `name` in a JSON report.
 fn step_seconds(sh: &Shell, report: &str, name: &str) -> Result<f64> {
-    let doc: serde_json::Value = serde_json::from_str(&sh.read_file(report)?)?;
+    let doc = super::read_report(sh, report)?;
     doc["steps"]
         .as_array()
         .and_then(|it| it.iter().find(|s| s["name"] == name))
@@ -224,7 +224,7 @@ fn reachable(sh: &Shell, context: &str, host: &str) -> Result<()> {
         ok,
         "`cargo xtask up --kube-context {context} --registry {registry}` failed"
     );
-    let doc: serde_json::Value = serde_json::from_str(&sh.read_file(report)?)?;
+    let doc = super::read_report(sh, report)?;
     let steps: Vec<&str> = doc["steps"]
         .as_array()
         .into_iter()

@@ -102,7 +102,11 @@ async fn inner(
     })
     .await?;
     let client = k8s::client(context).await?;
-    let (chart_nodes, workers) = step(report, tracker, "nodes", async {
+    let Chosen {
+        chart_selector,
+        chart_nodes,
+        workers,
+    } = step(report, tracker, "nodes", async {
         choose_nodes(&client, context, args.cluster.node_selector.as_deref()).await
     })
     .await?;
@@ -124,12 +128,7 @@ async fn inner(
     })
     .await?;
     step(report, tracker, "install", async {
-        let values = values(
-            &mock,
-            majors,
-            &topology,
-            args.cluster.node_selector.as_deref(),
-        )?;
+        let values = values(&mock, majors, &topology, &chart_selector)?;
         install_chart(
             &runner,
             &client,
@@ -184,13 +183,23 @@ async fn push_images(
     Ok((mock, workload))
 }
 
+/// Where the stack goes on a foreign cluster.
+struct Chosen {
+    /// The chart's `nodeSelector` (`--node-selector`; empty: every node).
+    chart_selector: BTreeMap<String, String>,
+    /// The nodes the chart stages.
+    chart_nodes: Vec<String>,
+    /// The workers among them.
+    workers: Vec<String>,
+}
+
 /// The nodes the chart will stage and the workers among them, said with the
 /// nodes left out and why; at least two workers.
 async fn choose_nodes(
     client: &Client,
     context: &str,
     node_selector: Option<&str>,
-) -> anyhow::Result<(Vec<String>, Vec<String>)> {
+) -> anyhow::Result<Chosen> {
     let chart_selector = chart_selector(node_selector)?;
     let placement = k8s::workload_placement(node_selector)?;
     let nodes = k8s::list_nodes(client).await?;
@@ -205,7 +214,11 @@ async fn choose_nodes(
         selection.workers.len(),
         selection.describe()
     );
-    Ok((chart_nodes, selection.workers))
+    Ok(Chosen {
+        chart_selector,
+        chart_nodes,
+        workers: selection.workers,
+    })
 }
 
 /// Probes every chart node with the pushed mock image: NRI on, the majors free.
@@ -232,15 +245,14 @@ fn values(
     mock: &ImageRef,
     majors: plan::Majors,
     topology: &topology::Topology,
-    node_selector: Option<&str>,
+    chart_selector: &BTreeMap<String, String>,
 ) -> anyhow::Result<Vec<(&'static str, String)>> {
     let mut values = vec![
         ("values.yaml", plan::install_values(mock, majors)),
         ("demo-topology.yaml", topology.helm_values()),
     ];
-    let selector = chart_selector(node_selector)?;
-    if !selector.is_empty() {
-        values.push(("node-selector.yaml", node_selector_values(&selector)?));
+    if !chart_selector.is_empty() {
+        values.push(("node-selector.yaml", node_selector_values(chart_selector)?));
     }
     Ok(values)
 }
