@@ -89,15 +89,17 @@ impl LocalPods {
     fn map(&self, pod: &str, arg: &str) -> String {
         let dir = self.dir(pod);
         let dir = dir.display();
-        let mut out = arg
-            .replace("/tmp/", &format!("{dir}/tmp/"))
-            .replace("/var/", &format!("{dir}/var/"))
-            .replace(crate::names::CHANNEL0, "/dev/null")
-            .replace(imex::REAL_DAEMON, &self.daemon.display().to_string())
-            .replace(
+        let rules = [
+            ("/tmp/", format!("{dir}/tmp/")),
+            ("/var/", format!("{dir}/var/")),
+            (crate::names::CHANNEL0, "/dev/null".to_owned()),
+            (imex::REAL_DAEMON, self.daemon.display().to_string()),
+            (
                 "/etc/nvidia-imex/",
-                &format!("{}/etc/nvidia-imex/", self.payload.display()),
-            );
+                format!("{}/etc/nvidia-imex/", self.payload.display()),
+            ),
+        ];
+        let mut out = map_path_starts(arg, &rules);
         if out.contains("BIND_INTERFACE_IP=") {
             let ip = &self.ips[pod];
             out = out
@@ -114,6 +116,42 @@ impl LocalPods {
         }
         out
     }
+}
+
+/// `text` with every path that starts with a rule's prefix rewritten, in one
+/// pass: a prefix counts only where a path starts (not inside another path, so
+/// a host directory under /var or /tmp is never mapped twice).
+fn map_path_starts(text: &str, rules: &[(&str, String)]) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    let mut after_path_char = false;
+    while let Some(ch) = rest.chars().next() {
+        let rule = (!after_path_char)
+            .then(|| rules.iter().find(|(from, _)| rest.starts_with(from)))
+            .flatten();
+        if let Some((from, to)) = rule {
+            out.push_str(to);
+            rest = &rest[from.len()..];
+            after_path_char = true;
+        } else {
+            out.push(ch);
+            rest = &rest[ch.len_utf8()..];
+            after_path_char = ch.is_alphanumeric() || "/._-".contains(ch);
+        }
+    }
+    out
+}
+
+#[test]
+fn paths_are_mapped_once_even_under_a_var_or_tmp_host_dir() {
+    let rules = [
+        ("/tmp/", "/var/t/pod/tmp/".to_owned()),
+        ("/var/", "/var/t/pod/var/".to_owned()),
+    ];
+    assert_eq!(
+        map_path_starts("rm /tmp/a /var/run/x >/tmp/b a/tmp/c", &rules),
+        "rm /var/t/pod/tmp/a /var/t/pod/var/run/x >/var/t/pod/tmp/b a/tmp/c"
+    );
 }
 
 impl Workload for LocalPods {
