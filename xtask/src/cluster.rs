@@ -2,7 +2,6 @@
 //! node preflight, used device majors, and image loading that skips nodes
 //! which already hold the image.
 
-use std::collections::BTreeSet;
 use std::path::Path;
 
 use crate::names::{KindCluster, KIND_CONFIG};
@@ -362,9 +361,9 @@ fn create<R: Runner>(
     Ok(())
 }
 
-/// Every major any node's `/proc/devices` lists.
-pub fn used_majors<R: Runner>(runner: &R, cluster: &KindCluster) -> anyhow::Result<BTreeSet<u32>> {
-    let mut used = BTreeSet::new();
+/// Every node's `/proc/devices`, in node order.
+pub fn proc_devices<R: Runner>(runner: &R, cluster: &KindCluster) -> anyhow::Result<Vec<String>> {
+    let mut texts = Vec::new();
     for node in cluster.nodes() {
         let out = runner
             .check(&Cmd::new(
@@ -372,9 +371,9 @@ pub fn used_majors<R: Runner>(runner: &R, cluster: &KindCluster) -> anyhow::Resu
                 &["exec", &node, "cat", "/proc/devices"],
             ))
             .map_err(|err| anyhow::format_err!("reading /proc/devices on node {node}: {err:#}"))?;
-        used.extend(plan::parse_proc_devices(&out.stdout));
+        texts.push(out.stdout);
     }
-    Ok(used)
+    Ok(texts)
 }
 
 /// How containerd names an image reference (`nvml-mock:x` → `docker.io/library/nvml-mock:x`).
@@ -707,17 +706,13 @@ mod tests {
             fake.expect(
                 "docker exec",
                 true,
-                &format!("Character devices:\n{} x\n", 240 + idx),
+                &format!("Character devices:\n{} x\n\nBlock devices:\n", 240 + idx),
             );
         }
-        let used = used_majors(&fake, &cluster()).expect("read");
-        assert_eq!(
-            plan::choose_majors(&used).expect("free"),
-            plan::Majors {
-                channel: 245,
-                caps: 246
-            }
-        );
+        let texts = proc_devices(&fake, &cluster()).expect("read");
+        let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
+        let majors = plan::free_majors(&texts).expect("free");
+        assert_eq!((majors.channel.get(), majors.caps.get()), (245, 246));
     }
 
     #[test]

@@ -278,10 +278,7 @@ fn archive_version(name: &str) -> Option<String> {
 
 fn hex_sha256(bytes: &[u8]) -> String {
     use sha2::Digest;
-    sha2::Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    format!("{:x}", sha2::Sha256::digest(bytes))
 }
 
 /// `cargo xtask imex-double-payload --out DIR`: builds the IMEX test double

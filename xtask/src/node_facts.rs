@@ -16,7 +16,6 @@ use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::api::{Api, DeleteParams, ListParams, LogParams, PostParams};
 use kube::{Client, ResourceExt};
 use node_layout::facts::{NodeFacts, Nri, HOST_RUN, HOST_RUN_MOUNT, NRI_SOCKET};
-use node_layout::proc_devices::{free_major_pair, DeviceMajor};
 
 use crate::names::MOCK_NS;
 use crate::plan::Majors;
@@ -144,17 +143,7 @@ pub fn conclude(facts: &BTreeMap<String, NodeFacts>) -> anyhow::Result<Majors> {
         );
     }
     let sources: Vec<&str> = facts.values().map(|it| it.proc_devices.as_str()).collect();
-    let from = DeviceMajor::new(crate::plan::FIRST_MAJOR).expect("FIRST_MAJOR is a valid major");
-    match free_major_pair(&sources, from).context("a node's /proc/devices")? {
-        Some((channel, caps)) => Ok(Majors {
-            channel: channel.get(),
-            caps: caps.get(),
-        }),
-        None => anyhow::bail!(
-            "no two device majors from {} to 4095 are free on every node",
-            crate::plan::FIRST_MAJOR
-        ),
-    }
+    crate::plan::free_majors(&sources)
 }
 
 /// Runs the probe on every node in `nodes` with `image` and returns each
@@ -360,7 +349,7 @@ mod tests {
             ),
         ]);
         let majors = conclude(&facts).expect("majors");
-        assert_eq!((majors.channel, majors.caps), (242, 243));
+        assert_eq!((majors.channel.get(), majors.caps.get()), (242, 243));
     }
 
     #[test]

@@ -4,8 +4,11 @@
 //! Nothing here runs a process or touches the network; the callers in
 //! `cluster` and `install` gather the inputs and act on the answers.
 
-use std::collections::BTreeSet;
 use std::fmt;
+
+use anyhow::Context as _;
+use node_layout::proc_devices::{free_major_pair, DeviceMajor};
+use serde::Serialize;
 
 use crate::names::NRI_SOCKET;
 
@@ -193,34 +196,24 @@ pub fn plan_cluster(
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Majors {
     /// `nvidia-caps-imex-channels`.
-    pub channel: u32,
+    pub channel: DeviceMajor,
     /// `nvidia-caps`.
-    pub caps: u32,
+    pub caps: DeviceMajor,
 }
 
 /// The first major tried.
 pub const FIRST_MAJOR: u32 = 240;
-/// The last major tried (Linux's limit).
-pub const LAST_MAJOR: u32 = 4095;
 
-/// Every numeric first field of a `/proc/devices` text, character and block
-/// sections alike.
-pub fn parse_proc_devices(text: &str) -> BTreeSet<u32> {
-    text.lines()
-        .filter_map(|line| line.split_whitespace().next())
-        .filter_map(|field| field.parse().ok())
-        .collect()
-}
-
-/// The first two majors from 240 that no node uses.
-pub fn choose_majors(used: &BTreeSet<u32>) -> anyhow::Result<Majors> {
-    let mut free = (FIRST_MAJOR..=LAST_MAJOR).filter(|major| !used.contains(major));
-    let (Some(channel), Some(caps)) = (free.next(), free.next()) else {
-        anyhow::bail!(
-            "could not find two unused device majors in {FIRST_MAJOR}..={LAST_MAJOR} across the nodes' /proc/devices"
-        );
-    };
-    Ok(Majors { channel, caps })
+/// The first two majors from [`FIRST_MAJOR`] that none of the nodes'
+/// `/proc/devices` texts binds (node-layout's [`free_major_pair`] decides).
+pub fn free_majors(proc_devices: &[&str]) -> anyhow::Result<Majors> {
+    let from = DeviceMajor::new(FIRST_MAJOR).expect("FIRST_MAJOR is a valid major");
+    match free_major_pair(proc_devices, from).context("a node's /proc/devices")? {
+        Some((channel, caps)) => Ok(Majors { channel, caps }),
+        None => anyhow::bail!(
+            "could not find two unused device majors from {FIRST_MAJOR} to 4095 across the nodes' /proc/devices"
+        ),
+    }
 }
 
 /// An image reference as loaded into the cluster.
@@ -253,20 +246,79 @@ impl fmt::Display for ImageRef {
 }
 
 /// The install's Helm values beyond the topology fragment (which the topology
-/// crate renders and is passed as its own `-f` file).
+/// crate renders and is passed as its own `-f` file). The keys are the
+/// chart's (`manifests/chart/values.yaml`).
 pub fn install_values(image: &ImageRef, majors: Majors) -> String {
-    format!(
-        "# Written by cargo xtask; passed to helm with -f.\n\
-         image:\n  repository: \"{repo}\"\n  tag: \"{tag}\"\n\
-         gpu:\n  profile: gb200\n\
-         nri:\n  enabled: true\n\
-         imex:\n  mockChannels:\n    enabled: true\n    channelMajor: {channel}\n    capsMajor: {caps}\n\
-         updateStrategy:\n  type: RollingUpdate\n  rollingUpdate:\n    maxUnavailable: \"100%\"\n",
-        repo = image.repository,
-        tag = image.tag,
-        channel = majors.channel,
-        caps = majors.caps,
-    )
+    #[derive(Serialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Values<'a> {
+        image: Image<'a>,
+        gpu: Gpu,
+        nri: Enabled,
+        imex: Imex,
+        update_strategy: UpdateStrategy,
+    }
+    #[derive(Serialize)]
+    struct Image<'a> {
+        repository: &'a str,
+        tag: &'a str,
+    }
+    #[derive(Serialize)]
+    struct Gpu {
+        profile: &'static str,
+    }
+    #[derive(Serialize)]
+    struct Enabled {
+        enabled: bool,
+    }
+    #[derive(Serialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Imex {
+        mock_channels: MockChannels,
+    }
+    #[derive(Serialize)]
+    #[serde(rename_all = "camelCase")]
+    struct MockChannels {
+        enabled: bool,
+        channel_major: u32,
+        caps_major: u32,
+    }
+    #[derive(Serialize)]
+    #[serde(rename_all = "camelCase")]
+    struct UpdateStrategy {
+        r#type: &'static str,
+        rolling_update: RollingUpdate,
+    }
+    #[derive(Serialize)]
+    #[serde(rename_all = "camelCase")]
+    struct RollingUpdate {
+        max_unavailable: &'static str,
+    }
+
+    let values = Values {
+        image: Image {
+            repository: &image.repository,
+            tag: &image.tag,
+        },
+        gpu: Gpu { profile: "gb200" },
+        nri: Enabled { enabled: true },
+        imex: Imex {
+            mock_channels: MockChannels {
+                enabled: true,
+                channel_major: majors.channel.get(),
+                caps_major: majors.caps.get(),
+            },
+        },
+        update_strategy: UpdateStrategy {
+            r#type: "RollingUpdate",
+            rolling_update: RollingUpdate {
+                max_unavailable: "100%",
+            },
+        },
+    };
+    let yaml =
+        serde_yaml::to_string(&values).expect("the values serialize: plain strings and numbers");
+    format!("# Written by cargo xtask; passed to helm with -f.\n{yaml}")
 }
 
 /// The `helm upgrade --install` arguments (no `--wait`: the caller waits
@@ -510,45 +562,48 @@ Block devices:
 259 blkext
 ";
 
+    fn majors(channel: u32, caps: u32) -> Majors {
+        Majors {
+            channel: DeviceMajor::new(channel).expect("valid"),
+            caps: DeviceMajor::new(caps).expect("valid"),
+        }
+    }
+
     #[test]
     fn majors_skip_character_and_block_majors_of_every_node() {
-        let used = parse_proc_devices(PROC_DEVICES);
-        assert!(used.contains(&236) && used.contains(&244) && used.contains(&259));
         assert_eq!(
-            choose_majors(&used).expect("free"),
-            Majors {
-                channel: 245,
-                caps: 246
-            }
+            free_majors(&[PROC_DEVICES]).expect("free"),
+            majors(245, 246)
         );
-
-        let mut merged = used.clone();
-        merged.extend(parse_proc_devices("Character devices:\n245 other\n"));
+        let other = "Character devices:\n245 other\n\nBlock devices:\n";
         assert_eq!(
-            choose_majors(&merged).expect("free"),
-            Majors {
-                channel: 246,
-                caps: 247
-            }
+            free_majors(&[PROC_DEVICES, other]).expect("free"),
+            majors(246, 247)
         );
-
-        assert_eq!(
-            choose_majors(&BTreeSet::new()).expect("free"),
-            Majors {
-                channel: 240,
-                caps: 241
-            }
-        );
+        let empty = "Character devices:\n\nBlock devices:\n";
+        assert_eq!(free_majors(&[empty]).expect("free"), majors(240, 241));
     }
 
     #[test]
     fn majors_fail_when_none_are_free() {
-        let all: BTreeSet<u32> = (FIRST_MAJOR..LAST_MAJOR).collect();
-        let err = choose_majors(&all).expect_err("one left").to_string();
+        let all: String = (FIRST_MAJOR..4095)
+            .map(|major| format!("{major} x{major}\n"))
+            .collect();
+        let all = format!("Character devices:\n{all}\nBlock devices:\n");
+        let err = free_majors(&[&all]).expect_err("one left").to_string();
         assert!(
             err.contains("could not find two unused device majors"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn majors_refuse_a_text_that_is_not_proc_devices() {
+        let err = format!(
+            "{:#}",
+            free_majors(&["hello"]).expect_err("not /proc/devices")
+        );
+        assert!(err.contains("a node's /proc/devices"), "{err}");
     }
 
     #[test]
@@ -563,13 +618,7 @@ Block devices:
     #[test]
     fn values_carry_image_majors_and_profile() {
         let image = ImageRef::parse("nvml-mock:abc123").expect("tagged");
-        let values = install_values(
-            &image,
-            Majors {
-                channel: 245,
-                caps: 246,
-            },
-        );
+        let values = install_values(&image, majors(245, 246));
         let doc: serde_yaml::Value = serde_yaml::from_str(&values).expect("yaml");
         assert_eq!(doc["image"]["repository"], "nvml-mock");
         assert_eq!(doc["image"]["tag"], "abc123");
@@ -627,17 +676,7 @@ Block devices:
         let values = dir.path().join("values.yaml");
         let topology_values = dir.path().join("topology.yaml");
         let image = ImageRef::parse("nvml-mock:0123456789ab").expect("tagged");
-        std::fs::write(
-            &values,
-            install_values(
-                &image,
-                Majors {
-                    channel: 245,
-                    caps: 246,
-                },
-            ),
-        )
-        .expect("write");
+        std::fs::write(&values, install_values(&image, majors(245, 246))).expect("write");
         let workers = topology::kind_workers("c", 4);
         std::fs::write(&topology_values, topology::demo(&workers).helm_values()).expect("write");
         let chart = crate::project_root().join(crate::names::CHART);

@@ -169,7 +169,8 @@ fn load_images(
 /// The IMEX device majors free on every node, read through `docker exec`
 /// (kind's fast path; other clusters use probe pods, `node_facts.rs`).
 fn free_majors(runner: &ShellRunner<'_>, cluster: &KindCluster) -> anyhow::Result<plan::Majors> {
-    let majors = plan::choose_majors(&crate::cluster::used_majors(runner, cluster)?)?;
+    let texts = crate::cluster::proc_devices(runner, cluster)?;
+    let majors = plan::free_majors(&texts.iter().map(String::as_str).collect::<Vec<_>>())?;
     eprintln!(
         "    IMEX device majors: channels={}, caps={}",
         majors.channel, majors.caps
