@@ -127,16 +127,34 @@ fn finish_report(report: &mut Report, started: Instant, path: Option<&Path>) -> 
     Ok(())
 }
 
-/// `demo` (`scenarios = true`) and `up`.
-pub async fn demo(
-    sh: &Shell,
-    args: &DemoArgs,
-    with_scenarios: bool,
-    tracker: &Tracker,
-) -> anyhow::Result<()> {
-    if args.cluster.kube_context.is_some() {
-        return foreign::demo(sh, args, with_scenarios, tracker).await;
+/// What a run does once the stack is up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// `up`: stop there.
+    Up,
+    /// `demo`: run the scenarios too.
+    Demo,
+}
+
+/// One `up` or `demo` run: what its steps read.
+#[derive(Clone, Copy)]
+pub struct Run<'a> {
+    /// The shell the tools run in.
+    pub sh: &'a Shell,
+    /// The command's flags.
+    pub args: &'a DemoArgs,
+    /// `up` or `demo`.
+    pub mode: Mode,
+    /// What an interrupt cleans up.
+    pub tracker: &'a Tracker,
+}
+
+/// `demo` and `up`, on the kind cluster or (`--kube-context`) another one.
+pub async fn demo(run: Run<'_>) -> anyhow::Result<()> {
+    if run.args.cluster.kube_context.is_some() {
+        return foreign::demo(run).await;
     }
+    let args = run.args;
     let cluster = KindCluster::new(&args.cluster.cluster_name)?;
     let _lock = take_lock(cluster.name())?;
     let started = Instant::now();
@@ -145,7 +163,7 @@ pub async fn demo(
         cluster: cluster.name().to_owned(),
         ..Report::default()
     };
-    let res = demo_inner(sh, args, &cluster, with_scenarios, tracker, &mut report).await;
+    let res = demo_inner(run, &cluster, &mut report).await;
     finish_report(&mut report, started, args.report.as_deref())?;
     let cluster_up = report
         .steps
@@ -394,31 +412,15 @@ async fn run_scenario3<R: Runner>(
         rebind_values: topology::rebind(&target.workers).helm_values(),
         demo_values: target.topology.helm_values(),
         demo_expected: target.demo_expected(),
+        scratch: scratch_dir(&target.context)?,
     };
-    let scratch = scratch_dir(&target.context)?;
     Ok(match runner {
         Some(runner) => {
-            scenarios::scenario3(
-                workload,
-                runner,
-                &rebind,
-                &scratch,
-                tracker,
-                Limits::default(),
-            )
-            .await
+            scenarios::scenario3(workload, runner, &rebind, tracker, Limits::default()).await
         }
         None => {
             let runner = self::runner(sh)?;
-            scenarios::scenario3(
-                workload,
-                &runner,
-                &rebind,
-                &scratch,
-                tracker,
-                Limits::default(),
-            )
-            .await
+            scenarios::scenario3(workload, &runner, &rebind, tracker, Limits::default()).await
         }
     })
 }

@@ -71,8 +71,18 @@ fn run(flags: flags::Xtask) -> anyhow::Result<()> {
     let tracker = Tracker::default();
     runtime.spawn(interrupt::on_interrupt(tracker.clone(), context));
     match flags.command {
-        Command::Demo(args) => runtime.block_on(flow::demo(&sh, &args, true, &tracker)),
-        Command::Up(args) => runtime.block_on(flow::demo(&sh, &args, false, &tracker)),
+        Command::Demo(args) => runtime.block_on(flow::demo(flow::Run {
+            sh: &sh,
+            args: &args,
+            mode: flow::Mode::Demo,
+            tracker: &tracker,
+        })),
+        Command::Up(args) => runtime.block_on(flow::demo(flow::Run {
+            sh: &sh,
+            args: &args,
+            mode: flow::Mode::Up,
+            tracker: &tracker,
+        })),
         Command::Scenario1(args) => {
             runtime.block_on(flow::scenario(&sh, Scenario::One, &args, &tracker))
         }

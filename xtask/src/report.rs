@@ -127,6 +127,20 @@ pub struct ScenarioResult {
     pub timings: Vec<(String, f64)>,
 }
 
+impl ScenarioResult {
+    /// The result of `name`, ended with `outcome` after `seconds`, without
+    /// per-worker details or timings (the scenario adds those).
+    pub fn new(name: &str, outcome: Outcome, seconds: f64) -> ScenarioResult {
+        ScenarioResult {
+            name: name.to_owned(),
+            outcome,
+            seconds,
+            workers: vec![],
+            timings: vec![],
+        }
+    }
+}
+
 /// What an nvidia-imex payload is.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -359,24 +373,19 @@ mod tests {
         };
         report.step("cluster", Duration::from_millis(1500), StepStatus::Ok);
         report.scenarios.push(ScenarioResult {
-            name: "scenario1".to_owned(),
-            outcome: Outcome::Passed,
-            seconds: 2.0,
             workers: vec![WorkerDetail {
                 node: "c-worker".to_owned(),
                 pod: "p".to_owned(),
                 detail: "4/4 GPUs clique=0 <ok>".to_owned(),
                 passed: true,
             }],
-            timings: vec![],
+            ..ScenarioResult::new("scenario1", Outcome::Passed, 2.0)
         });
-        report.scenarios.push(ScenarioResult {
-            name: "scenario2".to_owned(),
-            outcome: Outcome::Skipped("no nvidia-imex payload".to_owned()),
-            seconds: 0.0,
-            workers: vec![],
-            timings: vec![],
-        });
+        report.scenarios.push(ScenarioResult::new(
+            "scenario2",
+            Outcome::Skipped("no nvidia-imex payload".to_owned()),
+            0.0,
+        ));
         report
     }
 
@@ -395,13 +404,11 @@ mod tests {
     #[test]
     fn junit_counts_and_escapes() {
         let mut report = sample();
-        report.scenarios.push(ScenarioResult {
-            name: "scenario3".to_owned(),
-            outcome: Outcome::Failed("worker3 said \"clique 1\" & <not 99>".to_owned()),
-            seconds: 1.0,
-            workers: vec![],
-            timings: vec![],
-        });
+        report.scenarios.push(ScenarioResult::new(
+            "scenario3",
+            Outcome::Failed("worker3 said \"clique 1\" & <not 99>".to_owned()),
+            1.0,
+        ));
         assert!(report.failed());
         assert_eq!(report.verdict_line(), "FAILED: scenario3");
         let xml = report.to_junit();
@@ -461,13 +468,11 @@ mod tests {
     #[test]
     fn a_failed_scenario_is_one_failed_case_and_no_step() {
         let mut report = sample();
-        report.scenario(ScenarioResult {
-            name: "scenario3".to_owned(),
-            outcome: Outcome::Failed("worker3 kept clique 1".to_owned()),
-            seconds: 1.0,
-            workers: vec![],
-            timings: vec![],
-        });
+        report.scenario(ScenarioResult::new(
+            "scenario3",
+            Outcome::Failed("worker3 kept clique 1".to_owned()),
+            1.0,
+        ));
         assert_eq!(
             report.steps.len(),
             1,
@@ -523,13 +528,11 @@ mod tests {
             Duration::ZERO,
             StepStatus::Failed("kind create cluster failed: no such image".to_owned()),
         );
-        failing.scenario(ScenarioResult {
-            name: "scenario1b".to_owned(),
-            outcome: Outcome::Failed("x".to_owned()),
-            seconds: 0.0,
-            workers: vec![],
-            timings: vec![],
-        });
+        failing.scenario(ScenarioResult::new(
+            "scenario1b",
+            Outcome::Failed("x".to_owned()),
+            0.0,
+        ));
         assert_eq!(failing.verdict_line(), "FAILED: scenario1b, step `cluster`");
     }
 

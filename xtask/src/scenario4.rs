@@ -94,13 +94,11 @@ pub async fn run<R: Runner>(
     };
 
     if let Some(reason) = missing_prerequisite() {
-        return Ok(vec![ScenarioResult {
-            name: "scenario4".to_owned(),
-            outcome: Outcome::Skipped(reason),
-            seconds: round(started.elapsed()),
-            workers: Vec::new(),
-            timings: Vec::new(),
-        }]);
+        return Ok(vec![ScenarioResult::new(
+            "scenario4",
+            Outcome::Skipped(reason),
+            round(started.elapsed()),
+        )]);
     }
     let scratch = crate::dirs::scratch_dir("scenario4")?;
     let image = deploy(sh, runner, cluster, client, &scratch, &mut laps).await?;
@@ -131,11 +129,9 @@ pub async fn run<R: Runner>(
         (Ok(()), Err(err)) => Outcome::Failed(format!("cleanup: {err:#}")),
     };
     let main = ScenarioResult {
-        name: "scenario4".to_owned(),
-        outcome,
-        seconds: round(started.elapsed()),
         workers: details,
         timings: laps.timings,
+        ..ScenarioResult::new("scenario4", outcome, round(started.elapsed()))
     };
     let imex = imex_part(&status);
     let rebind = rebind_part(
@@ -369,11 +365,8 @@ async fn rebind_part<R: Runner>(
         (_, _, Err(err)) => Outcome::Failed(format!("restoring the demo topology: {err:#}")),
     };
     ScenarioResult {
-        name: "scenario4-rebind".to_owned(),
-        outcome,
-        seconds: round(started.elapsed()),
         workers: details,
-        timings: Vec::new(),
+        ..ScenarioResult::new("scenario4-rebind", outcome, round(started.elapsed()))
     }
 }
 

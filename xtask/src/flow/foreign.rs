@@ -11,14 +11,11 @@ use k8s_openapi::api::core::v1::Event;
 use kube::api::{Api, ListParams};
 use kube::Client;
 use tokio::time::Instant;
-use xshell::Shell;
 
 use super::{
     context_lock_name, finish_report, images, install_chart, roll_workload, run_scenario, step,
-    take_lock, Target,
+    take_lock, Mode, Run, Target,
 };
-use crate::flags::DemoArgs;
-use crate::interrupt::Tracker;
 use crate::k8s;
 use crate::names::{MOCK_NS, WORKLOAD_NS};
 use crate::plan::{self, ImageRef};
@@ -28,12 +25,8 @@ use crate::runner::ShellRunner;
 use crate::scenarios::Scenario;
 
 /// `up`/`demo --kube-context CTX --registry R`.
-pub async fn demo(
-    sh: &Shell,
-    args: &DemoArgs,
-    with_scenarios: bool,
-    tracker: &Tracker,
-) -> anyhow::Result<()> {
+pub async fn demo(run: Run<'_>) -> anyhow::Result<()> {
+    let args = run.args;
     let context = args
         .cluster
         .kube_context
@@ -63,16 +56,7 @@ pub async fn demo(
         cluster: format!("context {context}"),
         ..Report::default()
     };
-    let res = inner(
-        sh,
-        args,
-        context,
-        &registry,
-        with_scenarios,
-        tracker,
-        &mut report,
-    )
-    .await;
+    let res = inner(run, context, &registry, &mut report).await;
     finish_report(&mut report, started, args.report.as_deref())?;
     eprintln!("\n==> summary ({:.1}s)", report.total_seconds);
     for note in &report.notes {
@@ -87,14 +71,12 @@ pub async fn demo(
 }
 
 async fn inner(
-    sh: &Shell,
-    args: &DemoArgs,
+    run: Run<'_>,
     context: &str,
     registry: &Registry,
-    with_scenarios: bool,
-    tracker: &Tracker,
     report: &mut Report,
 ) -> anyhow::Result<()> {
+    let (sh, args, tracker) = (run.sh, run.args, run.tracker);
     let runner = step(report, tracker, "tools", async {
         let helm = crate::tools::ensure_tool(sh, crate::tools::Tool::Helm)?;
         // kind is never run on this path.
@@ -145,7 +127,7 @@ async fn inner(
     .await?;
     let pulls = pull_events(&client, registry).await?;
     report.notes.push(pulls_note(registry, &pulls));
-    if !with_scenarios {
+    if run.mode == Mode::Up {
         return Ok(());
     }
     let target = Target {

@@ -15,17 +15,15 @@ use crate::scenarios::Scenario;
 
 use super::{
     images, install_chart, roll_workload, run_scenario, runner, step, version_note, ImagePair,
-    Target,
+    Mode, Run, Target,
 };
 
 pub(super) async fn demo_inner(
-    sh: &Shell,
-    args: &DemoArgs,
+    run: Run<'_>,
     cluster: &KindCluster,
-    with_scenarios: bool,
-    tracker: &Tracker,
     report: &mut Report,
 ) -> anyhow::Result<()> {
+    let (sh, args, tracker) = (run.sh, run.args, run.tracker);
     let runner = step(report, tracker, "engine and tools", async {
         crate::tools::ensure_host(sh, true)?;
         runner(sh)
@@ -80,7 +78,7 @@ pub(super) async fn demo_inner(
         roll_workload(&client, &images.workload.1.to_string(), &cluster.workers()).await
     })
     .await?;
-    if !with_scenarios {
+    if run.mode == Mode::Up {
         return Ok(());
     }
     let target = Target {

@@ -120,10 +120,7 @@ pub async fn scenario1<W: Workload>(
         Outcome::Failed(failures.join("; "))
     };
     ScenarioResult {
-        name: "scenario1".to_owned(),
-        outcome,
-        seconds: round(started.elapsed()),
         workers,
-        timings: vec![],
+        ..ScenarioResult::new("scenario1", outcome, round(started.elapsed()))
     }
 }

@@ -61,13 +61,7 @@ pub async fn scenario2<W: Workload>(
     limits: Limits,
 ) -> ScenarioResult {
     let started = Instant::now();
-    let mut result = ScenarioResult {
-        name: "scenario2".to_owned(),
-        outcome: Outcome::Passed,
-        seconds: 0.0,
-        workers: vec![],
-        timings: vec![],
-    };
+    let mut result = ScenarioResult::new("scenario2", Outcome::Passed, 0.0);
     let pods = match (
         workload.pod_on_node(nodes[0]).await,
         workload.pod_on_node(nodes[1]).await,

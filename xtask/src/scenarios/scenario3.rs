@@ -134,6 +134,8 @@ pub struct Rebind {
     pub demo_values: String,
     /// What each worker reports under the demo topology.
     pub demo_expected: Vec<(String, Expected)>,
+    /// Where the two values files are written for helm.
+    pub scratch: PathBuf,
 }
 
 impl Rebind {
@@ -156,28 +158,12 @@ pub async fn scenario3<W: Workload, R: Runner>(
     workload: &W,
     runner: &R,
     rebind: &Rebind,
-    scratch: &Path,
     tracker: &Tracker,
     limits: Limits,
 ) -> ScenarioResult {
     let started = Instant::now();
-    let mut result = ScenarioResult {
-        name: "scenario3".to_owned(),
-        outcome: Outcome::Passed,
-        seconds: 0.0,
-        workers: vec![],
-        timings: vec![],
-    };
-    let outcome = scenario3_inner(
-        workload,
-        runner,
-        rebind,
-        scratch,
-        tracker,
-        limits,
-        &mut result,
-    )
-    .await;
+    let mut result = ScenarioResult::new("scenario3", Outcome::Passed, 0.0);
+    let outcome = scenario3_inner(workload, runner, rebind, tracker, limits, &mut result).await;
     tracker.restore_topology(None);
     result.outcome = match outcome {
         Ok(()) => Outcome::Passed,
@@ -204,9 +190,9 @@ async fn worker_pods<W: Workload>(
 }
 
 /// Writes the two topologies' values files; returns (rebind, demo).
-fn write_values(scratch: &Path, rebind: &Rebind) -> Result<(PathBuf, PathBuf), String> {
-    let rebind_file = scratch.join("rebind-topology.yaml");
-    let demo_file = scratch.join("demo-topology.yaml");
+fn write_values(rebind: &Rebind) -> Result<(PathBuf, PathBuf), String> {
+    let rebind_file = rebind.scratch.join("rebind-topology.yaml");
+    let demo_file = rebind.scratch.join("demo-topology.yaml");
     std::fs::write(&rebind_file, &rebind.rebind_values)
         .map_err(|err| format!("writing {}: {err}", rebind_file.display()))?;
     std::fs::write(&demo_file, &rebind.demo_values)
@@ -232,7 +218,6 @@ async fn scenario3_inner<W: Workload, R: Runner>(
     workload: &W,
     runner: &R,
     rebind: &Rebind,
-    scratch: &Path,
     tracker: &Tracker,
     limits: Limits,
     result: &mut ScenarioResult,
@@ -242,7 +227,7 @@ async fn scenario3_inner<W: Workload, R: Runner>(
         .pod_uids()
         .await
         .map_err(|err| format!("{err:#}"))?;
-    let (rebind_file, demo_file) = write_values(scratch, rebind)?;
+    let (rebind_file, demo_file) = write_values(rebind)?;
     let upgrade = |file: &Path| -> Result<(), String> {
         let args = crate::plan::helm_topology_args(
             &rebind.chart,

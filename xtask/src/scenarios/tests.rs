@@ -259,13 +259,14 @@ impl Runner for HelmSim<'_> {
     }
 }
 
-fn rebind() -> Rebind {
+fn rebind(scratch: &std::path::Path) -> Rebind {
     Rebind {
         chart: "chart".to_owned(),
         context: "kind-c".to_owned(),
         rebind_values: "topology: rebind\n".to_owned(),
         demo_values: "topology: demo\n".to_owned(),
         demo_expected: demo_expected(),
+        scratch: scratch.to_owned(),
     }
 }
 
@@ -290,8 +291,7 @@ async fn scenario3_rebinds_without_recycling_and_restores() {
     let result = scenario3(
         &sim,
         &runner,
-        &rebind(),
-        dir.path(),
+        &rebind(dir.path()),
         &Tracker::default(),
         Limits::default(),
     )
@@ -338,8 +338,7 @@ async fn scenario3_fails_when_pods_are_recycled_and_still_restores() {
     let result = scenario3(
         &sim,
         &runner,
-        &rebind(),
-        dir.path(),
+        &rebind(dir.path()),
         &Tracker::default(),
         Limits::default(),
     )
@@ -367,8 +366,7 @@ async fn scenario3_times_out_when_the_topology_never_arrives() {
     let result = scenario3(
         &sim,
         &runner,
-        &rebind(),
-        dir.path(),
+        &rebind(dir.path()),
         &Tracker::default(),
         Limits::default(),
     )
