@@ -230,14 +230,9 @@ async fn scenario2_passes_twice_against_the_double_and_is_named_so() {
             "run {run}: {result:#?}"
         );
         eprintln!("run {run} timings: {:?}", result.timings);
-        let details: Vec<&str> = result.workers.iter().map(|it| it.detail.as_str()).collect();
         assert_eq!(
-            details,
-            [
-                "daemon A alone: -q READY, domain DEGRADED",
-                "daemon B joined: domain UP, 2/2 READY, version NO_GPU",
-                "daemon B terminated: domain DEGRADED"
-            ],
+            super::tests::details(&result),
+            super::tests::TRANSITIONS,
             "run {run}"
         );
     }
@@ -256,13 +251,17 @@ async fn scenario2_passes_twice_against_the_double_and_is_named_so() {
     );
 }
 
+/// Scenario 2 on two local pods whose ctl, once daemon B is stopped, `fault`s
+/// (`hang` or `fail`): the reason it fails with.
+async fn reason_with_ctl_fault(ips: [&str; 2], fault: &'static str) -> String {
+    let pods = LocalPods::new(ips, Some(fault));
+    let result = scenario2(&pods, ["a", "b"], &Tracker::default(), quick()).await;
+    super::tests::failure(&result).to_owned()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scenario2_fails_with_the_output_of_the_double_ctl_hanging_after_b_stops() {
-    let pods = LocalPods::new(["127.0.0.23", "127.0.0.24"], Some("hang"));
-    let result = scenario2(&pods, ["a", "b"], &Tracker::default(), quick()).await;
-    let Outcome::Failed(reason) = &result.outcome else {
-        panic!("a hung ctl must fail scenario 2: {result:#?}");
-    };
+    let reason = reason_with_ctl_fault(["127.0.0.23", "127.0.0.24"], "hang").await;
     assert!(
         reason.contains("(against the IMEX test double)")
             && reason.contains("unreachable")
@@ -273,11 +272,7 @@ async fn scenario2_fails_with_the_output_of_the_double_ctl_hanging_after_b_stops
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scenario2_fails_with_the_output_of_the_double_ctl_failing_after_b_stops() {
-    let pods = LocalPods::new(["127.0.0.25", "127.0.0.26"], Some("fail"));
-    let result = scenario2(&pods, ["a", "b"], &Tracker::default(), quick()).await;
-    let Outcome::Failed(reason) = &result.outcome else {
-        panic!("a failing ctl must fail scenario 2: {result:#?}");
-    };
+    let reason = reason_with_ctl_fault(["127.0.0.25", "127.0.0.26"], "fail").await;
     assert!(
         reason.contains("exited 1") && reason.contains("injected failure"),
         "{reason}"

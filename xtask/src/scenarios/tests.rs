@@ -6,10 +6,23 @@ use super::scenario2::{CLEAN, STOP_DAEMON};
 use super::*;
 use crate::fabric::Expected;
 use crate::interrupt::Tracker;
-use crate::report::Outcome;
+use crate::report::{Outcome, ScenarioResult};
 use crate::runner::{Cmd, FakeRunner, Runner};
 
 const DEMO: &str = "00000000-0000-0000-0000-0000000000ab";
+
+/// The reason of a failed result; any other outcome fails the test.
+pub(super) fn failure(result: &ScenarioResult) -> &str {
+    match &result.outcome {
+        Outcome::Failed(reason) => reason.as_str(),
+        _ => panic!("must fail: {result:#?}"),
+    }
+}
+
+/// Scenario 2 on the sim's workers `w` and `w2`, with the default limits.
+async fn scenario2_on(sim: &Sim) -> ScenarioResult {
+    scenario2(sim, ["w", "w2"], &Tracker::default(), Limits::default()).await
+}
 
 fn check_fabric(clique: u32, uuid: &str) -> String {
     let mut out = String::from("Discovered 4 GPU(s)\n");
@@ -191,6 +204,26 @@ fn demo_expected() -> Vec<(String, Expected)> {
         .collect()
 }
 
+/// The demo sim with an nvidia-imex payload (scenario 2 runs).
+fn with_payload() -> Sim {
+    Sim {
+        payload: true,
+        ..demo_sim()
+    }
+}
+
+/// Scenario 2's transitions, as its per-worker details say them.
+pub(super) const TRANSITIONS: [&str; 3] = [
+    "daemon A alone: -q READY, domain DEGRADED",
+    "daemon B joined: domain UP, 2/2 READY, version NO_GPU",
+    "daemon B terminated: domain DEGRADED",
+];
+
+/// A result's per-worker details.
+pub(super) fn details(result: &ScenarioResult) -> Vec<&str> {
+    result.workers.iter().map(|it| it.detail.as_str()).collect()
+}
+
 fn demo_sim() -> Sim {
     let sim = Sim::default();
     *sim.identity.lock().expect("lock") = demo_expected()
@@ -222,9 +255,7 @@ async fn scenario1_names_the_failing_workers() {
         .expect("lock")
         .insert("w4".to_owned(), (0, DEMO.to_owned()));
     let result = scenario1(&sim, &demo_expected()).await;
-    let Outcome::Failed(reason) = &result.outcome else {
-        panic!("must fail: {result:?}");
-    };
+    let reason = failure(&result);
     assert!(
         reason.contains("w2: /dev/nvidia-caps-imex-channels/channel0 is not a character device"),
         "{reason}"
@@ -270,32 +301,36 @@ fn rebind(scratch: &std::path::Path) -> Rebind {
     }
 }
 
+/// A runner that expects scenario 3's two `helm upgrade`s: rebind, restore.
+fn two_upgrades() -> FakeRunner {
+    let fake = FakeRunner::default();
+    let upgrade =
+        "helm upgrade nvml-mock chart --kube-context kind-c --namespace mokka --reuse-values -f";
+    fake.expect(upgrade, true, "").expect(upgrade, true, "");
+    fake
+}
+
+/// Scenario 3 against `sim`, helm through `runner`, the values files in `dir`.
+async fn scenario3_on<R: Runner>(sim: &Sim, runner: &R, dir: &std::path::Path) -> ScenarioResult {
+    scenario3(
+        sim,
+        runner,
+        &rebind(dir),
+        &Tracker::default(),
+        Limits::default(),
+    )
+    .await
+}
+
 #[tokio::test(start_paused = true)]
 async fn scenario3_rebinds_without_recycling_and_restores() {
     let sim = demo_sim();
     let runner = HelmSim {
         sim: &sim,
-        fake: FakeRunner::default(),
+        fake: two_upgrades(),
     };
-    runner.fake.expect(
-        "helm upgrade nvml-mock chart --kube-context kind-c --namespace mokka --reuse-values -f",
-        true,
-        "",
-    );
-    runner.fake.expect(
-        "helm upgrade nvml-mock chart --kube-context kind-c --namespace mokka --reuse-values -f",
-        true,
-        "",
-    );
     let dir = tempfile::tempdir().expect("tempdir");
-    let result = scenario3(
-        &sim,
-        &runner,
-        &rebind(dir.path()),
-        &Tracker::default(),
-        Limits::default(),
-    )
-    .await;
+    let result = scenario3_on(&sim, &runner, dir.path()).await;
     assert_eq!(result.outcome, Outcome::Passed, "{result:?}");
     let seen = runner.fake.seen();
     assert!(
@@ -328,24 +363,11 @@ async fn scenario3_fails_when_pods_are_recycled_and_still_restores() {
     sim.recycle_on_upgrade = true;
     let runner = HelmSim {
         sim: &sim,
-        fake: FakeRunner::default(),
+        fake: two_upgrades(),
     };
-    runner
-        .fake
-        .expect("helm upgrade", true, "")
-        .expect("helm upgrade", true, "");
     let dir = tempfile::tempdir().expect("tempdir");
-    let result = scenario3(
-        &sim,
-        &runner,
-        &rebind(dir.path()),
-        &Tracker::default(),
-        Limits::default(),
-    )
-    .await;
-    let Outcome::Failed(reason) = &result.outcome else {
-        panic!("must fail: {result:?}");
-    };
+    let result = scenario3_on(&sim, &runner, dir.path()).await;
+    let reason = failure(&result);
     assert!(reason.contains("pods were recycled"), "{reason}");
     assert_eq!(
         runner.fake.remaining(),
@@ -357,23 +379,11 @@ async fn scenario3_fails_when_pods_are_recycled_and_still_restores() {
 #[tokio::test(start_paused = true)]
 async fn scenario3_times_out_when_the_topology_never_arrives() {
     let sim = demo_sim();
-    let runner = FakeRunner::default();
-    runner
-        .expect("helm upgrade", true, "")
-        .expect("helm upgrade", true, "");
+    let runner = two_upgrades();
     let dir = tempfile::tempdir().expect("tempdir");
     let started = Instant::now();
-    let result = scenario3(
-        &sim,
-        &runner,
-        &rebind(dir.path()),
-        &Tracker::default(),
-        Limits::default(),
-    )
-    .await;
-    let Outcome::Failed(reason) = &result.outcome else {
-        panic!("must fail: {result:?}");
-    };
+    let result = scenario3_on(&sim, &runner, dir.path()).await;
+    let reason = failure(&result);
     assert!(
         reason.starts_with("rebind: not converged within 60s: w: GPU 0 clusterUuid"),
         "{reason}"
@@ -383,20 +393,11 @@ async fn scenario3_times_out_when_the_topology_never_arrives() {
 
 #[tokio::test(start_paused = true)]
 async fn scenario2_walks_the_three_transitions() {
-    let mut sim = demo_sim();
-    sim.payload = true;
+    let sim = with_payload();
     let tracker = Tracker::default();
     let result = scenario2(&sim, ["w", "w2"], &tracker, Limits::default()).await;
     assert_eq!(result.outcome, Outcome::Passed, "{result:?}");
-    let details: Vec<&str> = result.workers.iter().map(|it| it.detail.as_str()).collect();
-    assert_eq!(
-        details,
-        [
-            "daemon A alone: -q READY, domain DEGRADED",
-            "daemon B joined: domain UP, 2/2 READY, version NO_GPU",
-            "daemon B terminated: domain DEGRADED"
-        ]
-    );
+    assert_eq!(details(&result), TRANSITIONS);
     assert!(
         tracker.snapshot().imex_pods.is_empty(),
         "daemons stopped, nothing left to clean"
@@ -419,7 +420,7 @@ async fn scenario2_walks_the_three_transitions() {
 #[tokio::test(start_paused = true)]
 async fn scenario2_is_skipped_without_the_payload() {
     let sim = demo_sim();
-    let result = scenario2(&sim, ["w", "w2"], &Tracker::default(), Limits::default()).await;
+    let result = scenario2_on(&sim).await;
     let Outcome::Skipped(reason) = &result.outcome else {
         panic!("must be skipped: {result:?}");
     };
@@ -432,14 +433,13 @@ async fn scenario2_is_skipped_without_the_payload() {
 
 #[tokio::test(start_paused = true)]
 async fn scenario2_times_out_with_the_log_tails_and_cleans_up() {
-    let mut sim = demo_sim();
-    sim.payload = true;
-    sim.blocked = true;
-    let started = Instant::now();
-    let result = scenario2(&sim, ["w", "w2"], &Tracker::default(), Limits::default()).await;
-    let Outcome::Failed(reason) = &result.outcome else {
-        panic!("must fail: {result:?}");
+    let sim = Sim {
+        blocked: true,
+        ..with_payload()
     };
+    let started = Instant::now();
+    let result = scenario2_on(&sim).await;
+    let reason = failure(&result);
     assert!(
         reason.contains("domain not UP within 240s after daemon B started (last DEGRADED)"),
         "{reason}"
@@ -457,13 +457,12 @@ async fn scenario2_times_out_with_the_log_tails_and_cleans_up() {
 
 #[tokio::test(start_paused = true)]
 async fn scenario2_fails_when_the_domain_ignores_a_dead_peer() {
-    let mut sim = demo_sim();
-    sim.payload = true;
-    sim.sticky = true;
-    let result = scenario2(&sim, ["w", "w2"], &Tracker::default(), Limits::default()).await;
-    let Outcome::Failed(reason) = &result.outcome else {
-        panic!("must fail: {result:?}");
+    let sim = Sim {
+        sticky: true,
+        ..with_payload()
     };
+    let result = scenario2_on(&sim).await;
+    let reason = failure(&result);
     assert!(
         reason.contains("domain still UP 60s after daemon B was terminated"),
         "{reason}"
@@ -471,10 +470,10 @@ async fn scenario2_fails_when_the_domain_ignores_a_dead_peer() {
 }
 
 fn after_b_stops(fault: ExecOutput) -> Sim {
-    let mut sim = demo_sim();
-    sim.payload = true;
-    sim.ctl_fault_after_b_stops = Some(fault);
-    sim
+    Sim {
+        ctl_fault_after_b_stops: Some(fault),
+        ..with_payload()
+    }
 }
 
 #[tokio::test(start_paused = true)]
@@ -484,10 +483,8 @@ async fn scenario2_fails_with_the_output_of_a_hung_ctl_after_b_stops() {
         stdout: String::new(),
         stderr: "Terminated".to_owned(),
     });
-    let result = scenario2(&sim, ["w", "w2"], &Tracker::default(), Limits::default()).await;
-    let Outcome::Failed(reason) = &result.outcome else {
-        panic!("a hung ctl must not count as the domain leaving UP: {result:?}");
-    };
+    let result = scenario2_on(&sim).await;
+    let reason = failure(&result);
     assert!(
         reason.contains("the domain status was unreachable")
             && reason.contains("did not finish within 10s (killed)")
@@ -503,16 +500,8 @@ async fn scenario2_fails_with_the_output_of_a_failing_or_garbled_ctl() {
         stdout: String::new(),
         stderr: "nvidia-imex-ctl: injected failure".to_owned(),
     });
-    let result = scenario2(
-        &failing,
-        ["w", "w2"],
-        &Tracker::default(),
-        Limits::default(),
-    )
-    .await;
-    let Outcome::Failed(reason) = &result.outcome else {
-        panic!("must fail: {result:?}");
-    };
+    let result = scenario2_on(&failing).await;
+    let reason = failure(&result);
     assert!(
         reason.contains("exited 1") && reason.contains("injected failure"),
         "{reason}"
@@ -522,16 +511,8 @@ async fn scenario2_fails_with_the_output_of_a_failing_or_garbled_ctl() {
         stdout: "garbage, not JSON\n".to_owned(),
         stderr: String::new(),
     });
-    let result = scenario2(
-        &garbled,
-        ["w", "w2"],
-        &Tracker::default(),
-        Limits::default(),
-    )
-    .await;
-    let Outcome::Failed(reason) = &result.outcome else {
-        panic!("must fail: {result:?}");
-    };
+    let result = scenario2_on(&garbled).await;
+    let reason = failure(&result);
     assert!(
         reason.contains("printed not the -N -j document") && reason.contains("garbage, not JSON"),
         "{reason}"
@@ -540,10 +521,11 @@ async fn scenario2_fails_with_the_output_of_a_failing_or_garbled_ctl() {
 
 #[tokio::test(start_paused = true)]
 async fn scenario2_against_the_double_is_named_so() {
-    let mut sim = demo_sim();
-    sim.payload = true;
-    sim.double = true;
-    let result = scenario2(&sim, ["w", "w2"], &Tracker::default(), Limits::default()).await;
+    let sim = Sim {
+        double: true,
+        ..with_payload()
+    };
+    let result = scenario2_on(&sim).await;
     assert_eq!(result.outcome, Outcome::PassedTestDouble, "{result:?}");
     let execs = sim.execs.lock().expect("lock").clone();
     assert!(
@@ -556,14 +538,13 @@ async fn scenario2_against_the_double_is_named_so() {
 
 #[tokio::test(start_paused = true)]
 async fn scenario2_reports_an_early_exit_with_the_daemon_stdout() {
-    let mut sim = demo_sim();
-    sim.payload = true;
-    sim.dies = true;
-    let started = Instant::now();
-    let result = scenario2(&sim, ["w", "w2"], &Tracker::default(), Limits::default()).await;
-    let Outcome::Failed(reason) = &result.outcome else {
-        panic!("must fail: {result:?}");
+    let sim = Sim {
+        dies: true,
+        ..with_payload()
     };
+    let started = Instant::now();
+    let result = scenario2_on(&sim).await;
+    let reason = failure(&result);
     assert!(reason.starts_with("daemon A exited after 0s"), "{reason}");
     assert!(
         reason.contains("last lines of /tmp/imex.stdout in pod-w:"),
@@ -584,8 +565,7 @@ fn the_stop_waits_for_the_exit_and_the_run_starts_clean() {
 
 #[tokio::test]
 async fn interruption_cleanup_stops_tracked_daemons() {
-    let mut sim = demo_sim();
-    sim.payload = true;
+    let sim = with_payload();
     sim.daemons
         .lock()
         .expect("lock")
