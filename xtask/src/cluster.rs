@@ -576,12 +576,18 @@ mod tests {
         assert_eq!(fake.seen().len(), 2);
     }
 
-    #[test]
-    fn status_of_a_missing_cluster_says_how_to_create_it() {
+    /// A runner for which no node container of `c` exists.
+    fn no_node_containers() -> FakeRunner {
         let fake = FakeRunner::default();
         for _ in cluster().nodes() {
             fake.expect("docker inspect", false, "");
         }
+        fake
+    }
+
+    #[test]
+    fn status_of_a_missing_cluster_says_how_to_create_it() {
+        let fake = no_node_containers();
         let err = node_states(&fake, &cluster())
             .expect_err("missing")
             .to_string();
@@ -670,10 +676,7 @@ mod tests {
 
     #[test]
     fn a_scenario_on_a_missing_cluster_says_how_to_create_it() {
-        let fake = FakeRunner::default();
-        for _ in cluster().nodes() {
-            fake.expect("docker inspect", false, "");
-        }
+        let fake = no_node_containers();
         let err = preflight(&fake, &cluster())
             .expect_err("missing")
             .to_string();

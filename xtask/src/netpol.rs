@@ -154,34 +154,17 @@ pub async fn check(client: &Client, workers: &[String], image: &str) -> anyhow::
 mod tests {
     use super::*;
 
+    fn reach(peer: bool, outsider: bool) -> Reach {
+        Reach { peer, outsider }
+    }
+
     #[test]
     fn verdicts() {
-        let enforced = verdict(
-            Reach {
-                peer: true,
-                outsider: false,
-            },
-            "p",
-        )
-        .expect("ok");
+        let enforced = verdict(reach(true, false), "p").expect("ok");
         assert!(enforced.starts_with("enforced"), "{enforced}");
-        let open = verdict(
-            Reach {
-                peer: true,
-                outsider: true,
-            },
-            "p",
-        )
-        .expect("ok");
+        let open = verdict(reach(true, true), "p").expect("ok");
         assert!(open.starts_with("unenforced"), "{open}");
-        let broken = verdict(
-            Reach {
-                peer: false,
-                outsider: false,
-            },
-            "p",
-        )
-        .expect_err("peer refused");
+        let broken = verdict(reach(false, false), "p").expect_err("peer refused");
         assert!(
             broken
                 .to_string()

@@ -413,6 +413,14 @@ version = 2
         ));
     }
 
+    /// Why a reuse of cluster `c` is rejected when `node` has `problem`.
+    fn rejection(node: &str, problem: NodeProblem) -> String {
+        match plan_cluster("c", true, false, &statuses(Some((node, problem)))) {
+            ClusterPlan::Reject(message) => message,
+            other => panic!("{node} must be rejected, not {other:?}"),
+        }
+    }
+
     fn statuses(problem_on: Option<(&str, NodeProblem)>) -> Vec<(String, Result<(), NodeProblem>)> {
         ["c-control-plane", "c-worker", "c-worker2"]
             .iter()
@@ -492,31 +500,25 @@ version = 2
 
     #[test]
     fn a_restarted_or_other_image_cluster_is_rejected_with_the_fix() {
-        let restarted = statuses(Some((
+        let message = rejection(
             "c-worker",
             NodeProblem::Restarted {
                 created: CREATED.to_owned(),
                 started: "2026-12-03T08:00:00Z".to_owned(),
             },
-        )));
-        let ClusterPlan::Reject(message) = plan_cluster("c", true, false, &restarted) else {
-            panic!("a restarted node must be rejected");
-        };
+        );
         assert!(
             message.contains("c-worker: node container was restarted"),
             "{message}"
         );
         assert!(message.contains("--force-recreate"), "{message}");
-        let other = statuses(Some((
+        let message = rejection(
             "c-control-plane",
             NodeProblem::OtherImage {
                 running: "kindest/node:v1.34.3".to_owned(),
                 wanted: "cdsim/kind-node:v1.34.3-abc".to_owned(),
             },
-        )));
-        let ClusterPlan::Reject(message) = plan_cluster("c", true, false, &other) else {
-            panic!("another node image must be rejected");
-        };
+        );
         assert!(
             message.contains("runs kindest/node:v1.34.3, not the node image this run uses (cdsim/kind-node:v1.34.3-abc)"),
             "{message}"
@@ -525,13 +527,7 @@ version = 2
 
     #[test]
     fn a_stopped_node_rejects_reuse_and_is_named() {
-        let bad = statuses(Some((
-            "c-worker",
-            NodeProblem::NotRunning("exited".to_owned()),
-        )));
-        let ClusterPlan::Reject(message) = plan_cluster("c", true, false, &bad) else {
-            panic!("a stopped node must be rejected");
-        };
+        let message = rejection("c-worker", NodeProblem::NotRunning("exited".to_owned()));
         assert!(
             message.contains("c-worker: node container is exited, not running"),
             "{message}"

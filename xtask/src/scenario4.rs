@@ -285,14 +285,7 @@ async fn restart_plugin(client: &Client) -> Result<()> {
     }
     // Let the DaemonSet notice before waiting for its rollout.
     tokio::time::sleep(Duration::from_secs(2)).await;
-    crate::k8s::wait_daemonset(
-        client,
-        DRA_NS,
-        PLUGIN_DS,
-        PLUGIN_SELECTOR,
-        Duration::from_secs(180),
-    )
-    .await
+    wait_plugin(client, Duration::from_secs(180)).await
 }
 
 /// After scenario 3's rebinding and a plugin restart, a new ComputeDomain's
@@ -560,6 +553,11 @@ async fn imex_configs<R: Runner>(
         }
     }
     Ok(())
+}
+
+/// Waits up to `limit` for the driver's kubelet-plugin DaemonSet to roll out.
+async fn wait_plugin(client: &Client, limit: Duration) -> Result<()> {
+    crate::k8s::wait_daemonset(client, DRA_NS, PLUGIN_DS, PLUGIN_SELECTOR, limit).await
 }
 
 #[cfg(test)]

@@ -14,10 +14,7 @@ use tokio::time::Instant;
 
 use super::image::DraImage;
 use super::objects::{chart_values, helm_args};
-use super::{
-    CD_NAME, CONTROLLER, CONTROLLER_SELECTOR, DRA_NS, PLUGIN_DS, PLUGIN_SELECTOR, S4_NS,
-    WORKLOAD_LABEL,
-};
+use super::{CD_NAME, CONTROLLER, CONTROLLER_SELECTOR, DRA_NS, S4_NS, WORKLOAD_LABEL};
 use crate::names::FIELD_MANAGER;
 use crate::runner::{Cmd, Runner};
 use crate::scenarios::poll::{poll_until, Probe, Show, Wait};
@@ -160,14 +157,7 @@ pub async fn install<R: Runner>(
     let args = helm_args(&image.chart, context, &values);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     runner.check(&Cmd::new("helm", &args))?;
-    crate::k8s::wait_daemonset(
-        client,
-        DRA_NS,
-        PLUGIN_DS,
-        PLUGIN_SELECTOR,
-        Duration::from_secs(240),
-    )
-    .await?;
+    super::wait_plugin(client, Duration::from_secs(240)).await?;
     wait_deployment(
         client,
         DRA_NS,

@@ -133,19 +133,20 @@ mod tests {
         assert_eq!(got, Ok(3));
     }
 
+    fn unmet(last: &str, polls: u32, gave_up: bool) -> Unmet<String> {
+        Unmet {
+            last: last.to_owned(),
+            polls,
+            gave_up,
+        }
+    }
+
     #[tokio::test(start_paused = true)]
     async fn times_out_with_the_last_progress_and_the_poll_count() {
         let started = Instant::now();
         let got: Result<(), _> =
             poll_until(&wait(5), || async { Probe::Quiet("still".to_owned()) }).await;
-        assert_eq!(
-            got,
-            Err(Unmet {
-                last: "still".to_owned(),
-                polls: 6,
-                gave_up: false
-            })
-        );
+        assert_eq!(got, Err(unmet("still", 6, false)));
         assert!(started.elapsed() >= Duration::from_secs(5));
     }
 
@@ -154,14 +155,7 @@ mod tests {
         let started = Instant::now();
         let got: Result<(), _> =
             poll_until(&wait(60), || async { Probe::GiveUp("dead".to_owned()) }).await;
-        assert_eq!(
-            got,
-            Err(Unmet {
-                last: "dead".to_owned(),
-                polls: 1,
-                gave_up: true
-            })
-        );
+        assert_eq!(got, Err(unmet("dead", 1, true)));
         assert!(started.elapsed() < Duration::from_secs(1));
     }
 }
