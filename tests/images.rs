@@ -471,13 +471,34 @@ fn docker_load(built: &BuiltImage, dir: &Path) -> String {
     reference
 }
 
-#[test]
-fn docker_loads_the_mock_image_and_check_fabric_reads_the_staged_library() {
+/// An image built and loaded into docker, removed again when this drops, with a temp dir for
+/// the test's own files.
+struct Loaded {
+    reference: String,
+    _cleanup: DockerImages,
+    dir: tempfile::TempDir,
+}
+
+/// Builds the image `name` and loads it into docker (which must be running).
+fn docker_loaded(name: &str) -> Loaded {
     require_docker();
-    let built = build_image(MOCK);
+    let built = build_image(name);
     let dir = tempfile::tempdir().expect("tempdir");
     let reference = docker_load(&built, dir.path());
-    let _cleanup = DockerImages(vec![reference.clone()]);
+    Loaded {
+        _cleanup: DockerImages(vec![reference.clone()]),
+        reference,
+        dir,
+    }
+}
+
+#[test]
+fn docker_loads_the_mock_image_and_check_fabric_reads_the_staged_library() {
+    let Loaded {
+        reference,
+        _cleanup,
+        dir,
+    } = docker_loaded(MOCK);
     let topology = dir.path().join("topology.yaml");
     std::fs::write(&topology, demo_topology_document()).expect("write topology");
     let mount = format!("{}:/topology/topology.yaml:ro", topology.display());
@@ -537,11 +558,11 @@ fn assert_fabric_identity(text: &str, clique: &str) {
 
 #[test]
 fn docker_runs_the_workload_image_shell_and_shim() {
-    require_docker();
-    let built = build_image(WORKLOAD);
-    let dir = tempfile::tempdir().expect("tempdir");
-    let reference = docker_load(&built, dir.path());
-    let _cleanup = DockerImages(vec![reference.clone()]);
+    let Loaded {
+        reference,
+        _cleanup,
+        dir: _dir,
+    } = docker_loaded(WORKLOAD);
     let label = run_ok(Command::new("docker").args([
         "image",
         "inspect",

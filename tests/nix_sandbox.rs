@@ -231,6 +231,22 @@ struct Rehearsal {
 }
 
 impl Rehearsal {
+    /// A buildRustPackage phase of the evaluated derivation `drv`: its `src`, cargo and rustc
+    /// plus the packages of each of its `inputs` lists, with the vendored-crates setup.
+    fn cargo(name: &str, drv: &serde_json::Value, inputs: &[&str], command: String) -> Self {
+        let mut packages = vec!["cargo".to_owned(), "rustc".to_owned()];
+        for input in inputs {
+            packages.extend(strings(&drv[*input]));
+        }
+        Rehearsal {
+            name: name.to_owned(),
+            src: drv["src"].as_str().expect("src").to_owned(),
+            packages,
+            cargo_setup: true,
+            command,
+        }
+    }
+
     /// Builds it in the sandbox; returns the build log or the failure.
     fn build(&self) -> Result<String, String> {
         let toolchain = PathBuf::from(
@@ -419,16 +435,12 @@ fn package_check_phase_passes_in_the_sandbox() {
         tests = test_flags.iter().map(|it| word(it)).collect::<Vec<_>>().join(" "),
         checks = check_flags.iter().map(|it| word(it)).collect::<Vec<_>>().join(" "),
     );
-    let mut packages = vec!["cargo".to_owned(), "rustc".to_owned()];
-    packages.extend(strings(&drv["nativeBuildInputs"]));
-    packages.extend(strings(&drv["nativeCheckInputs"]));
-    rehearse(Rehearsal {
-        name: "cdsim-check".to_owned(),
-        src: drv["src"].as_str().expect("src").to_owned(),
-        packages,
-        cargo_setup: true,
+    rehearse(Rehearsal::cargo(
+        "cdsim-check",
+        &drv,
+        &["nativeBuildInputs", "nativeCheckInputs"],
         command,
-    });
+    ));
 }
 
 /// checks.rustfmt: a runCommand (no cargo setup, no vendored crates).
@@ -465,15 +477,13 @@ fn clippy_check_passes_in_the_sandbox() {
         "d: { inherit (d) src buildPhase; \
          nativeBuildInputs = map (p: p.pname) (d.nativeBuildInputs or [ ]); }",
     );
-    let mut packages = vec!["cargo".to_owned(), "rustc".to_owned()];
-    packages.extend(strings(&drv["nativeBuildInputs"]));
-    rehearse(Rehearsal {
-        name: "clippy".to_owned(),
-        src: drv["src"].as_str().expect("src").to_owned(),
-        packages,
-        cargo_setup: true,
-        command: drv["buildPhase"].as_str().expect("buildPhase").to_owned(),
-    });
+    let command = drv["buildPhase"].as_str().expect("buildPhase").to_owned();
+    rehearse(Rehearsal::cargo(
+        "clippy",
+        &drv,
+        &["nativeBuildInputs"],
+        command,
+    ));
 }
 
 /// The sandbox is the one the rehearsals claim: a probe derivation sees

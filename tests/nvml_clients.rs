@@ -516,11 +516,14 @@ fn run_raw(mut command: Command) -> (bool, String, String) {
     )
 }
 
-fn mock_lines(stderr: &str) -> Vec<&str> {
-    stderr
+/// The one `[MOCK_NVML …]` line of a client's stderr; fails the test unless there is exactly one.
+fn only_mock_line(stderr: &str) -> &str {
+    let lines: Vec<&str> = stderr
         .lines()
         .filter(|line| line.starts_with("[MOCK_NVML"))
-        .collect()
+        .collect();
+    assert_eq!(lines.len(), 1, "{stderr}");
+    lines[0]
 }
 
 #[test]
@@ -542,10 +545,9 @@ fn misconfiguration_is_one_clear_line() {
     command.env_remove("MOCK_NVML_CONFIG");
     let (ok, _, stderr) = run_raw(command);
     assert!(!ok, "init must fail without a profile");
-    let lines = mock_lines(&stderr);
-    assert_eq!(lines.len(), 1, "{stderr}");
     assert!(
-        lines[0].starts_with("[MOCK_NVML ERROR] nvmlInit failed: MOCK_NVML_CONFIG is not set"),
+        only_mock_line(&stderr)
+            .starts_with("[MOCK_NVML ERROR] nvmlInit failed: MOCK_NVML_CONFIG is not set"),
         "{stderr}"
     );
     assert!(
@@ -560,10 +562,8 @@ fn misconfiguration_is_one_clear_line() {
     command.env("MOCK_NVML_CONFIG", &bad_profile);
     let (ok, _, stderr) = run_raw(command);
     assert!(!ok);
-    let lines = mock_lines(&stderr);
-    assert_eq!(lines.len(), 1, "{stderr}");
     assert!(
-        lines[0].contains(&format!(
+        only_mock_line(&stderr).contains(&format!(
             "{} (MOCK_NVML_CONFIG): invalid profile",
             bad_profile.display()
         )),
@@ -581,10 +581,8 @@ fn misconfiguration_is_one_clear_line() {
         ok,
         "an invalid topology must not fail init without MOCK_NVML_STRICT: {stderr}"
     );
-    let lines = mock_lines(&stderr);
-    assert_eq!(lines.len(), 1, "{stderr}");
     assert!(
-        lines[0].starts_with(&format!(
+        only_mock_line(&stderr).starts_with(&format!(
             "[MOCK_NVML WARNING] invalid topology {}",
             bad_topology.display()
         )),
@@ -609,10 +607,8 @@ fn misconfiguration_is_one_clear_line() {
         !ok,
         "MOCK_NVML_STRICT must turn an invalid topology into an init failure"
     );
-    let lines = mock_lines(&stderr);
-    assert_eq!(lines.len(), 1, "{stderr}");
     assert!(
-        lines[0].starts_with("[MOCK_NVML ERROR] nvmlInit failed: invalid topology"),
+        only_mock_line(&stderr).starts_with("[MOCK_NVML ERROR] nvmlInit failed: invalid topology"),
         "{stderr}"
     );
 }

@@ -25,7 +25,9 @@ use std::{
 
 use image_builder::{build, host, spec::Spec};
 pub use integration_tests::pin;
-use integration_tests::{artifact, profile_dir, repo_root, require_program, stager_input_args};
+use integration_tests::{
+    artifact, checked, profile_dir, repo_root, require_program, stager_input_args,
+};
 use node_layout::proc_devices::{self, DeviceMajor};
 
 /// The pod annotation selecting IMEX channels.
@@ -125,15 +127,12 @@ fn go_install(bin: &Path, probe: &str, packages: &[String], tags: &[&str]) {
     if !tags.is_empty() {
         command.arg(format!("-tags={}", tags.join(",")));
     }
-    let output = command
-        .args(packages)
-        .output()
-        .unwrap_or_else(|err| panic!("cannot run go install: {err}"));
-    assert!(
-        output.status.success(),
-        "go install {} failed (the Go module proxy must be reachable):\n{}",
-        packages.join(" "),
-        String::from_utf8_lossy(&output.stderr)
+    checked(
+        command.args(packages).output(),
+        &format!(
+            "go install {} (the Go module proxy must be reachable)",
+            packages.join(" ")
+        ),
     );
 }
 
@@ -265,13 +264,8 @@ impl Rig {
             .arg(format!("--channel-major={}", self.channel_major))
             .arg(format!("--caps-major={}", self.caps_major))
             .args(["--no-label", "--once"])
-            .output()
-            .unwrap_or_else(|err| panic!("cannot run the stager: {err}"));
-        assert!(
-            output.status.success(),
-            "the stager failed:\n{}",
-            String::from_utf8_lossy(&output.stderr)
-        );
+            .output();
+        checked(output, "the stager");
     }
 
     /// Builds both images; returns ((workload archive, reference), pause archive).

@@ -35,6 +35,25 @@ func fail(format string, args ...any) {
 	os.Exit(1)
 }
 
+// calls runs a device's getters in order until the first one fails, and keeps that error.
+type calls struct{ err error }
+
+// set stores what call returns in *dst, unless an earlier call failed.
+func set[T any](c *calls, dst *T, call func() (T, error)) {
+	if c.err == nil {
+		*dst, c.err = call()
+	}
+}
+
+// setLen stores how many items call returns in *dst, unless an earlier call failed.
+func setLen[T any](c *calls, dst *int, call func() ([]T, error)) {
+	if c.err == nil {
+		var items []T
+		items, c.err = call()
+		*dst = len(items)
+	}
+}
+
 func main() {
 	lib := nvml.New()
 	if ret := lib.Init(); ret != nvml.SUCCESS {
@@ -46,49 +65,26 @@ func main() {
 	err := devlib.VisitDevices(func(i int, d device.Device) error {
 		g := gpu{Index: i}
 		var ret nvml.Return
-		var err error
 		if g.UUID, ret = d.GetUUID(); ret != nvml.SUCCESS {
 			return fmt.Errorf("GetUUID: %v", ret)
 		}
 		if g.Name, ret = d.GetName(); ret != nvml.SUCCESS {
 			return fmt.Errorf("GetName: %v", ret)
 		}
-		if g.PCIBusID, err = d.GetPCIBusID(); err != nil {
-			return err
-		}
-		if g.MigCapable, err = d.IsMigCapable(); err != nil {
-			return err
-		}
-		if g.MigEnabled, err = d.IsMigEnabled(); err != nil {
-			return err
-		}
-		migs, err := d.GetMigDevices()
-		if err != nil {
-			return err
-		}
-		g.MigDevices = len(migs)
-		profiles, err := d.GetMigProfiles()
-		if err != nil {
-			return err
-		}
-		g.MigProfiles = len(profiles)
-		if g.FabricAttached, err = d.IsFabricAttached(); err != nil {
-			return err
-		}
-		if g.AddressingMode, err = d.GetAddressingModeAsString(); err != nil {
-			return err
-		}
-		if g.Coherent, err = d.IsCoherent(); err != nil {
-			return err
-		}
-		if g.Architecture, err = d.GetArchitectureAsString(); err != nil {
-			return err
-		}
-		if g.Brand, err = d.GetBrandAsString(); err != nil {
-			return err
-		}
-		if g.CudaCC, err = d.GetCudaComputeCapabilityAsString(); err != nil {
-			return err
+		var c calls
+		set(&c, &g.PCIBusID, d.GetPCIBusID)
+		set(&c, &g.MigCapable, d.IsMigCapable)
+		set(&c, &g.MigEnabled, d.IsMigEnabled)
+		setLen(&c, &g.MigDevices, d.GetMigDevices)
+		setLen(&c, &g.MigProfiles, d.GetMigProfiles)
+		set(&c, &g.FabricAttached, d.IsFabricAttached)
+		set(&c, &g.AddressingMode, d.GetAddressingModeAsString)
+		set(&c, &g.Coherent, d.IsCoherent)
+		set(&c, &g.Architecture, d.GetArchitectureAsString)
+		set(&c, &g.Brand, d.GetBrandAsString)
+		set(&c, &g.CudaCC, d.GetCudaComputeCapabilityAsString)
+		if c.err != nil {
+			return c.err
 		}
 		gpus = append(gpus, g)
 		return nil

@@ -28,9 +28,14 @@ fn build_stub(dir: &Path, defines: &[&str]) {
 fn check_fabric(defines: &[&str]) -> (Option<i32>, String, String) {
     let dir = tempfile::tempdir().expect("temp dir");
     build_stub(dir.path(), defines);
+    check_fabric_on(dir.path())
+}
+
+/// Runs check-fabric with nothing but `LD_LIBRARY_PATH=lib_dir`: exit code, stdout, stderr.
+fn check_fabric_on(lib_dir: &Path) -> (Option<i32>, String, String) {
     let output = Command::new(CHECK_FABRIC)
         .env_clear()
-        .env("LD_LIBRARY_PATH", dir.path())
+        .env("LD_LIBRARY_PATH", lib_dir)
         .output()
         .expect("run check-fabric");
     (
@@ -95,13 +100,8 @@ fn library_without_nvml_symbols_is_named() {
         .status()
         .expect("gcc is needed for this test (apt-get install gcc)");
     assert!(status.success());
-    let output = Command::new(CHECK_FABRIC)
-        .env_clear()
-        .env("LD_LIBRARY_PATH", dir.path())
-        .output()
-        .expect("run check-fabric");
-    assert_eq!(output.status.code(), Some(1));
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let (code, _, stderr) = check_fabric_on(dir.path());
+    assert_eq!(code, Some(1));
     assert!(
         stderr.starts_with("nvmlInit: libnvidia-ml.so.1 has no nvmlInit_v2 entry point"),
         "{stderr}"

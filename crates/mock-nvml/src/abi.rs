@@ -217,84 +217,48 @@ mod tests {
 
     use super::*;
 
+    /// Asserts a struct's size, optionally its alignment, and the offset of each named field:
+    /// `assert_layout!(Type: size 24, align 8; field @ 0, other @ 8)`. With `same as Other`
+    /// instead of offsets, each named field sits where it sits in `Other`.
+    macro_rules! assert_layout {
+        ($ty:ty: size $size:expr $(, align $align:expr)?; $($field:ident @ $offset:expr),+ $(,)?) => {{
+            assert_eq!(size_of::<$ty>(), $size, "size of {}", stringify!($ty));
+            $(assert_eq!(align_of::<$ty>(), $align, "align of {}", stringify!($ty));)?
+            $(assert_eq!(offset_of!($ty, $field), $offset, "{}.{}", stringify!($ty), stringify!($field));)+
+        }};
+        ($ty:ty: same as $other:ty; $($field:ident),+ $(,)?) => {{
+            $(assert_eq!(offset_of!($ty, $field), offset_of!($other, $field), "{}.{}", stringify!($ty), stringify!($field));)+
+        }};
+    }
+
     #[test]
     fn pci_info_layout() {
-        assert_eq!(size_of::<PciInfo>(), 68);
-        assert_eq!(align_of::<PciInfo>(), 4);
-        assert_eq!(offset_of!(PciInfo, bus_id_legacy), 0);
-        assert_eq!(offset_of!(PciInfo, domain), 16);
-        assert_eq!(offset_of!(PciInfo, bus), 20);
-        assert_eq!(offset_of!(PciInfo, device), 24);
-        assert_eq!(offset_of!(PciInfo, pci_device_id), 28);
-        assert_eq!(offset_of!(PciInfo, pci_sub_system_id), 32);
-        assert_eq!(offset_of!(PciInfo, bus_id), 36);
+        assert_layout!(PciInfo: size 68, align 4;
+            bus_id_legacy @ 0, domain @ 16, bus @ 20, device @ 24,
+            pci_device_id @ 28, pci_sub_system_id @ 32, bus_id @ 36);
     }
 
     #[test]
     fn memory_layouts() {
-        assert_eq!(size_of::<Memory>(), 24);
-        assert_eq!(align_of::<Memory>(), 8);
-        assert_eq!(
-            (
-                offset_of!(Memory, total),
-                offset_of!(Memory, free),
-                offset_of!(Memory, used)
-            ),
-            (0, 8, 16)
-        );
-        assert_eq!(size_of::<MemoryV2>(), 40);
-        assert_eq!(offset_of!(MemoryV2, version), 0);
-        assert_eq!(offset_of!(MemoryV2, total), 8);
-        assert_eq!(offset_of!(MemoryV2, reserved), 16);
-        assert_eq!(offset_of!(MemoryV2, free), 24);
-        assert_eq!(offset_of!(MemoryV2, used), 32);
+        assert_layout!(Memory: size 24, align 8; total @ 0, free @ 8, used @ 16);
+        assert_layout!(MemoryV2: size 40;
+            version @ 0, total @ 8, reserved @ 16, free @ 24, used @ 32);
         assert_eq!(MEMORY_V2, 0x0200_0028);
         assert_eq!(size_of::<Utilization>(), 8);
     }
 
     #[test]
     fn fabric_layouts() {
-        assert_eq!(size_of::<GpuFabricInfo>(), 28);
-        assert_eq!(align_of::<GpuFabricInfo>(), 4);
-        assert_eq!(offset_of!(GpuFabricInfo, cluster_uuid), 0);
-        assert_eq!(offset_of!(GpuFabricInfo, status), 16);
-        assert_eq!(offset_of!(GpuFabricInfo, clique_id), 20);
-        assert_eq!(offset_of!(GpuFabricInfo, state), 24);
-
-        assert_eq!(size_of::<GpuFabricInfoV2>(), 36);
-        assert_eq!(offset_of!(GpuFabricInfoV2, version), 0);
-        assert_eq!(offset_of!(GpuFabricInfoV2, cluster_uuid), 4);
-        assert_eq!(offset_of!(GpuFabricInfoV2, status), 20);
-        assert_eq!(offset_of!(GpuFabricInfoV2, clique_id), 24);
-        assert_eq!(offset_of!(GpuFabricInfoV2, state), 28);
-        assert_eq!(offset_of!(GpuFabricInfoV2, health_mask), 32);
+        assert_layout!(GpuFabricInfo: size 28, align 4;
+            cluster_uuid @ 0, status @ 16, clique_id @ 20, state @ 24);
+        assert_layout!(GpuFabricInfoV2: size 36;
+            version @ 0, cluster_uuid @ 4, status @ 20, clique_id @ 24, state @ 28,
+            health_mask @ 32);
 
         assert_eq!(size_of::<GpuFabricInfoV3>(), 40);
         // v3 is v2 plus one trailing field: a v2 write never touches healthSummary.
-        assert_eq!(
-            offset_of!(GpuFabricInfoV3, version),
-            offset_of!(GpuFabricInfoV2, version)
-        );
-        assert_eq!(
-            offset_of!(GpuFabricInfoV3, cluster_uuid),
-            offset_of!(GpuFabricInfoV2, cluster_uuid)
-        );
-        assert_eq!(
-            offset_of!(GpuFabricInfoV3, status),
-            offset_of!(GpuFabricInfoV2, status)
-        );
-        assert_eq!(
-            offset_of!(GpuFabricInfoV3, clique_id),
-            offset_of!(GpuFabricInfoV2, clique_id)
-        );
-        assert_eq!(
-            offset_of!(GpuFabricInfoV3, state),
-            offset_of!(GpuFabricInfoV2, state)
-        );
-        assert_eq!(
-            offset_of!(GpuFabricInfoV3, health_mask),
-            offset_of!(GpuFabricInfoV2, health_mask)
-        );
+        assert_layout!(GpuFabricInfoV3: same as GpuFabricInfoV2;
+            version, cluster_uuid, status, clique_id, state, health_mask);
         assert_eq!(
             offset_of!(GpuFabricInfoV3, health_summary),
             size_of::<GpuFabricInfoV2>()
@@ -307,13 +271,9 @@ mod tests {
 
     #[test]
     fn mig_and_addressing_layouts() {
-        assert_eq!(size_of::<GpuInstanceProfileInfo>(), 48);
-        assert_eq!(align_of::<GpuInstanceProfileInfo>(), 8);
-        assert_eq!(offset_of!(GpuInstanceProfileInfo, instance_count), 12);
-        assert_eq!(offset_of!(GpuInstanceProfileInfo, ofa_count), 36);
-        assert_eq!(offset_of!(GpuInstanceProfileInfo, memory_size_mb), 40);
-        assert_eq!(size_of::<DeviceAddressingMode>(), 8);
-        assert_eq!(offset_of!(DeviceAddressingMode, value), 4);
+        assert_layout!(GpuInstanceProfileInfo: size 48, align 8;
+            instance_count @ 12, ofa_count @ 36, memory_size_mb @ 40);
+        assert_layout!(DeviceAddressingMode: size 8; value @ 4);
         assert_eq!(DEVICE_ADDRESSING_MODE_V1, 0x0100_0008);
     }
 

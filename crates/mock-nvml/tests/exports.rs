@@ -6,20 +6,26 @@ mod exports;
 
 use std::process::Command;
 
-#[test]
-fn soname_is_libnvidia_ml_so_1() {
-    common::require("readelf", "apt-get install binutils");
-    let output = Command::new("readelf")
-        .arg("-d")
+/// The stdout of the binutils `program` run with `args` on the built library; panics when the
+/// tool is missing or fails.
+fn binutils_on_library(program: &str, args: &[&str]) -> String {
+    common::require(program, "apt-get install binutils");
+    let output = Command::new(program)
+        .args(args)
         .arg(common::library())
         .output()
-        .expect("run readelf");
+        .unwrap_or_else(|err| panic!("run {program}: {err:?}"));
     assert!(
         output.status.success(),
-        "readelf failed: {}",
+        "{program} failed: {}",
         String::from_utf8_lossy(&output.stderr)
     );
-    let text = String::from_utf8_lossy(&output.stdout);
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+#[test]
+fn soname_is_libnvidia_ml_so_1() {
+    let text = binutils_on_library("readelf", &["-d"]);
     assert!(
         text.contains("Library soname: [libnvidia-ml.so.1]"),
         "no libnvidia-ml.so.1 SONAME in:\n{text}"
@@ -28,18 +34,7 @@ fn soname_is_libnvidia_ml_so_1() {
 
 #[test]
 fn exports_are_exactly_the_listed_nvml_symbols() {
-    common::require("nm", "apt-get install binutils");
-    let output = Command::new("nm")
-        .args(["-D", "--defined-only"])
-        .arg(common::library())
-        .output()
-        .expect("run nm");
-    assert!(
-        output.status.success(),
-        "nm failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let mut exported: Vec<String> = String::from_utf8_lossy(&output.stdout)
+    let mut exported: Vec<String> = binutils_on_library("nm", &["-D", "--defined-only"])
         .lines()
         .filter_map(|line| line.split_whitespace().nth(2))
         .filter(|name| name.starts_with("nvml"))

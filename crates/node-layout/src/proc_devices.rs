@@ -295,6 +295,13 @@ mod tests {
             .unwrap_or_else(|err| panic!("cannot read {}: {err}", path.display()))
     }
 
+    /// The message of the error that rendering `input` with these majors fails with, if any.
+    fn render_error(input: &str, channels: u32, caps: u32) -> Option<String> {
+        render(input, major(channels), major(caps))
+            .err()
+            .map(|err| err.to_string())
+    }
+
     /// Renders `<case>.in` and compares with `<case>.out`, showing both on a mismatch.
     fn check_golden(case: &str, channels: u32, caps: u32) -> String {
         let input = fixture(&format!("{case}.in"));
@@ -378,23 +385,20 @@ mod tests {
     }
 
     #[test]
-    fn rejects_a_major_used_by_another_character_device_naming_the_owner() {
-        let input = fixture("debian-host.in");
-        let err = render(&input, major(245), major(241)).err();
-        assert_eq!(
-            err.map(|err| err.to_string()),
-            Some("device major 245 is already assigned to \"hidraw\", refusing to reuse it for nvidia-caps-imex-channels".to_owned())
-        );
-    }
-
-    #[test]
-    fn rejects_a_major_used_by_a_block_device_naming_the_owner() {
-        let input = fixture("debian-host.in");
-        let err = render(&input, major(240), major(259)).err();
-        assert_eq!(
-            err.map(|err| err.to_string()),
-            Some("device major 259 is already assigned to \"blkext\", refusing to reuse it for nvidia-caps".to_owned())
-        );
+    fn a_major_in_use_is_rejected_naming_the_owner() {
+        let host = fixture("debian-host.in");
+        let rendered = check_golden("debian-host", 240, 241);
+        for (case, input, channels, caps, expected) in [
+            ("another character device", &host, 245, 241, "device major 245 is already assigned to \"hidraw\", refusing to reuse it for nvidia-caps-imex-channels"),
+            ("a block device", &host, 240, 259, "device major 259 is already assigned to \"blkext\", refusing to reuse it for nvidia-caps"),
+            ("swapped rendered majors", &rendered, 241, 240, "device major 241 is already assigned to \"nvidia-caps\", refusing to reuse it for nvidia-caps-imex-channels"),
+        ] {
+            assert_eq!(
+                render_error(input, channels, caps).as_deref(),
+                Some(expected),
+                "{case}"
+            );
+        }
     }
 
     #[test]
@@ -412,16 +416,6 @@ mod tests {
         );
         let used = used_majors(&input).unwrap_or_default();
         assert_eq!(used.get(&5).map(String::as_str), Some("/dev/tty"));
-    }
-
-    #[test]
-    fn swapping_previously_rendered_majors_is_rejected() {
-        let once = check_golden("debian-host", 240, 241);
-        let err = render(&once, major(241), major(240)).err();
-        assert_eq!(
-            err.map(|err| err.to_string()),
-            Some("device major 241 is already assigned to \"nvidia-caps\", refusing to reuse it for nvidia-caps-imex-channels".to_owned())
-        );
     }
 
     #[test]

@@ -37,15 +37,21 @@ pub fn clique_patch(value: Option<&str>) -> serde_json::Value {
 
 /// Sets or removes [`GPU_CLIQUE_LABEL`] on `node`.
 pub async fn set_clique_label(client: Client, node: &str, value: Option<&str>) -> Result<()> {
+    merge_patch_node(client, node, clique_patch(value))
+        .await
+        .with_context(|| format!("cannot patch the {GPU_CLIQUE_LABEL} label of node {node}"))
+}
+
+/// Applies a merge patch to the Node `node`.
+async fn merge_patch_node(
+    client: Client,
+    node: &str,
+    patch: serde_json::Value,
+) -> kube::Result<()> {
     let nodes: Api<Node> = Api::all(client);
     nodes
-        .patch(
-            node,
-            &PatchParams::default(),
-            &Patch::Merge(clique_patch(value)),
-        )
-        .await
-        .with_context(|| format!("cannot patch the {GPU_CLIQUE_LABEL} label of node {node}"))?;
+        .patch(node, &PatchParams::default(), &Patch::Merge(patch))
+        .await?;
     Ok(())
 }
 
@@ -72,16 +78,9 @@ pub fn label_patch(label: Label) -> serde_json::Value {
 
 /// Sets or removes the label on `node` (a merge patch on the Node).
 pub async fn set_label(client: Client, node: &str, label: Label) -> Result<()> {
-    let nodes: Api<Node> = Api::all(client);
-    nodes
-        .patch(
-            node,
-            &PatchParams::default(),
-            &Patch::Merge(label_patch(label)),
-        )
+    merge_patch_node(client, node, label_patch(label))
         .await
-        .with_context(|| format!("cannot patch the labels of node {node}"))?;
-    Ok(())
+        .with_context(|| format!("cannot patch the labels of node {node}"))
 }
 
 /// The topology document of a ConfigMap, if it has one.

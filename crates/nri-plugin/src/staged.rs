@@ -217,6 +217,12 @@ mod tests {
         }
     }
 
+    /// Asserts that the snapshot warned exactly once, with a warning `expected` accepts.
+    fn assert_one_warning(staged: &Staged, expected: impl Fn(&str) -> bool) {
+        assert_eq!(staged.warnings.len(), 1, "{:?}", staged.warnings);
+        assert!(expected(&staged.warnings[0]), "{:?}", staged.warnings);
+    }
+
     fn paths(nodes: &[DeviceNode]) -> Vec<&str> {
         nodes
             .iter()
@@ -243,12 +249,9 @@ mod tests {
             (staged.gpu_nodes[0].major, staged.gpu_nodes[0].minor),
             (1, 3)
         );
-        assert_eq!(staged.warnings.len(), 1, "{:?}", staged.warnings);
-        assert!(
-            staged.warnings[0].contains("nvidia-broken is not a character device"),
-            "{:?}",
-            staged.warnings
-        );
+        assert_one_warning(&staged, |warning| {
+            warning.contains("nvidia-broken is not a character device")
+        });
     }
 
     #[test]
@@ -261,12 +264,9 @@ mod tests {
             ["/dev/nvidia-caps-imex-channels/channel1"]
         );
         assert!(staged.gpu_nodes.is_empty());
-        assert_eq!(staged.warnings.len(), 1);
-        assert!(
-            staged.warnings[0].starts_with("2 selected IMEX channel(s) not staged"),
-            "{:?}",
-            staged.warnings
-        );
+        assert_one_warning(&staged, |warning| {
+            warning.starts_with("2 selected IMEX channel(s) not staged")
+        });
     }
 
     #[test]

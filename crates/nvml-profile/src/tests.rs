@@ -135,11 +135,14 @@ fn num_devices_caps_the_visible_gpus() {
     assert!(message.contains("1..=4"), "{message}");
 }
 
+/// The cluster uuid the fabric identity tests write.
+fn fabric_uuid() -> FabricUuid {
+    "00000000-0000-0000-0000-0000000000ab".parse().unwrap()
+}
+
 #[test]
 fn fabric_identity_rewrites_defaults_and_device_blocks() {
-    let uuid = "00000000-0000-0000-0000-0000000000ab"
-        .parse::<FabricUuid>()
-        .unwrap();
+    let uuid = fabric_uuid();
     let profile = Profile::parse(MINIMAL)
         .unwrap()
         .with_fabric_identity(uuid, 1);
@@ -163,9 +166,7 @@ fn fabric_identity_rewrites_defaults_and_device_blocks() {
 #[test]
 fn fabric_identity_leaves_a_profile_without_fabric_alone() {
     let profile = Profile::parse(H100).unwrap();
-    let uuid = "00000000-0000-0000-0000-0000000000ab"
-        .parse::<FabricUuid>()
-        .unwrap();
+    let uuid = fabric_uuid();
     assert_eq!(profile.with_fabric_identity(uuid, 3), profile);
 }
 

@@ -82,31 +82,18 @@ pub(crate) fn document(doc: &Document) -> Result<()> {
 
 fn system(doc: &Document) -> Result<()> {
     let system = &doc.system;
-    let version_like = |text: &str, parts: std::ops::RangeInclusive<usize>| {
-        let pieces: Vec<&str> = text.split('.').collect();
-        parts.contains(&pieces.len())
-            && pieces
-                .iter()
-                .all(|piece| !piece.is_empty() && piece.bytes().all(|b| b.is_ascii_digit()))
-    };
-    if !version_like(&system.driver_version, 2..=3) {
-        return invalid(
-            "system.driver_version",
-            format!(
-                "{:?} must look like X.Y or X.Y.Z (digits)",
-                system.driver_version
-            ),
-        );
-    }
-    if !version_like(&system.nvml_version, 2..=4) {
-        return invalid(
-            "system.nvml_version",
-            format!(
-                "{:?} must look like <cuda major>.<driver version>",
-                system.nvml_version
-            ),
-        );
-    }
+    version_like(
+        "system.driver_version",
+        &system.driver_version,
+        2..=3,
+        "X.Y or X.Y.Z (digits)",
+    )?;
+    version_like(
+        "system.nvml_version",
+        &system.nvml_version,
+        2..=4,
+        "<cuda major>.<driver version>",
+    )?;
     check_len(
         "system.driver_version",
         &system.driver_version,
@@ -123,6 +110,24 @@ fn system(doc: &Document) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// `text` is `parts` dot-separated runs of digits; otherwise an error on `field` saying it must
+/// look like `shape`.
+fn version_like(
+    field: &str,
+    text: &str,
+    parts: std::ops::RangeInclusive<usize>,
+    shape: &str,
+) -> Result<()> {
+    let pieces: Vec<&str> = text.split('.').collect();
+    let digits = pieces
+        .iter()
+        .all(|piece| !piece.is_empty() && piece.bytes().all(|b| b.is_ascii_digit()));
+    if parts.contains(&pieces.len()) && digits {
+        return Ok(());
+    }
+    invalid(field, format!("{text:?} must look like {shape}"))
 }
 
 fn defaults(defaults: &DeviceDefaults) -> Result<()> {
@@ -200,25 +205,22 @@ fn device(entry: &DeviceEntry, position: usize, defaults: &DeviceDefaults) -> Re
             "is missing and device_defaults.board_id is not set",
         );
     }
-    if let Some(value) = &entry.name {
-        name(&at("name"), value)?;
-    }
-    if let Some(value) = &entry.memory {
-        memory(&at("memory"), value)?;
-    }
-    if let Some(value) = &entry.pcie {
-        pcie(&at("pcie"), value)?;
-    }
-    if let Some(value) = &entry.utilization {
-        utilization(&at("utilization"), value)?;
-    }
-    if let Some(value) = &entry.clocks {
-        clocks(&at("clocks"), value)?;
-    }
-    if let Some(value) = &entry.nvlink {
-        nvlink(&at("nvlink"), value)?;
-    }
-    Ok(())
+    if_set(&at("name"), entry.name.as_deref(), name)?;
+    if_set(&at("memory"), entry.memory.as_ref(), memory)?;
+    if_set(&at("pcie"), entry.pcie.as_ref(), pcie)?;
+    if_set(&at("utilization"), entry.utilization.as_ref(), utilization)?;
+    if_set(&at("clocks"), entry.clocks.as_ref(), clocks)?;
+    if_set(&at("nvlink"), entry.nvlink.as_ref(), nvlink)
+}
+
+/// Runs `check` on a per-device override that is set; an unset one keeps the default, which
+/// [`defaults`] checked.
+fn if_set<T: ?Sized>(
+    field: &str,
+    value: Option<&T>,
+    check: fn(&str, &T) -> Result<()>,
+) -> Result<()> {
+    value.map_or(Ok(()), |value| check(field, value))
 }
 
 fn name(field: &str, value: &str) -> Result<()> {

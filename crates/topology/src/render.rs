@@ -31,30 +31,28 @@ impl Topology {
 
 fn write_domains(out: &mut String, domains: &[Domain], indent: usize) {
     let pad = " ".repeat(indent);
-    if domains.is_empty() {
-        let _ = writeln!(out, "{pad}domains: []");
-        return;
-    }
-    let _ = writeln!(out, "{pad}domains:");
+    write_list_key(out, &pad, "domains", domains);
     for domain in domains {
         let _ = writeln!(out, "{pad}  - name: {}", scalar(&domain.name));
         let _ = writeln!(out, "{pad}    uuid: \"{}\"", domain.uuid);
-        if domain.cliques.is_empty() {
-            let _ = writeln!(out, "{pad}    cliques: []");
-            continue;
-        }
-        let _ = writeln!(out, "{pad}    cliques:");
+        write_list_key(out, &pad, "    cliques", &domain.cliques);
         for clique in &domain.cliques {
             let _ = writeln!(out, "{pad}      - id: {}", clique.id);
-            if clique.nodes.is_empty() {
-                let _ = writeln!(out, "{pad}        nodes: []");
-                continue;
-            }
-            let _ = writeln!(out, "{pad}        nodes:");
+            write_list_key(out, &pad, "        nodes", &clique.nodes);
             for node in &clique.nodes {
                 let _ = writeln!(out, "{pad}          - {}", scalar(node));
             }
         }
+    }
+}
+
+/// The line that opens the list `items` under `key`: `key:`, or the flow `key: []` when the
+/// list is empty (so that it still reads back as a list).
+fn write_list_key<T>(out: &mut String, pad: &str, key: &str, items: &[T]) {
+    if items.is_empty() {
+        let _ = writeln!(out, "{pad}{key}: []");
+    } else {
+        let _ = writeln!(out, "{pad}{key}:");
     }
 }
 

@@ -143,41 +143,45 @@ func RegistrationOverFd3(t *testing.T) {
 
 // SynchronizeWithExistingPods: the plugin answers a synchronization carrying existing pods and containers.
 func SynchronizeWithExistingPods(t *testing.T) {
-	var pods []*api.PodSandbox
-	var ctrs []*api.Container
-	for i := 0; i < 3; i++ {
-		pod := Pod("default", map[string]string{ChannelsAnno: "true"})
-		pods = append(pods, pod)
-		ctrs = append(ctrs, Ctr(pod, BaseEnv), Ctr(pod, BaseEnv))
-	}
-	rt, _, p := startExternal(t, 1, RuntimeOptions{Pods: pods, Containers: ctrs}, PluginOptions{})
+	rt, p := startWithExisting(t, 3, map[string]string{ChannelsAnno: "true"}, 2)
 	if !p.HasLog("pods=3 containers=6 more=false") {
 		t.Fatalf("plugin did not see the 3 existing pods and 6 containers:\n%s", p.Logs())
 	}
-	pod := Pod("default", nil)
-	if adj := Create(t, rt, pod, Ctr(pod, BaseEnv)); len(adj.Mounts) != 1 {
-		t.Fatalf("no injection after synchronization: %v", adj)
-	}
+	checkInjectsAfter(t, rt, "synchronization")
 }
 
 // SplitSynchronize: a state over ttrpc's 4 MiB limit is sent in parts with more=true,
 // which the plugin must answer with more=true and no updates.
 func SplitSynchronize(t *testing.T) {
-	big := strings.Repeat("x", 6000)
-	var pods []*api.PodSandbox
-	var ctrs []*api.Container
-	for i := 0; i < 1000; i++ {
-		pod := Pod("default", map[string]string{"big": big})
-		pods = append(pods, pod)
-		ctrs = append(ctrs, Ctr(pod, BaseEnv))
-	}
-	rt, _, p := startExternal(t, 1, RuntimeOptions{Pods: pods, Containers: ctrs}, PluginOptions{})
+	rt, p := startWithExisting(t, 1000, map[string]string{"big": strings.Repeat("x", 6000)}, 1)
 	if !p.HasLog("more=true") {
 		t.Fatalf("the runtime did not split the synchronization (no more=true seen):\n%s", p.Logs())
 	}
+	checkInjectsAfter(t, rt, "a split synchronization")
+}
+
+// startWithExisting starts an external plugin (one staged channel) against a runtime that
+// already runs pods pods with these annotations, each with perPod containers, so that the
+// plugin's first synchronization carries them.
+func startWithExisting(t *testing.T, pods int, annotations map[string]string, perPod int) (*Runtime, *Plugin) {
+	var sandboxes []*api.PodSandbox
+	var ctrs []*api.Container
+	for i := 0; i < pods; i++ {
+		pod := Pod("default", annotations)
+		sandboxes = append(sandboxes, pod)
+		for j := 0; j < perPod; j++ {
+			ctrs = append(ctrs, Ctr(pod, BaseEnv))
+		}
+	}
+	rt, _, p := startExternal(t, 1, RuntimeOptions{Pods: sandboxes, Containers: ctrs}, PluginOptions{})
+	return rt, p
+}
+
+// checkInjectsAfter: a container created after the synchronization (what) still gets the overlay.
+func checkInjectsAfter(t *testing.T, rt *Runtime, what string) {
 	pod := Pod("default", nil)
 	if adj := Create(t, rt, pod, Ctr(pod, BaseEnv)); len(adj.Mounts) != 1 {
-		t.Fatalf("no injection after a split synchronization: %v", adj)
+		t.Fatalf("no injection after %s: %v", what, adj)
 	}
 }
 
