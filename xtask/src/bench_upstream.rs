@@ -313,6 +313,36 @@ struct Row {
 }
 
 impl Row {
+    /// A row where less is better (time, memory, size): ours / upstream.
+    fn lower(
+        measure: impl Into<String>,
+        unit: &'static str,
+        (upstream, ours): (Samples, Samples),
+        target: f64,
+    ) -> Row {
+        Row {
+            measure: measure.into(),
+            unit,
+            upstream,
+            ours,
+            higher_is_better: false,
+            target,
+        }
+    }
+
+    /// A row where more is better (throughput): upstream / ours.
+    fn higher(
+        measure: impl Into<String>,
+        unit: &'static str,
+        samples: (Samples, Samples),
+        target: f64,
+    ) -> Row {
+        Row {
+            higher_is_better: true,
+            ..Row::lower(measure, unit, samples, target)
+        }
+    }
+
     fn ratio(&self, pick: fn(&Samples) -> f64) -> f64 {
         if self.higher_is_better {
             pick(&self.upstream) / pick(&self.ours)
@@ -379,6 +409,18 @@ fn driver(
         .read()
         .with_context(|| format!("driver {} against {}", args.join(" "), side.name))?;
     Ok(out.lines().map(str::to_owned).collect())
+}
+
+/// The `key=value` figures of the driver's first line for `args`.
+fn driver_pairs(
+    sh: &Shell,
+    program: &Path,
+    side: &Side,
+    node: &str,
+    args: &[String],
+) -> Result<BTreeMap<String, f64>> {
+    let lines = driver(sh, program, side, node, args)?;
+    parse_pairs(lines.first().map_or("", String::as_str))
 }
 
 /// What a library answers for one node: per GPU (cluster, clique, state, memory) and UUIDs.
@@ -641,14 +683,7 @@ pub fn run(sh: &Shell, args: &BenchVsUpstreamArgs) -> Result<()> {
         ),
     ] {
         let (upstream, ours) = pick(key);
-        rows.push(Row {
-            measure,
-            unit,
-            upstream,
-            ours,
-            higher_is_better: false,
-            target,
-        });
+        rows.push(Row::lower(measure, unit, (upstream, ours), target));
     }
 
     // In-process measures, one process per side per round.
@@ -659,98 +694,66 @@ pub fn run(sh: &Shell, args: &BenchVsUpstreamArgs) -> Result<()> {
     for _ in 0..args.rounds {
         for (index, side) in sides.iter().enumerate() {
             let library = side.library.display().to_string();
-            let line = driver(
-                sh,
-                &program,
-                side,
-                &node,
-                &["cycle".into(), library.clone(), args.cycles.to_string()],
-            )?;
-            let pairs = parse_pairs(line.first().map_or("", String::as_str))?;
+            let run = |argv: &[String]| driver_pairs(sh, &program, side, &node, argv);
+            let pairs = run(&["cycle".into(), library.clone(), args.cycles.to_string()])?;
             cycle_mean[index].0.push(pairs["cycle_mean_us"]);
             cycle_min[index].0.push(pairs["cycle_min_us"]);
-            let line = driver(
-                sh,
-                &program,
-                side,
-                &node,
-                &["queries".into(), library.clone(), args.cycles.to_string()],
-            )?;
-            let pairs = parse_pairs(line.first().map_or("", String::as_str))?;
+            let pairs = run(&["queries".into(), library.clone(), args.cycles.to_string()])?;
             query[index].0.push(pairs["round_median_us"]);
-            let line = driver(
-                sh,
-                &program,
-                side,
-                &node,
-                &[
-                    "threads".into(),
-                    library,
-                    "8".into(),
-                    args.thread_rounds.to_string(),
-                ],
-            )?;
-            let pairs = parse_pairs(line.first().map_or("", String::as_str))?;
+            let pairs = run(&[
+                "threads".into(),
+                library,
+                "8".into(),
+                args.thread_rounds.to_string(),
+            ])?;
             threads[index].0.push(pairs["rounds_per_s"]);
         }
     }
     let [up, me] = cycle_mean;
-    rows.push(Row {
-        measure: format!(
+    rows.push(Row::lower(
+        format!(
             "init → 4 × (handle, fabric v1, fabric v3, uuid, memory) → shutdown, mean of {}",
             args.cycles
         ),
-        unit: "µs",
-        upstream: up,
-        ours: me,
-        higher_is_better: false,
-        target: 0.1,
-    });
+        "µs",
+        (up, me),
+        0.1,
+    ));
     let [up, me] = cycle_min;
-    rows.push(Row {
-        measure: "the same cycle, fastest iteration".into(),
-        unit: "µs",
-        upstream: up,
-        ours: me,
-        higher_is_better: false,
-        target: 0.1,
-    });
+    rows.push(Row::lower(
+        "the same cycle, fastest iteration",
+        "µs",
+        (up, me),
+        0.1,
+    ));
     let [up, me] = query;
-    rows.push(Row {
-        measure: "one round of queries with init held, median".into(),
-        unit: "µs",
-        upstream: up,
-        ours: me,
-        higher_is_better: false,
-        target: 0.1,
-    });
+    rows.push(Row::lower(
+        "one round of queries with init held, median",
+        "µs",
+        (up, me),
+        0.1,
+    ));
     let [up, me] = threads;
-    rows.push(Row {
-        measure: format!("8 threads × {} query rounds", args.thread_rounds),
-        unit: "rounds/s",
-        upstream: up,
-        ours: me,
-        higher_is_better: true,
-        target: 0.1,
-    });
+    rows.push(Row::higher(
+        format!("8 threads × {} query rounds", args.thread_rounds),
+        "rounds/s",
+        (up, me),
+        0.1,
+    ));
     let (upstream, ours) = pick("hwm_kb");
-    rows.push(Row {
-        measure: "peak RSS after init and one round of queries".into(),
-        unit: "kB",
-        upstream,
-        ours,
-        higher_is_better: false,
-        target: f64::INFINITY,
-    });
+    rows.push(Row::lower(
+        "peak RSS after init and one round of queries",
+        "kB",
+        (upstream, ours),
+        f64::INFINITY,
+    ));
     let (upstream, ours) = pick("increment_kb");
-    rows.push(Row {
-        measure: "peak RSS increment of dlopen + init + one round (the library's share)".into(),
-        unit: "kB",
-        upstream,
-        ours,
-        higher_is_better: false,
-        target: 0.2,
-    });
+    rows.push(Row::lower(
+        "peak RSS increment of dlopen + init + one round (the library's share)",
+        "kB",
+        (upstream, ours),
+        0.2,
+    ));
 
     // Whole processes: check-fabric, pynvml, go-nvml.
     let python_probe = root.join("xtask/bench/pynvml_probe.py");
@@ -770,8 +773,7 @@ pub fn run(sh: &Shell, args: &BenchVsUpstreamArgs) -> Result<()> {
             for (which, command) in commands.iter().enumerate() {
                 let mut argv = vec!["time".to_owned(), args.processes.to_string()];
                 argv.extend(command.iter().cloned());
-                let line = driver(sh, &program, side, &node, &argv)?;
-                let pairs = parse_pairs(line.first().map_or("", String::as_str))?;
+                let pairs = driver_pairs(sh, &program, side, &node, &argv)?;
                 process[which][index].0 .0.push(pairs["wall_median_us"]);
                 process[which][index].1 .0.push(pairs["maxrss_median_kb"]);
             }
@@ -779,77 +781,61 @@ pub fn run(sh: &Shell, args: &BenchVsUpstreamArgs) -> Result<()> {
     }
     let [check, pynvml, go, floor_static, floor_empty_go] = process;
     let [(up_wall, up_rss), (my_wall, my_rss)] = check;
-    rows.push(Row {
-        measure: "check-fabric whole process".into(),
-        unit: "µs",
-        upstream: up_wall,
-        ours: my_wall,
-        higher_is_better: false,
-        target: 0.1,
-    });
-    rows.push(Row {
-        measure: "check-fabric peak RSS".into(),
-        unit: "kB",
-        upstream: up_rss,
-        ours: my_rss,
-        higher_is_better: false,
-        target: 0.2,
-    });
+    rows.push(Row::lower(
+        "check-fabric whole process",
+        "µs",
+        (up_wall, my_wall),
+        0.1,
+    ));
+    rows.push(Row::lower(
+        "check-fabric peak RSS",
+        "kB",
+        (up_rss, my_rss),
+        0.2,
+    ));
     let [(up_wall, _), (my_wall, _)] = pynvml;
-    rows.push(Row {
-        measure: "pynvml process (init, 4 × handle/fabric/uuid/memory, shutdown)".into(),
-        unit: "µs",
-        upstream: up_wall,
-        ours: my_wall,
-        higher_is_better: false,
-        target: f64::INFINITY,
-    });
+    rows.push(Row::lower(
+        "pynvml process (init, 4 × handle/fabric/uuid/memory, shutdown)",
+        "µs",
+        (up_wall, my_wall),
+        f64::INFINITY,
+    ));
     let [(up_wall, _), (my_wall, _)] = go;
-    rows.push(Row {
-        measure: "go-nvml process (the same calls)".into(),
-        unit: "µs",
-        upstream: up_wall,
-        ours: my_wall,
-        higher_is_better: false,
-        target: 0.1,
-    });
+    rows.push(Row::lower(
+        "go-nvml process (the same calls)",
+        "µs",
+        (up_wall, my_wall),
+        0.1,
+    ));
 
     // The floors: the same program on both sides, so their ratio only shows the noise.
     let [up, me] = bare;
-    rows.push(Row {
-        measure: "floor of the start rows: spawn → main() of the driver, no library".into(),
-        unit: "µs",
-        upstream: up,
-        ours: me,
-        higher_is_better: false,
-        target: f64::INFINITY,
-    });
+    rows.push(Row::lower(
+        "floor of the start rows: spawn → main() of the driver, no library",
+        "µs",
+        (up, me),
+        f64::INFINITY,
+    ));
     let [(up_wall, up_rss), (my_wall, my_rss)] = floor_static;
-    rows.push(Row {
-        measure: "floor of the process rows: a static C program that does nothing".into(),
-        unit: "µs",
-        upstream: up_wall,
-        ours: my_wall,
-        higher_is_better: false,
-        target: f64::INFINITY,
-    });
-    rows.push(Row {
-        measure: "its peak RSS".into(),
-        unit: "kB",
-        upstream: up_rss,
-        ours: my_rss,
-        higher_is_better: false,
-        target: f64::INFINITY,
-    });
+    rows.push(Row::lower(
+        "floor of the process rows: a static C program that does nothing",
+        "µs",
+        (up_wall, my_wall),
+        f64::INFINITY,
+    ));
+    rows.push(Row::lower(
+        "its peak RSS",
+        "kB",
+        (up_rss, my_rss),
+        f64::INFINITY,
+    ));
     let [(up_wall, _), (my_wall, _)] = floor_empty_go;
-    rows.push(Row {
-        measure: "floor of the go-nvml row: an empty Go program".into(),
-        unit: "µs",
-        upstream: up_wall,
-        ours: my_wall,
-        higher_is_better: false,
-        target: f64::INFINITY,
-    });
+    rows.push(Row::lower(
+        "floor of the go-nvml row: an empty Go program",
+        "µs",
+        (up_wall, my_wall),
+        f64::INFINITY,
+    ));
 
     // Library size, stripped.
     let mut sizes = Vec::new();
@@ -859,14 +845,12 @@ pub fn run(sh: &Shell, args: &BenchVsUpstreamArgs) -> Result<()> {
         cmd!(sh, "strip {copy}").run()?;
         sizes.push(fs::metadata(&copy)?.len() as f64 / 1000.0);
     }
-    rows.push(Row {
-        measure: "library size, stripped (`strip`)".into(),
-        unit: "kB",
-        upstream: Samples(vec![sizes[0]]),
-        ours: Samples(vec![sizes[1]]),
-        higher_is_better: false,
-        target: 0.1,
-    });
+    rows.push(Row::lower(
+        "library size, stripped (`strip`)",
+        "kB",
+        (Samples(vec![sizes[0]]), Samples(vec![sizes[1]])),
+        0.1,
+    ));
 
     eprintln!("    measured in {:.0} s", started.elapsed().as_secs_f64());
     println!();
