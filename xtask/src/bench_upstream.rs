@@ -317,7 +317,7 @@ impl Row {
     fn lower(
         measure: impl Into<String>,
         unit: &'static str,
-        (upstream, ours): (Samples, Samples),
+        [upstream, ours]: [Samples; 2],
         target: f64,
     ) -> Row {
         Row {
@@ -334,7 +334,7 @@ impl Row {
     fn higher(
         measure: impl Into<String>,
         unit: &'static str,
-        samples: (Samples, Samples),
+        samples: [Samples; 2],
         target: f64,
     ) -> Row {
         Row {
@@ -658,11 +658,11 @@ pub fn run(sh: &Shell, args: &BenchVsUpstreamArgs) -> Result<()> {
             }
         }
     }
-    let pick = |key: &str| -> (Samples, Samples) {
-        (
+    let pick = |key: &str| -> [Samples; 2] {
+        [
             start[0].get(key).cloned().unwrap_or_default(),
             start[1].get(key).cloned().unwrap_or_default(),
-        )
+        ]
     };
     for (measure, key, unit, target) in [
         (
@@ -682,8 +682,7 @@ pub fn run(sh: &Shell, args: &BenchVsUpstreamArgs) -> Result<()> {
             0.1,
         ),
     ] {
-        let (upstream, ours) = pick(key);
-        rows.push(Row::lower(measure, unit, (upstream, ours), target));
+        rows.push(Row::lower(measure, unit, pick(key), target));
     }
 
     // In-process measures, one process per side per round.
@@ -709,55 +708,50 @@ pub fn run(sh: &Shell, args: &BenchVsUpstreamArgs) -> Result<()> {
             threads[index].0.push(pairs["rounds_per_s"]);
         }
     }
-    let [up, me] = cycle_mean;
     rows.push(Row::lower(
         format!(
             "init → 4 × (handle, fabric v1, fabric v3, uuid, memory) → shutdown, mean of {}",
             args.cycles
         ),
         "µs",
-        (up, me),
+        cycle_mean,
         0.1,
     ));
-    let [up, me] = cycle_min;
     rows.push(Row::lower(
         "the same cycle, fastest iteration",
         "µs",
-        (up, me),
+        cycle_min,
         0.1,
     ));
-    let [up, me] = query;
     rows.push(Row::lower(
         "one round of queries with init held, median",
         "µs",
-        (up, me),
+        query,
         0.1,
     ));
-    let [up, me] = threads;
     rows.push(Row::higher(
         format!("8 threads × {} query rounds", args.thread_rounds),
         "rounds/s",
-        (up, me),
+        threads,
         0.1,
     ));
-    let (upstream, ours) = pick("hwm_kb");
     rows.push(Row::lower(
         "peak RSS after init and one round of queries",
         "kB",
-        (upstream, ours),
+        pick("hwm_kb"),
         f64::INFINITY,
     ));
-    let (upstream, ours) = pick("increment_kb");
     rows.push(Row::lower(
         "peak RSS increment of dlopen + init + one round (the library's share)",
         "kB",
-        (upstream, ours),
+        pick("increment_kb"),
         0.2,
     ));
 
     // Whole processes: check-fabric, pynvml, go-nvml.
     let python_probe = root.join("xtask/bench/pynvml_probe.py");
-    let mut process: [[(Samples, Samples); 2]; 5] = Default::default();
+    let mut wall: [[Samples; 2]; 5] = Default::default();
+    let mut rss: [[Samples; 2]; 5] = Default::default();
     for _ in 0..args.rounds {
         for (index, side) in sides.iter().enumerate() {
             let commands: [Vec<String>; 5] = [
@@ -774,68 +768,46 @@ pub fn run(sh: &Shell, args: &BenchVsUpstreamArgs) -> Result<()> {
                 let mut argv = vec!["time".to_owned(), args.processes.to_string()];
                 argv.extend(command.iter().cloned());
                 let pairs = driver_pairs(sh, &program, side, &node, &argv)?;
-                process[which][index].0 .0.push(pairs["wall_median_us"]);
-                process[which][index].1 .0.push(pairs["maxrss_median_kb"]);
+                wall[which][index].0.push(pairs["wall_median_us"]);
+                rss[which][index].0.push(pairs["maxrss_median_kb"]);
             }
         }
     }
-    let [check, pynvml, go, floor_static, floor_empty_go] = process;
-    let [(up_wall, up_rss), (my_wall, my_rss)] = check;
-    rows.push(Row::lower(
-        "check-fabric whole process",
-        "µs",
-        (up_wall, my_wall),
-        0.1,
-    ));
-    rows.push(Row::lower(
-        "check-fabric peak RSS",
-        "kB",
-        (up_rss, my_rss),
-        0.2,
-    ));
-    let [(up_wall, _), (my_wall, _)] = pynvml;
-    rows.push(Row::lower(
-        "pynvml process (init, 4 × handle/fabric/uuid/memory, shutdown)",
-        "µs",
-        (up_wall, my_wall),
-        f64::INFINITY,
-    ));
-    let [(up_wall, _), (my_wall, _)] = go;
-    rows.push(Row::lower(
-        "go-nvml process (the same calls)",
-        "µs",
-        (up_wall, my_wall),
-        0.1,
-    ));
-
-    // The floors: the same program on both sides, so their ratio only shows the noise.
-    let [up, me] = bare;
-    rows.push(Row::lower(
-        "floor of the start rows: spawn → main() of the driver, no library",
-        "µs",
-        (up, me),
-        f64::INFINITY,
-    ));
-    let [(up_wall, up_rss), (my_wall, my_rss)] = floor_static;
-    rows.push(Row::lower(
-        "floor of the process rows: a static C program that does nothing",
-        "µs",
-        (up_wall, my_wall),
-        f64::INFINITY,
-    ));
-    rows.push(Row::lower(
-        "its peak RSS",
-        "kB",
-        (up_rss, my_rss),
-        f64::INFINITY,
-    ));
-    let [(up_wall, _), (my_wall, _)] = floor_empty_go;
-    rows.push(Row::lower(
-        "floor of the go-nvml row: an empty Go program",
-        "µs",
-        (up_wall, my_wall),
-        f64::INFINITY,
-    ));
+    let [check, pynvml, go, floor_static, floor_empty_go] = wall;
+    let [check_rss, _, _, floor_static_rss, _] = rss;
+    for (measure, unit, samples, target) in [
+        ("check-fabric whole process", "µs", check, 0.1),
+        ("check-fabric peak RSS", "kB", check_rss, 0.2),
+        (
+            "pynvml process (init, 4 × handle/fabric/uuid/memory, shutdown)",
+            "µs",
+            pynvml,
+            f64::INFINITY,
+        ),
+        ("go-nvml process (the same calls)", "µs", go, 0.1),
+        // The floors: the same program on both sides, so their ratio only shows the noise.
+        (
+            "floor of the start rows: spawn → main() of the driver, no library",
+            "µs",
+            bare,
+            f64::INFINITY,
+        ),
+        (
+            "floor of the process rows: a static C program that does nothing",
+            "µs",
+            floor_static,
+            f64::INFINITY,
+        ),
+        ("its peak RSS", "kB", floor_static_rss, f64::INFINITY),
+        (
+            "floor of the go-nvml row: an empty Go program",
+            "µs",
+            floor_empty_go,
+            f64::INFINITY,
+        ),
+    ] {
+        rows.push(Row::lower(measure, unit, samples, target));
+    }
 
     // Library size, stripped.
     let mut sizes = Vec::new();
@@ -848,7 +820,7 @@ pub fn run(sh: &Shell, args: &BenchVsUpstreamArgs) -> Result<()> {
     rows.push(Row::lower(
         "library size, stripped (`strip`)",
         "kB",
-        (Samples(vec![sizes[0]]), Samples(vec![sizes[1]])),
+        [Samples(vec![sizes[0]]), Samples(vec![sizes[1]])],
         0.1,
     ));
 
