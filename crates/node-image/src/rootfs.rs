@@ -140,7 +140,7 @@ pub fn debootstrap(
         eprintln!("    reusing {}", dir.display());
         return Ok(dir);
     }
-    if crate::tools::find_program("debootstrap").is_none() {
+    if xtask_support::tools::find_program("debootstrap").is_none() {
         bail!("debootstrap is not installed: apt-get install debootstrap");
     }
     let partial = dir.with_extension("partial");

@@ -334,7 +334,7 @@ mod tests {
 
     #[test]
     fn the_repository_pins_parse_and_validate() {
-        let versions = crate::tools::read_versions().expect("versions.toml parses");
+        let versions = xtask_support::tools::read_versions().expect("versions.toml parses");
         let pins = NodePins::from_versions(&versions).expect("[node] is valid");
         assert_eq!(pins.kube().expect("valid").major, 1);
     }

@@ -14,7 +14,7 @@ use anyhow::{bail, format_err, Context, Result};
 use sha2::{Digest, Sha256};
 use xshell::{cmd, Shell};
 
-use crate::node_image::{
+use crate::{
     gomod,
     pins::{self, NodePins, Semver},
     rootfs,
@@ -494,7 +494,7 @@ mod tests {
 
     #[test]
     fn the_component_table_is_in_the_order_binaries_reads_it() {
-        let versions = crate::tools::read_versions().expect("versions.toml parses");
+        let versions = xtask_support::tools::read_versions().expect("versions.toml parses");
         let pins = NodePins::from_versions(&versions).expect("[node] is valid");
         let table = components(&pins, &super::super::inputs_dir()).expect("components");
         let names: Vec<&str> = table.iter().map(|it| it.name).collect();

@@ -18,7 +18,7 @@ use std::{
 use anyhow::{bail, format_err, Context, Result};
 use xshell::{cmd, Shell};
 
-use crate::node_image::{
+use crate::{
     go::{go_components, Binaries},
     pins::{self, NodePins},
     rootfs,
@@ -52,7 +52,7 @@ const KUBE_STATIC: [&str; 3] = [
 
 /// Builds the node image `image` for `pins`; `key` is the full cache key.
 pub fn build(sh: &Shell, pins: &NodePins, key: &str, image: &str, inputs: &Path) -> Result<()> {
-    let cache = crate::dirs::cache_dir()?;
+    let cache = xtask_support::dirs::cache_dir()?;
     let short = &key[..12];
     let work = fresh_work_dir(&cache, short)?;
     let mut progress = Progress {
