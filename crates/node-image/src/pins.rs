@@ -288,11 +288,7 @@ pub fn cache_key(pins: &NodePins, files: &[InputFile]) -> String {
         hasher.update((file.contents.len() as u64).to_le_bytes());
         hasher.update(&file.contents);
     }
-    hasher
-        .finalize()
-        .iter()
-        .map(|byte| format!("{byte:02x}"))
-        .collect()
+    format!("{:x}", hasher.finalize())
 }
 
 /// `cdsim/kind-node:<kubernetes>-<first 12 hex of the key>`.
