@@ -10,7 +10,6 @@ mod archive;
 mod bench_upstream;
 mod ci;
 mod cluster;
-mod dirs;
 mod doctor;
 mod fabric;
 mod faults;
@@ -36,7 +35,7 @@ mod tidy;
 mod tools;
 mod workers;
 
-pub use dirs::project_root;
+pub use xtask_support::{dirs, project_root};
 
 use std::process::ExitCode;
 

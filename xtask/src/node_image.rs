@@ -1,218 +1,24 @@
-//! `cargo xtask node-image`: the offline kind node image, built from pinned sources.
-//!
-//! No registry and no GitHub: a debootstrapped Debian rootfs, containerd, runc,
-//! CNI plugins, crictl, the Kubernetes binaries, etcd and CoreDNS from the Go
-//! module proxy, pause from the Kubernetes module's `pause.c`, our own pod
-//! network daemon (`manifests/node-image/kindnet`), every control-plane image
-//! preloaded into the node's containerd under the names kubeadm expects.
-//!
-//! The result is tagged `cdsim/kind-node:<kubernetes>-<12 hex>`, the hex being
-//! the cache key over the `[node]` pins, the files under `manifests/node-image`
-//! and the recipe version; an existing tag is reused without building.
+//! The offline node image (crate `node-image`) with what xtask owns around
+//! it: the Docker engine is made usable first (`tools::ensure_engine`, which
+//! may start dockerd as root), then the crate builds or reuses the image.
+//! The crate's smoke checks take the kind binary from
+//! `tools::ensure_tool(sh, Tool::Kind)`.
 
-mod build;
-mod go;
-mod gomod;
-mod pins;
-mod rootfs;
-mod smoke;
-
-use std::{fs, path::PathBuf};
-
-use anyhow::{Context, Result};
-use xshell::{cmd, Shell};
+use anyhow::Result;
+use xshell::Shell;
 
 use crate::{flags::NodeImageArgs, tools};
 
-// Called by the orchestration (`up`, `ci`) once they wire it in.
-#[allow(unused_imports)]
-pub use smoke::smoke_check;
-
-/// Builds (or reuses) the node image and prints its reference on stdout.
+/// `cargo xtask node-image`: builds (or reuses) the node image and prints its
+/// reference on stdout.
 pub fn run(sh: &Shell, args: &NodeImageArgs) -> Result<()> {
-    let image = ensure_node_image(sh, args.rebuild)?;
-    println!("{image}");
-    Ok(())
+    tools::ensure_engine(sh)?;
+    ::node_image::run(sh, args.rebuild)
 }
 
-/// The node image for the current pins and files: reused when docker already
-/// has the tag (unless `rebuild`), built otherwise. Returns the image ref.
+/// The node image for the current pins and files ([`::node_image::ensure_node_image`]),
+/// with the engine made usable first. Returns the image ref.
 pub fn ensure_node_image(sh: &Shell, rebuild: bool) -> Result<String> {
     tools::ensure_engine(sh)?;
-    let versions = tools::read_versions()?;
-    let pins = pins::NodePins::from_versions(&versions)?;
-    let inputs = inputs_dir();
-    let files = input_files(&inputs)?;
-    let key = pins::cache_key(&pins, &files);
-    let image = pins::node_image_ref(&pins, &key);
-    if !rebuild && image_exists(sh, &image) {
-        eprintln!(
-            "==> reusing node image {image} (cached by pins and files; --rebuild to build again)"
-        );
-        return Ok(image);
-    }
-    let _lock = lock_builds()?;
-    if !rebuild && image_exists(sh, &image) {
-        eprintln!("==> reusing node image {image} (another run just built it)");
-        return Ok(image);
-    }
-    eprintln!("==> building node image {image}");
-    build::build(sh, &pins, &key, &image, &inputs)?;
-    prune_old_images(sh, &image);
-    Ok(image)
-}
-
-/// `manifests/node-image`: the static inputs of the image.
-fn inputs_dir() -> PathBuf {
-    crate::project_root().join("manifests/node-image")
-}
-
-/// Every file under the inputs directory, for the cache key.
-fn input_files(dir: &std::path::Path) -> Result<Vec<pins::InputFile>> {
-    rootfs::walk_files(dir)?
-        .into_iter()
-        .map(|(path, executable)| {
-            let contents = fs::read(dir.join(&path)).with_context(|| format!("reading {path}"))?;
-            Ok(pins::InputFile {
-                path,
-                executable,
-                contents,
-            })
-        })
-        .collect()
-}
-
-/// One node image build per machine at a time: a second run waits here
-/// (they share the cache, the work directory and the build container name).
-fn lock_builds() -> Result<fs::File> {
-    let dir = crate::dirs::ensure(&crate::dirs::cache_dir()?)?;
-    tools::lock_file(&dir.join("node-image.lock"))
-}
-
-/// Removes other `cdsim/kind-node` tags (each is over a gigabyte); images a
-/// container still uses stay, since docker refuses to remove them.
-fn prune_old_images(sh: &Shell, keep: &str) {
-    let repo = pins::NODE_IMAGE_REPO;
-    let Ok(listed) = cmd!(
-        sh,
-        "docker images {repo} --format '{{.Repository}}:{{.Tag}}'"
-    )
-    .quiet()
-    .read() else {
-        return;
-    };
-    for old in listed
-        .lines()
-        .map(str::trim)
-        .filter(|name| !name.is_empty() && *name != keep)
-    {
-        if cmd!(sh, "docker rmi {old}")
-            .quiet()
-            .ignore_stdout()
-            .ignore_stderr()
-            .run()
-            .is_ok()
-        {
-            eprintln!("    removed the superseded node image {old}");
-        }
-    }
-}
-
-fn image_exists(sh: &Shell, image: &str) -> bool {
-    cmd!(sh, "docker image inspect --format '{{.Id}}' {image}")
-        .quiet()
-        .ignore_stdout()
-        .ignore_stderr()
-        .run()
-        .is_ok()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_inputs_hash_to_a_stable_key() {
-        let versions = tools::read_versions().expect("pins parse");
-        let pins = pins::NodePins::from_versions(&versions).expect("valid");
-        let files = input_files(&inputs_dir()).expect("inputs readable");
-        let paths: Vec<&str> = files.iter().map(|f| f.path.as_str()).collect();
-        for required in [
-            "rootfs/usr/local/bin/entrypoint",
-            "rootfs/etc/containerd/config.toml",
-            "kindnet/default-cni.yaml",
-            "packages/node.txt",
-        ] {
-            assert!(
-                paths.contains(&required),
-                "{required} missing from {paths:?}"
-            );
-        }
-        let entrypoint = files
-            .iter()
-            .find(|f| f.path == "rootfs/usr/local/bin/entrypoint")
-            .expect("present");
-        assert!(entrypoint.executable, "the entrypoint must stay executable");
-        assert_eq!(
-            pins::cache_key(&pins, &files),
-            pins::cache_key(&pins, &files)
-        );
-    }
-
-    #[test]
-    fn the_containerd_config_enables_nri_on_the_expected_socket() {
-        let config = fs::read_to_string(inputs_dir().join("rootfs/etc/containerd/config.toml"))
-            .expect("readable");
-        let table: toml::Table = config.parse().expect("valid TOML");
-        let plugins = &table["plugins"];
-        assert_eq!(
-            plugins["io.containerd.nri.v1.nri"]["disable"].as_bool(),
-            Some(false)
-        );
-        assert_eq!(
-            plugins["io.containerd.nri.v1.nri"]["socket_path"].as_str(),
-            Some(smoke::NRI_SOCKET)
-        );
-        assert_eq!(
-            plugins["io.containerd.grpc.v1.cri"]["sandbox_image"].as_str(),
-            Some("@PAUSE_IMAGE@")
-        );
-    }
-
-    #[test]
-    fn the_cluster_config_is_one_control_plane_and_four_labelled_workers() {
-        let path = crate::project_root().join("manifests/kind/cluster.yaml");
-        let text = fs::read_to_string(path).expect("readable");
-        let config: serde_yaml::Value = serde_yaml::from_str(&text).expect("valid YAML");
-        let nodes = config["nodes"].as_sequence().expect("nodes");
-        let roles: Vec<&str> = nodes
-            .iter()
-            .map(|n| n["role"].as_str().expect("role"))
-            .collect();
-        assert_eq!(
-            roles,
-            ["control-plane", "worker", "worker", "worker", "worker"]
-        );
-        let cliques: Vec<&str> = nodes[1..]
-            .iter()
-            .map(|n| n["labels"]["nvml-mock/clique"].as_str().expect("label"))
-            .collect();
-        assert_eq!(cliques, ["0", "0", "1", "1"]);
-        let patch = config["containerdConfigPatches"][0]
-            .as_str()
-            .expect("patch");
-        let patch: toml::Table = patch.parse().expect("the patch is TOML");
-        assert_eq!(
-            patch["plugins"]["io.containerd.nri.v1.nri"]["disable"].as_bool(),
-            Some(false)
-        );
-        assert_eq!(
-            patch["plugins"]["io.containerd.nri.v1.nri"]["socket_path"].as_str(),
-            Some(smoke::NRI_SOCKET)
-        );
-        assert_eq!(
-            patch["plugins"]["io.containerd.grpc.v1.cri"]["enable_cdi"].as_bool(),
-            Some(true)
-        );
-    }
+    ::node_image::ensure_node_image(sh, rebuild)
 }

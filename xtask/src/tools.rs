@@ -14,7 +14,7 @@ use std::{
     time::Instant,
 };
 
-use anyhow::{bail, format_err, Context, Result};
+use anyhow::{bail, Context, Result};
 use xshell::{cmd, Shell};
 
 use crate::doctor::{parse_version, Version};
@@ -22,6 +22,7 @@ use crate::doctor::{parse_version, Version};
 mod host;
 
 pub use host::{ensure_engine, ensure_host, host_fix_message, host_fixes, host_setup_command};
+pub use xtask_support::tools::{find_program, lock_file, read_versions};
 
 /// A command-line tool installed from the Go module proxy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,19 +69,6 @@ impl Tool {
     }
 }
 
-/// The parsed `manifests/versions.toml`.
-pub fn read_versions() -> Result<toml::Table> {
-    let path = crate::project_root().join("manifests/versions.toml");
-    let text = fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
-    parse_versions(&text).with_context(|| format!("parsing {}", path.display()))
-}
-
-/// Parses the pins file.
-pub fn parse_versions(text: &str) -> Result<toml::Table> {
-    text.parse::<toml::Table>()
-        .map_err(|err| format_err!("invalid TOML: {err}"))
-}
-
 /// The version `[tools]` pins for `tool`, validated as `vMAJOR.MINOR.PATCH`.
 pub fn tool_version(versions: &toml::Table, tool: Tool) -> Result<String> {
     let Some(value) = versions
@@ -116,38 +104,6 @@ pub fn is_go_version(version: &str) -> bool {
         && parts
             .iter()
             .all(|part| !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit()))
-}
-
-/// An exclusive lock on `path` (created if needed), held until the file is
-/// dropped; waits, saying so, when another process holds it.
-pub fn lock_file(path: &Path) -> Result<fs::File> {
-    let file = fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(path)
-        .with_context(|| format!("opening {}", path.display()))?;
-    match file.try_lock() {
-        Ok(()) => return Ok(file),
-        Err(fs::TryLockError::WouldBlock) => {
-            eprintln!("==> another run holds {}: waiting for it", path.display());
-        }
-        Err(fs::TryLockError::Error(err)) => {
-            return Err(err).with_context(|| format!("locking {}", path.display()));
-        }
-    }
-    file.lock()
-        .with_context(|| format!("locking {}", path.display()))?;
-    Ok(file)
-}
-
-/// `name` on `PATH` or in the sbin directories (which a non-login PATH may lack).
-pub fn find_program(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path)
-        .chain(["/usr/local/sbin", "/usr/sbin", "/sbin"].map(PathBuf::from))
-        .map(|dir| dir.join(name))
-        .find(|candidate| candidate.is_file())
 }
 
 /// Where a tool came from.
@@ -379,6 +335,7 @@ mod tests {
         CAPFILTER_RUNTIME,
     };
     use super::*;
+    use xtask_support::tools::parse_versions;
 
     #[test]
     fn versions_are_checked() {
@@ -458,23 +415,6 @@ mod tests {
             .expect_err("foreign");
         assert!(err.to_string().contains("merge the two by hand"), "{err}");
         assert!(daemon_json_with_runtime("[1]", wrapper).is_err());
-    }
-
-    #[test]
-    fn lock_file_excludes_a_second_holder_until_dropped() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("x.lock");
-        let held = lock_file(&path).expect("first lock");
-        let other = fs::OpenOptions::new()
-            .write(true)
-            .open(&path)
-            .expect("open");
-        assert!(matches!(
-            other.try_lock(),
-            Err(fs::TryLockError::WouldBlock)
-        ));
-        drop(held);
-        other.try_lock().expect("free after the holder is dropped");
     }
 
     #[test]

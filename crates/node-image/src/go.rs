@@ -14,7 +14,7 @@ use anyhow::{bail, format_err, Context, Result};
 use sha2::{Digest, Sha256};
 use xshell::{cmd, Shell};
 
-use crate::node_image::{
+use crate::{
     gomod,
     pins::{self, NodePins, Semver},
     rootfs,
@@ -480,12 +480,7 @@ fn tree_digest(dir: &Path) -> Result<String> {
         hasher.update(format!("{relative}\0{executable}\0{}\0", contents.len()));
         hasher.update(&contents);
     }
-    Ok(hasher
-        .finalize()
-        .iter()
-        .take(6)
-        .map(|b| format!("{b:02x}"))
-        .collect())
+    Ok(format!("{:x}", hasher.finalize())[..12].to_owned())
 }
 
 #[cfg(test)]
@@ -493,8 +488,18 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_tree_digest_is_the_first_12_lowercase_hex_of_the_sha256() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        // Nothing hashed: sha256 of the empty input.
+        assert_eq!(tree_digest(dir.path()).expect("empty"), "e3b0c44298fc");
+        fs::write(dir.path().join("a"), "x").expect("write");
+        // sha256 of "a\0false\0" "1\0" "x": name, mode, length, contents.
+        assert_eq!(tree_digest(dir.path()).expect("one file"), "58c124bb0c34");
+    }
+
+    #[test]
     fn the_component_table_is_in_the_order_binaries_reads_it() {
-        let versions = crate::tools::read_versions().expect("versions.toml parses");
+        let versions = xtask_support::tools::read_versions().expect("versions.toml parses");
         let pins = NodePins::from_versions(&versions).expect("[node] is valid");
         let table = components(&pins, &super::super::inputs_dir()).expect("components");
         let names: Vec<&str> = table.iter().map(|it| it.name).collect();

@@ -43,6 +43,15 @@ pub struct NodePins {
     pub network_policies: String,
 }
 
+/// What a pin's value is, for [`NodePins::validate`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PinKind {
+    /// A Go module release, `vMAJOR.MINOR.PATCH`.
+    Module,
+    /// A Debian suite, an image tag or a tag suffix, each checked on its own.
+    Other,
+}
+
 /// A release version `vMAJOR.MINOR.PATCH`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Semver {
@@ -106,17 +115,10 @@ impl NodePins {
                 self.debian_suite
             );
         }
-        for (key, value) in [
-            ("kubernetes", &self.kubernetes),
-            ("containerd", &self.containerd),
-            ("runc", &self.runc),
-            ("cni_plugins", &self.cni_plugins),
-            ("crictl", &self.crictl),
-            ("etcd", &self.etcd),
-            ("coredns", &self.coredns),
-            ("network_policies", &self.network_policies),
-        ] {
-            Semver::parse(value).with_context(|| format!("[node].{key}"))?;
+        for (key, value, kind) in self.entries() {
+            if kind == PinKind::Module {
+                Semver::parse(value).with_context(|| format!("[node].{key}"))?;
+            }
         }
         let kube = self.kube()?;
         if kube.major != 1 {
@@ -152,23 +154,32 @@ impl NodePins {
         Semver::parse(&self.kubernetes).context("[node].kubernetes")
     }
 
+    /// Every pin as (its key in `[node]`, its value, what it is), in the
+    /// order of the struct.
+    fn entries(&self) -> [(&'static str, &str, PinKind); 11] {
+        use PinKind::{Module, Other};
+        [
+            ("debian_suite", &self.debian_suite, Other),
+            ("kubernetes", &self.kubernetes, Module),
+            ("containerd", &self.containerd, Module),
+            ("runc", &self.runc, Module),
+            ("cni_plugins", &self.cni_plugins, Module),
+            ("crictl", &self.crictl, Module),
+            ("etcd", &self.etcd, Module),
+            ("etcd_image_revision", &self.etcd_image_revision, Other),
+            ("coredns", &self.coredns, Module),
+            ("pause", &self.pause, Other),
+            ("network_policies", &self.network_policies, Module),
+        ]
+    }
+
     /// The pins as sorted `key=value` lines (the canonical form hashed into the key).
     pub fn canonical(&self) -> String {
-        let map: BTreeMap<&str, &str> = [
-            ("debian_suite", self.debian_suite.as_str()),
-            ("kubernetes", &self.kubernetes),
-            ("containerd", &self.containerd),
-            ("runc", &self.runc),
-            ("cni_plugins", &self.cni_plugins),
-            ("crictl", &self.crictl),
-            ("etcd", &self.etcd),
-            ("etcd_image_revision", &self.etcd_image_revision),
-            ("coredns", &self.coredns),
-            ("pause", &self.pause),
-            ("network_policies", &self.network_policies),
-        ]
-        .into_iter()
-        .collect();
+        let map: BTreeMap<&str, &str> = self
+            .entries()
+            .into_iter()
+            .map(|(key, value, _)| (key, value))
+            .collect();
         map.iter()
             .map(|(key, value)| format!("{key}={value}\n"))
             .collect()
@@ -288,11 +299,7 @@ pub fn cache_key(pins: &NodePins, files: &[InputFile]) -> String {
         hasher.update((file.contents.len() as u64).to_le_bytes());
         hasher.update(&file.contents);
     }
-    hasher
-        .finalize()
-        .iter()
-        .map(|byte| format!("{byte:02x}"))
-        .collect()
+    format!("{:x}", hasher.finalize())
 }
 
 /// `cdsim/kind-node:<kubernetes>-<first 12 hex of the key>`.
@@ -334,7 +341,7 @@ mod tests {
 
     #[test]
     fn the_repository_pins_parse_and_validate() {
-        let versions = crate::tools::read_versions().expect("versions.toml parses");
+        let versions = xtask_support::tools::read_versions().expect("versions.toml parses");
         let pins = NodePins::from_versions(&versions).expect("[node] is valid");
         assert_eq!(pins.kube().expect("valid").major, 1);
     }
@@ -354,24 +361,19 @@ mod tests {
 
     #[test]
     fn bad_values_name_their_key() {
-        let mut bad = pins();
-        bad.runc = "1.3.4".into();
-        let err = format!("{:#}", bad.validate().expect_err("no v"));
-        assert!(err.contains("[node].runc"), "{err}");
-        let mut bad = pins();
-        bad.containerd = "v2.3.1".into();
-        assert!(bad
-            .validate()
-            .expect_err("2.3")
-            .to_string()
-            .contains("containerd 2.0-2.2"));
-        let mut bad = pins();
-        bad.pause = "3.10 1".into();
-        assert!(bad
-            .validate()
-            .expect_err("space")
-            .to_string()
-            .contains("[node].pause"));
+        // (what spoils the pins, what the error, with its context, says)
+        type Spoil = fn(&mut NodePins);
+        let cases: [(Spoil, &str); 3] = [
+            (|it| it.runc = "1.3.4".into(), "[node].runc"),
+            (|it| it.containerd = "v2.3.1".into(), "containerd 2.0-2.2"),
+            (|it| it.pause = "3.10 1".into(), "[node].pause"),
+        ];
+        for (spoil, says) in cases {
+            let mut bad = pins();
+            spoil(&mut bad);
+            let err = format!("{:#}", bad.validate().expect_err(says));
+            assert!(err.contains(says), "{err}");
+        }
         pins().validate().expect("good pins validate");
     }
 

@@ -18,7 +18,7 @@ use std::{
 use anyhow::{bail, format_err, Context, Result};
 use xshell::{cmd, Shell};
 
-use crate::node_image::{
+use crate::{
     go::{go_components, Binaries},
     pins::{self, NodePins},
     rootfs,
@@ -52,7 +52,7 @@ const KUBE_STATIC: [&str; 3] = [
 
 /// Builds the node image `image` for `pins`; `key` is the full cache key.
 pub fn build(sh: &Shell, pins: &NodePins, key: &str, image: &str, inputs: &Path) -> Result<()> {
-    let cache = crate::dirs::cache_dir()?;
+    let cache = xtask_support::dirs::cache_dir()?;
     let short = &key[..12];
     let work = fresh_work_dir(&cache, short)?;
     let mut progress = Progress {
@@ -318,11 +318,7 @@ fn layer_binaries(
     cmd_path: Option<&str>,
 ) -> Result<()> {
     let container = format!("cdsim-layer-{}", std::process::id());
-    let _ = cmd!(sh, "docker rm -f {container}")
-        .quiet()
-        .ignore_stdout()
-        .ignore_stderr()
-        .run();
+    remove_container(sh, &container);
     cmd!(sh, "docker create --name {container} {base} /bin/true")
         .quiet()
         .ignore_stdout()
@@ -345,12 +341,18 @@ fn layer_binaries(
             .run()
             .with_context(|| format!("docker commit {name}"))
     })();
+    remove_container(sh, &container);
+    result
+}
+
+/// Removes the build container `container` if there is one (a leftover of an
+/// interrupted run, or this run's own once done); best effort.
+fn remove_container(sh: &Shell, container: &str) {
     let _ = cmd!(sh, "docker rm -f {container}")
         .quiet()
         .ignore_stdout()
         .ignore_stderr()
         .run();
-    result
 }
 
 /// Turns the debootstrapped copy at `root` into a kind node tree.
@@ -374,31 +376,8 @@ fn node_tree(
         ],
         &["systemd-binfmt.service"],
     )?;
-    for name in ["containerd", "ctr", "containerd-shim-runc-v2"] {
-        rootfs::install(
-            &bins.containerd.join(name),
-            root,
-            &format!("usr/local/bin/{name}"),
-            0o755,
-        )?;
-    }
-    rootfs::install(&bins.crictl, root, "usr/local/bin/crictl", 0o755)?;
-    rootfs::install(&bins.runc, root, "usr/local/sbin/runc", 0o755)?;
-    for name in ["ptp", "host-local", "loopback", "portmap"] {
-        rootfs::install(
-            &bins.cni.join(name),
-            root,
-            &format!("opt/cni/bin/{name}"),
-            0o755,
-        )?;
-    }
-    for name in ["kubeadm", "kubelet", "kubectl"] {
-        rootfs::install(
-            &bins.kubernetes.join(name),
-            root,
-            &format!("usr/bin/{name}"),
-            0o755,
-        )?;
+    for (src, relative) in node_binaries(bins) {
+        rootfs::install(&src, root, &relative, 0o755)?;
     }
     rootfs::write(root, "kind/version", pins.kubernetes.as_bytes(), 0o644)?;
     let manifest = fs::read_to_string(inputs.join("kindnet/default-cni.yaml"))
@@ -421,6 +400,34 @@ fn node_tree(
     fs::create_dir_all(root.join("etc/kubernetes/manifests"))
         .context("creating /etc/kubernetes/manifests")?;
     rootfs::slim(root)
+}
+
+/// The node's Go binaries as (cached file, path in the node), in install order.
+fn node_binaries(bins: &Binaries) -> Vec<(PathBuf, String)> {
+    let from = |dir: &Path, names: &[&str], under: &str| -> Vec<(PathBuf, String)> {
+        names
+            .iter()
+            .map(|name| (dir.join(name), format!("{under}/{name}")))
+            .collect()
+    };
+    let mut all = from(
+        &bins.containerd,
+        &["containerd", "ctr", "containerd-shim-runc-v2"],
+        "usr/local/bin",
+    );
+    all.push((bins.crictl.clone(), "usr/local/bin/crictl".to_owned()));
+    all.push((bins.runc.clone(), "usr/local/sbin/runc".to_owned()));
+    all.extend(from(
+        &bins.cni,
+        &["ptp", "host-local", "loopback", "portmap"],
+        "opt/cni/bin",
+    ));
+    all.extend(from(
+        &bins.kubernetes,
+        &["kubeadm", "kubelet", "kubectl"],
+        "usr/bin",
+    ));
+    all
 }
 
 /// containerd's default OCI spec without `process.rlimits`, so pods inherit
@@ -450,22 +457,14 @@ fn preload_and_commit(
     short: &str,
 ) -> Result<()> {
     let container = format!("cdsim-node-build-{short}");
-    let _ = cmd!(sh, "docker rm -f {container}")
-        .quiet()
-        .ignore_stdout()
-        .ignore_stderr()
-        .run();
+    remove_container(sh, &container);
     cmd!(sh, "docker run -d --name {container} --entrypoint sleep --security-opt seccomp=unconfined {base} infinity")
         .quiet()
         .ignore_stdout()
         .run()
         .context("starting the build container")?;
     let result = preload(sh, &container, archive, images, image);
-    let _ = cmd!(sh, "docker rm -f {container}")
-        .quiet()
-        .ignore_stdout()
-        .ignore_stderr()
-        .run();
+    remove_container(sh, &container);
     result
 }
 
@@ -580,6 +579,47 @@ fn wait_for(limit: Duration, what: &str, mut ready: impl FnMut() -> bool) -> Res
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_node_binaries_are_installed_where_kind_puts_them() {
+        let at = |name: &str| PathBuf::from(format!("/c/{name}"));
+        let bins = Binaries {
+            kubernetes: at("kube"),
+            containerd: at("containerd"),
+            runc: at("runc/runc"),
+            cni: at("cni"),
+            crictl: at("crictl/crictl"),
+            etcd: at("etcd"),
+            coredns: at("coredns"),
+            kindnet: at("kindnet"),
+            netpol: at("netpol"),
+            pause: at("pause"),
+        };
+        let all = node_binaries(&bins);
+        let placed: Vec<&str> = all.iter().map(|(_, relative)| relative.as_str()).collect();
+        assert_eq!(
+            placed,
+            [
+                "usr/local/bin/containerd",
+                "usr/local/bin/ctr",
+                "usr/local/bin/containerd-shim-runc-v2",
+                "usr/local/bin/crictl",
+                "usr/local/sbin/runc",
+                "opt/cni/bin/ptp",
+                "opt/cni/bin/host-local",
+                "opt/cni/bin/loopback",
+                "opt/cni/bin/portmap",
+                "usr/bin/kubeadm",
+                "usr/bin/kubelet",
+                "usr/bin/kubectl",
+            ]
+        );
+        assert_eq!(all[1].0, Path::new("/c/containerd/ctr"));
+        assert_eq!(all[3].0, Path::new("/c/crictl/crictl"));
+        assert_eq!(all[4].0, Path::new("/c/runc/runc"));
+        assert_eq!(all[6].0, Path::new("/c/cni/host-local"));
+        assert_eq!(all[11].0, Path::new("/c/kube/kubectl"));
+    }
 
     #[test]
     fn rlimits_are_dropped_and_the_rest_kept() {

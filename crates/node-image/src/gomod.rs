@@ -5,7 +5,7 @@
 
 use anyhow::{bail, Result};
 
-use crate::node_image::pins::Semver;
+use crate::pins::Semver;
 
 /// The wrapper for `k8s.io/kubernetes` at `kube`, derived from that release's
 /// own `go.mod` (`upstream`): the same `go` and `godebug` lines, and one

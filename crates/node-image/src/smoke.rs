@@ -7,6 +7,7 @@
 //! on the host. The JSON and TOML readers are pure and unit-tested.
 
 use std::{
+    path::Path,
     thread,
     time::{Duration, Instant},
 };
@@ -15,19 +16,16 @@ use anyhow::{bail, format_err, Context, Result};
 use serde_json::Value;
 use xshell::{cmd, Shell};
 
-use crate::tools::{self, Tool};
+/// The NRI socket every node must expose (node-layout owns it).
+pub use node_layout::facts::NRI_SOCKET;
 
-/// The NRI socket every node must expose.
-pub use crate::names::NRI_SOCKET;
-
-#[allow(dead_code)]
 /// How long readiness may still be settling (right after `kind create cluster`).
 const SETTLE: Duration = Duration::from_secs(120);
 
-/// Checks the kind cluster `cluster_name`; the error names every failing part.
-#[allow(dead_code)] // Called by the orchestration (`up`, `ci`) once they wire it in.
-pub fn smoke_check(sh: &Shell, cluster_name: &str) -> Result<()> {
-    let kind = tools::ensure_tool(sh, Tool::Kind)?;
+/// Checks the kind cluster `cluster_name` with the `kind` binary (xtask's
+/// `tools::ensure_tool(sh, Tool::Kind)`); the error names every failing part.
+/// Called by the orchestration (`up`, `ci`) once they wire it in.
+pub fn smoke_check(sh: &Shell, kind: &Path, cluster_name: &str) -> Result<()> {
     let nodes_text = cmd!(sh, "{kind} get nodes --name {cluster_name}")
         .read()
         .context("kind get nodes")?;
@@ -144,9 +142,9 @@ fn wait_settled(
 /// kube-network-policies keeps its nftables table `inet kube-network-policies`
 /// only while its rules load, which needs the kernel's `nft_queue`.
 /// Kernels without it (and without loadable modules) leave policy unenforced.
-#[allow(dead_code)] // Called by the orchestration (scenario reports) once they wire it in.
-pub fn network_policy_enforced(sh: &Shell, cluster_name: &str) -> Result<bool> {
-    let kind = tools::ensure_tool(sh, Tool::Kind)?;
+/// `kind` as for [`smoke_check`]. Called by the orchestration (scenario
+/// reports) once they wire it in.
+pub fn network_policy_enforced(sh: &Shell, kind: &Path, cluster_name: &str) -> Result<bool> {
     let nodes = cmd!(sh, "{kind} get nodes --name {cluster_name}")
         .read()
         .context("kind get nodes")?;
@@ -246,16 +244,20 @@ mod tests {
     use super::*;
 
     /// The real check against a running cluster: `CDSIM_SMOKE_CLUSTER=<name>
-    /// cargo test -p xtask smoke_check_on_a_real_cluster -- --ignored`.
+    /// cargo test -p node-image smoke_check_on_a_real_cluster -- --ignored`,
+    /// with kind on `PATH` (`cargo xtask doctor` installs the pinned one).
     #[test]
     #[ignore = "needs a running kind cluster from the node image (set CDSIM_SMOKE_CLUSTER)"]
     fn smoke_check_on_a_real_cluster() {
         let Ok(cluster) = std::env::var("CDSIM_SMOKE_CLUSTER") else {
             panic!("set CDSIM_SMOKE_CLUSTER to the name of a kind cluster made from `cargo xtask node-image`");
         };
+        let Some(kind) = xtask_support::tools::find_program("kind") else {
+            panic!("kind is not on PATH: put the pinned one there (`cargo xtask doctor` installs it into <cache>/bin)");
+        };
         let sh = Shell::new().expect("shell");
-        smoke_check(&sh, &cluster).expect("the cluster passes the smoke check");
-        let enforced = network_policy_enforced(&sh, &cluster).expect("the nodes answer");
+        smoke_check(&sh, &kind, &cluster).expect("the cluster passes the smoke check");
+        let enforced = network_policy_enforced(&sh, &kind, &cluster).expect("the nodes answer");
         eprintln!("NetworkPolicy enforced: {enforced}");
     }
 

@@ -127,12 +127,7 @@ pub fn debootstrap(
 ) -> Result<PathBuf> {
     let mut hasher = Sha256::new();
     hasher.update(format!("{suite}\0{}", packages.join(",")));
-    let digest: String = hasher
-        .finalize()
-        .iter()
-        .take(6)
-        .map(|b| format!("{b:02x}"))
-        .collect();
+    let digest = &format!("{:x}", hasher.finalize())[..12];
     let dir = cache
         .join("rootfs")
         .join(format!("{name}-{suite}-{digest}"));
@@ -140,7 +135,7 @@ pub fn debootstrap(
         eprintln!("    reusing {}", dir.display());
         return Ok(dir);
     }
-    if crate::tools::find_program("debootstrap").is_none() {
+    if xtask_support::tools::find_program("debootstrap").is_none() {
         bail!("debootstrap is not installed: apt-get install debootstrap");
     }
     let partial = dir.with_extension("partial");

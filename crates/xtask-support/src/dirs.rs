@@ -21,7 +21,8 @@ use anyhow::{bail, Context as _, Result};
 /// The system-wide cache directory root uses.
 pub const ROOT_CACHE_DIR: &str = "/var/cache/cdsim";
 
-/// The repository root: the parent of this crate's manifest directory.
+/// The repository root: two levels above this crate's manifest directory
+/// (`crates/xtask-support`).
 ///
 /// `CDSIM_ROOT` overrides it: the Nix apps run a store-built xtask whose
 /// manifest directory no longer exists, and point it at the flake source.
@@ -30,7 +31,8 @@ pub fn project_root() -> std::path::PathBuf {
         return std::path::PathBuf::from(root);
     }
     std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
+        .ancestors()
+        .nth(2)
         .map(std::path::Path::to_path_buf)
         .unwrap_or_default()
 }
@@ -161,6 +163,17 @@ mod tests {
 
     fn os(text: &str) -> Option<OsString> {
         Some(OsString::from(text))
+    }
+
+    #[test]
+    fn the_project_root_is_the_workspace_root() {
+        let manifest = project_root().join("Cargo.toml");
+        let text = std::fs::read_to_string(&manifest).expect("the root has a Cargo.toml");
+        assert!(
+            text.contains("[workspace]"),
+            "{} is not the workspace manifest",
+            manifest.display()
+        );
     }
 
     #[test]
