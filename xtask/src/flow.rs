@@ -2,7 +2,6 @@
 //! `status`. Each takes the runner lock, times its steps into the report,
 //! and leaves the cluster in a state the next run can reuse.
 
-use std::collections::BTreeMap;
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -15,7 +14,7 @@ use xshell::Shell;
 use crate::fabric::Expected;
 use crate::flags::{DemoArgs, ScenarioArgs};
 use crate::interrupt::Tracker;
-use crate::k8s::{self, ExecOutput, PodInfo};
+use crate::k8s;
 use crate::lock::RunnerLock;
 use crate::names::{
     self, KindCluster, CHART, MOCK_NS, NRI_DS, STAGER_DS, WORKLOAD_DS, WORKLOAD_NS,
@@ -24,7 +23,7 @@ use crate::names::{
 use crate::plan::{self, ImageRef};
 use crate::report::{Outcome, Report, ScenarioResult, StepStatus, Verdict};
 use crate::runner::{Cmd, Runner, ShellRunner};
-use crate::scenarios::{self, Limits, Rebind, Scenario, Workload};
+use crate::scenarios::{self, Limits, Rebind, Scenario};
 
 mod foreign;
 mod kind;
@@ -39,43 +38,7 @@ use target::{chosen_topology, first_shared_clique, target, Target};
 /// How long a DaemonSet may take to roll out.
 const ROLLOUT: Duration = Duration::from_secs(180);
 
-/// The demo workload pods, through kube-rs.
-pub struct KubeWorkload {
-    client: Client,
-}
-
-impl KubeWorkload {
-    /// Workload access through this client.
-    pub fn new(client: Client) -> KubeWorkload {
-        KubeWorkload { client }
-    }
-}
-
-impl Workload for KubeWorkload {
-    async fn pod_on_node(&self, node: &str) -> anyhow::Result<PodInfo> {
-        k8s::pod_on_node(&self.client, node, Duration::from_secs(120)).await
-    }
-
-    async fn exec(&self, pod: &str, argv: &[&str]) -> anyhow::Result<ExecOutput> {
-        k8s::exec(&self.client, pod, argv, Duration::from_secs(60)).await
-    }
-
-    async fn pod_uids(&self) -> anyhow::Result<BTreeMap<String, String>> {
-        let mut uids = k8s::pod_uids(&self.client, WORKLOAD_NS, WORKLOAD_SELECTOR).await?;
-        uids.extend(
-            k8s::pod_uids(&self.client, MOCK_NS, "app.kubernetes.io/name=nvml-mock").await?,
-        );
-        uids.extend(
-            k8s::pod_uids(
-                &self.client,
-                MOCK_NS,
-                "app.kubernetes.io/name=nvml-mock-nri",
-            )
-            .await?,
-        );
-        Ok(uids)
-    }
-}
+pub use harness::workload::KubeWorkload;
 
 /// Runs a step, recording its wall time and status and announcing it.
 async fn step<T, F: Future<Output = anyhow::Result<T>>>(
@@ -353,9 +316,7 @@ async fn run_scenario<R: Runner>(
     let name = which.name();
     eprintln!("\n==> {name} on {}", target.label());
     tracker.step(&name);
-    let workload = KubeWorkload {
-        client: target.client.clone(),
-    };
+    let workload = KubeWorkload::new(target.client.clone());
     let mut result = match which {
         Scenario::Four => return run_scenario4(sh, target, runner, tracker, report).await,
         Scenario::One => scenarios::scenario1(&workload, &target.demo_expected()).await,

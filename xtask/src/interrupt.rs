@@ -1,60 +1,16 @@
-//! Ctrl-C: the run-wide state a clean interrupt needs ([`Tracker`]) and the
-//! handler that stops what a scenario left running and says where the run
-//! stopped.
+//! Ctrl-C: the handler that reads the run's [`Tracker`] (the harness owns it),
+//! stops what a scenario left running and says where the run stopped.
 //!
 //! The one place outside [`crate::runner`] that runs an external command
 //! directly: the handler restores the demo topology with helm after the
 //! runtime's tasks are abandoned, so it cannot borrow the run's `Runner`.
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::{flow, k8s, scenarios, tools};
+pub use harness::tracker::Tracker;
 
-/// Where the run is, for a clean Ctrl-C: the step, and pods that may hold
-/// nvidia-imex daemons.
-#[derive(Debug, Clone, Default)]
-pub struct Tracker(Arc<Mutex<TrackerState>>);
-
-/// The tracked state.
-#[derive(Debug, Clone, Default)]
-pub struct TrackerState {
-    /// The current step.
-    pub step: String,
-    /// Pods that may run nvidia-imex daemons.
-    pub imex_pods: Vec<String>,
-    /// While the rebind topology is live: the helm arguments that restore the demo one.
-    pub restore_topology: Option<Vec<String>>,
-}
-
-impl Tracker {
-    /// Enters a step.
-    pub fn step(&self, step: &str) {
-        if let Ok(mut state) = self.0.lock() {
-            state.step = step.to_owned();
-        }
-    }
-
-    /// Records pods that may now run daemons (empty: none).
-    pub fn imex_pods(&self, pods: &[String]) {
-        if let Ok(mut state) = self.0.lock() {
-            state.imex_pods = pods.to_vec();
-        }
-    }
-
-    /// Records how to restore the demo topology (`None`: nothing to restore).
-    pub fn restore_topology(&self, helm_args: Option<Vec<String>>) {
-        if let Ok(mut state) = self.0.lock() {
-            state.restore_topology = helm_args;
-        }
-    }
-
-    /// A copy of the state.
-    pub fn snapshot(&self) -> TrackerState {
-        self.0.lock().map(|it| it.clone()).unwrap_or_default()
-    }
-}
+use crate::{k8s, scenarios, tools};
 
 /// Ctrl-C: stop daemons a scenario may have started, say where the run
 /// stopped, and exit; the runner lock dies with the process.
@@ -84,7 +40,7 @@ async fn stop_imex_daemons(context: &str, pods: &[String]) {
     eprintln!("    stopping nvidia-imex daemons in {}", pods.join(", "));
     let stop = async {
         let client = k8s::client(context).await?;
-        let workload = flow::KubeWorkload::new(client);
+        let workload = harness::workload::KubeWorkload::new(client);
         scenarios::stop_daemons(&workload, pods).await;
         anyhow::Ok(())
     };

@@ -1,41 +1,32 @@
 //! `cargo xtask`: orchestration of the demo and of CI.
 //!
 //! Each subcommand lives in its own module with a `run` entry point; `main`
-//! only parses flags and dispatches. External tools (docker, kind, helm) run
-//! through xshell; everything that talks to Kubernetes goes through kube-rs.
-//! Planning (`plan`, `fabric`, `imex`) is pure and unit-tested; `cluster`,
-//! `k8s` and `flow` do the I/O.
+//! only parses flags and dispatches. The cluster, Kubernetes access, the
+//! scenarios and the report are the `harness` library (imported below under
+//! their module names); `flow` sequences them into `up`, `demo` and the
+//! scenario commands.
 
 mod archive;
 mod bench_upstream;
 mod ci;
-mod cluster;
 mod doctor;
-mod fabric;
 mod faults;
 mod flags;
 mod flow;
 mod images;
-mod imex;
 mod interrupt;
-mod k8s;
 mod lock;
-mod names;
 mod netpol;
 mod node_facts;
 mod node_image;
-mod plan;
 mod registry;
-mod report;
-mod runner;
-mod scenario4;
-mod scenarios;
 #[cfg(test)]
 mod tidy;
 mod tools;
-mod workers;
 
 pub use xtask_support::{dirs, project_root};
+
+use harness::{cluster, fabric, k8s, names, plan, report, runner, scenario4, scenarios, workers};
 
 use std::process::ExitCode;
 

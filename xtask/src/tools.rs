@@ -22,7 +22,7 @@ use crate::doctor::{parse_version, Version};
 mod host;
 
 pub use host::{ensure_engine, ensure_host, host_fix_message, host_fixes, host_setup_command};
-pub use xtask_support::tools::{find_program, lock_file, read_versions};
+pub use xtask_support::tools::{find_on_path, find_program, lock_file, read_versions};
 
 /// A command-line tool installed from the Go module proxy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -225,14 +225,6 @@ pub fn missing_tool_message(tool: Tool, pinned: &str) -> String {
             .map(|it| it.display().to_string())
             .unwrap_or_else(|_| "the cache directory's bin/".to_owned()),
     )
-}
-
-/// `name` on `PATH` only.
-pub fn find_on_path(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path)
-        .map(|dir| dir.join(name))
-        .find(|candidate| candidate.is_file())
 }
 
 /// Finds `tool` on PATH, else in the cache, without installing anything.

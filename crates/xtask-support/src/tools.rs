@@ -46,6 +46,14 @@ pub fn lock_file(path: &Path) -> Result<fs::File> {
     Ok(file)
 }
 
+/// `name` on `PATH` only.
+pub fn find_on_path(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(name))
+        .find(|candidate| candidate.is_file())
+}
+
 /// `name` on `PATH` or in the sbin directories (which a non-login PATH may lack).
 pub fn find_program(name: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH").unwrap_or_default();

@@ -85,7 +85,7 @@ pub async fn run<R: Runner>(
     runner: &R,
     cluster: &KindCluster,
     client: &Client,
-    tracker: &crate::interrupt::Tracker,
+    tracker: &crate::tracker::Tracker,
 ) -> Result<Vec<ScenarioResult>> {
     let started = Instant::now();
     let mut laps = Laps {
@@ -296,7 +296,7 @@ async fn rebind_part<R: Runner>(
     cluster: &KindCluster,
     pair: &[String; 2],
     image_ref: &str,
-    tracker: &crate::interrupt::Tracker,
+    tracker: &crate::tracker::Tracker,
     dir: &Path,
 ) -> ScenarioResult {
     let started = Instant::now();

@@ -649,7 +649,7 @@ mod tests {
 
     #[test]
     fn the_repository_pins_an_online_image_of_the_offline_kubernetes() {
-        let versions = crate::tools::read_versions().expect("versions.toml");
+        let versions = xtask_support::tools::read_versions().expect("versions.toml");
         let pin = online_pin(&versions).expect("pinned");
         let offline = versions["node"]["kubernetes"]
             .as_str()

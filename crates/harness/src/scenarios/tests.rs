@@ -5,9 +5,9 @@ use tokio::time::Instant;
 use super::scenario2::{CLEAN, STOP_DAEMON};
 use super::*;
 use crate::fabric::Expected;
-use crate::interrupt::Tracker;
 use crate::report::{Outcome, ScenarioResult};
 use crate::runner::{Cmd, FakeRunner, Runner};
+use crate::tracker::Tracker;
 
 const DEMO: &str = "00000000-0000-0000-0000-0000000000ab";
 

@@ -8,9 +8,9 @@ use tokio::time::Instant;
 use super::poll::{poll_until, Probe, Show, Wait};
 use super::{Limits, Workload};
 use crate::imex;
-use crate::interrupt::Tracker;
 use crate::k8s::{ExecOutput, PodInfo};
 use crate::report::{round, Outcome, ScenarioResult, WorkerDetail};
+use crate::tracker::Tracker;
 
 /// Stops daemons an interrupted or failed scenario 2 may have left (each
 /// stop waits for the daemon to exit, see [`STOP_DAEMON`]).

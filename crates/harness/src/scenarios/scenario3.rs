@@ -12,9 +12,9 @@ use super::poll::{poll_until, Probe, Show, Wait};
 use super::scenario1::check_worker;
 use super::{Limits, Workload};
 use crate::fabric::Expected;
-use crate::interrupt::Tracker;
 use crate::report::{round, Outcome, ScenarioResult, WorkerDetail};
 use crate::runner::{Cmd, Runner};
+use crate::tracker::Tracker;
 
 /// Polls every worker until each reports `expected`; returns per-worker
 /// details and the time from `since` to the last verified worker.

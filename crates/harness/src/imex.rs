@@ -204,7 +204,7 @@ mod tests {
     /// written in the package's shape), with the variations a hand-edited one
     /// has: a commented-out owned key, spaces around `=`, CRLF, a duplicate.
     fn package_config() -> String {
-        let mut cfg = include_str!("../../crates/imex-double/payload/config.cfg").to_owned();
+        let mut cfg = include_str!("../../imex-double/payload/config.cfg").to_owned();
         cfg.push_str(
             "#IMEX_CMD_PORT=50010\n LOG_LEVEL = 3\r\nDAEMONIZE=1\nLOG_FILE_NAME =/var/log/x.log\n",
         );

@@ -19,9 +19,9 @@ use std::time::Duration;
 use super::scenario2::STOP_DAEMON;
 use super::*;
 use crate::imex;
-use crate::interrupt::Tracker;
 use crate::k8s::{ExecOutput, PodInfo};
 use crate::report::Outcome;
+use crate::tracker::Tracker;
 
 struct LocalPods {
     root: tempfile::TempDir,

@@ -154,7 +154,7 @@ fn pinned(versions: &toml::Table, key: &str) -> Result<String> {
 }
 
 fn snapshot() -> Result<Snapshot> {
-    let versions = crate::tools::read_versions()?;
+    let versions = xtask_support::tools::read_versions()?;
     let name = pinned(&versions, "dra_driver_archive")?;
     let sha256 = pinned(&versions, "dra_driver_sha256")?;
     let version = pinned(&versions, "dra_driver_version")?;
@@ -285,7 +285,7 @@ fn dra_binaries(sh: &Shell, tree: &Path, snapshot: &Snapshot) -> Result<PathBuf>
 
 /// `nvidia-cdi-hook` from the module proxy at the pinned toolkit version.
 fn cdi_hook(sh: &Shell) -> Result<PathBuf> {
-    let versions = crate::tools::read_versions()?;
+    let versions = xtask_support::tools::read_versions()?;
     let version = pinned(&versions, "nvidia_container_toolkit")?;
     let parent = crate::dirs::cache_dir()?.join("go");
     let dir = cached(&parent, &format!("nvidia-cdi-hook-{version}"), |out| {
@@ -393,7 +393,7 @@ pub(super) fn missing_prerequisite() -> Option<String> {
                 .is_dir()
         })
         .unwrap_or(false);
-    if !built && crate::tools::find_on_path("go").is_none() {
+    if !built && xtask_support::tools::find_on_path("go").is_none() {
         return Some(
             "NVIDIA's DRA driver is built from its source snapshot with Go 1.26, and no `go` is on PATH: \
              install Go (or use `nix develop`) and rerun `cargo xtask scenario4`"
