@@ -1,15 +1,17 @@
 //! Ctrl-C: the handler that reads the run's [`Tracker`] (the harness owns it),
 //! stops what a scenario left running and says where the run stopped.
 //!
-//! The one place outside [`crate::runner`] that runs an external command
-//! directly: the handler restores the demo topology with helm after the
-//! runtime's tasks are abandoned, so it cannot borrow the run's `Runner`.
+//! Cleanups are registered in the tracker as [`Cmd`]s while they are due
+//! (scenario 3's topology restore); the handler runs them through a
+//! `ShellRunner` of its own, since the run's tasks and their runner are
+//! abandoned by then.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 pub use harness::tracker::Tracker;
 
+use crate::runner::{Cmd, Runner, ShellRunner};
 use crate::{k8s, scenarios, tools};
 
 /// Ctrl-C: stop daemons a scenario may have started, say where the run
@@ -28,8 +30,8 @@ pub async fn on_interrupt(tracker: Tracker, context: String) {
     if !state.imex_pods.is_empty() && !context.is_empty() {
         stop_imex_daemons(&context, &state.imex_pods).await;
     }
-    if let Some(args) = &state.restore_topology {
-        restore_topology(args).await;
+    if let Some(cleanup) = &state.restore_topology {
+        restore_topology(cleanup).await;
     }
     eprintln!("stopped; rerun the same command to continue: it reuses the cluster and images and redoes only what is missing");
     std::process::exit(130);
@@ -52,6 +54,23 @@ async fn stop_imex_daemons(context: &str, pods: &[String]) {
     }
 }
 
+/// Runs `cmd`, once more after `pause` if it fails (an upgrade of the
+/// scenario itself may still be finishing); the last error, empty on success.
+/// Blocking: the process exits right after.
+fn run_with_one_retry<R: Runner>(runner: &R, cmd: &Cmd, pause: Duration) -> String {
+    let mut last = String::new();
+    for attempt in 0..2 {
+        if attempt > 0 {
+            std::thread::sleep(pause);
+        }
+        match runner.check(cmd) {
+            Ok(_) => return String::new(),
+            Err(err) => last = format!("{err:#}"),
+        }
+    }
+    last
+}
+
 /// The pinned helm when it is installed, else `helm` on PATH.
 fn helm_path() -> PathBuf {
     tools::read_versions()
@@ -62,30 +81,65 @@ fn helm_path() -> PathBuf {
         .map_or_else(|| PathBuf::from("helm"), |it| it.path)
 }
 
-/// Runs the helm arguments scenario 3 recorded to restore the demo topology.
-async fn restore_topology(args: &[String]) {
+/// Runs the command scenario 3 (or 4) registered to restore the demo
+/// topology, through a runner of its own: the run's runner went with the
+/// abandoned tasks.
+async fn restore_topology(cleanup: &Cmd) {
     eprintln!("    restoring the demo topology (scenario 3 was rebinding)");
-    let helm = helm_path();
-    // An upgrade of the scenario itself may still be finishing: retry once.
-    let mut last = String::new();
-    for attempt in 0..2 {
-        if attempt > 0 {
-            tokio::time::sleep(Duration::from_secs(3)).await;
+    let last = match xshell::Shell::new() {
+        Ok(sh) => {
+            sh.change_dir(crate::project_root());
+            let runner = ShellRunner::new(&sh, PathBuf::from("kind"), helm_path());
+            run_with_one_retry(&runner, cleanup, Duration::from_secs(3))
         }
-        match std::process::Command::new(&helm)
-            .args(args)
-            .current_dir(crate::project_root())
-            .output()
-        {
-            Ok(out) if out.status.success() => {
-                last.clear();
-                break;
-            }
-            Ok(out) => last = String::from_utf8_lossy(&out.stderr).trim().to_owned(),
-            Err(err) => last = err.to_string(),
-        }
-    }
+        Err(err) => err.to_string(),
+    };
     if !last.is_empty() {
         eprintln!("    could not restore it ({last}); `cargo xtask scenario3` or `cargo xtask up` restores it");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::Cell;
+
+    use super::*;
+    use crate::runner::Output;
+
+    /// Fails its first `failures` runs, then succeeds.
+    struct Flaky {
+        failures: Cell<u32>,
+        runs: Cell<u32>,
+    }
+
+    impl Runner for Flaky {
+        fn run(&self, _cmd: &Cmd) -> anyhow::Result<Output> {
+            self.runs.set(self.runs.get() + 1);
+            let ok = self.failures.get() == 0;
+            self.failures.set(self.failures.get().saturating_sub(1));
+            Ok(Output {
+                ok,
+                stdout: String::new(),
+                stderr: "Error: UPGRADE FAILED: another operation is in progress".to_owned(),
+            })
+        }
+    }
+
+    #[test]
+    fn a_cleanup_is_retried_once_and_its_last_error_kept() {
+        let cmd = Cmd::new("helm", &["upgrade", "nvml-mock"]);
+        let once = Flaky {
+            failures: Cell::new(1),
+            runs: Cell::new(0),
+        };
+        assert_eq!(run_with_one_retry(&once, &cmd, Duration::ZERO), "");
+        assert_eq!(once.runs.get(), 2);
+        let always = Flaky {
+            failures: Cell::new(9),
+            runs: Cell::new(0),
+        };
+        let last = run_with_one_retry(&always, &cmd, Duration::ZERO);
+        assert_eq!(always.runs.get(), 2, "one retry, not more");
+        assert!(last.contains("another operation is in progress"), "{last}");
     }
 }

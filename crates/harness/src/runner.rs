@@ -31,6 +31,15 @@ impl Cmd {
         }
     }
 
+    /// A captured command from owned arguments.
+    pub fn with_args(program: &str, args: Vec<String>) -> Cmd {
+        Cmd {
+            program: program.to_owned(),
+            args,
+            stream: false,
+        }
+    }
+
     /// The same command, streamed.
     pub fn streamed(mut self) -> Cmd {
         self.stream = true;

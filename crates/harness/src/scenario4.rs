@@ -316,7 +316,7 @@ async fn rebind_part<R: Runner>(
     let checks = async {
         std::fs::write(&rebind_file, rebind.helm_values())?;
         std::fs::write(&demo_file, topology::demo(&workers).helm_values())?;
-        tracker.restore_topology(Some(helm(&demo_file)));
+        tracker.restore_topology(Some(Cmd::with_args("helm", helm(&demo_file))));
         let args = helm(&rebind_file);
         runner.check(&Cmd::new(
             "helm",

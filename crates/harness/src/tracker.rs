@@ -5,6 +5,8 @@
 
 use std::sync::{Arc, Mutex};
 
+use crate::runner::Cmd;
+
 /// Where the run is, for a clean Ctrl-C: the step, and pods that may hold
 /// nvidia-imex daemons.
 #[derive(Debug, Clone, Default)]
@@ -17,8 +19,9 @@ pub struct TrackerState {
     pub step: String,
     /// Pods that may run nvidia-imex daemons.
     pub imex_pods: Vec<String>,
-    /// While the rebind topology is live: the helm arguments that restore the demo one.
-    pub restore_topology: Option<Vec<String>>,
+    /// While the rebind topology is live: the helm command that restores the
+    /// demo one, which the interrupt handler runs through a `Runner`.
+    pub restore_topology: Option<Cmd>,
 }
 
 impl Tracker {
@@ -36,10 +39,10 @@ impl Tracker {
         }
     }
 
-    /// Records how to restore the demo topology (`None`: nothing to restore).
-    pub fn restore_topology(&self, helm_args: Option<Vec<String>>) {
+    /// Registers the command that restores the demo topology (`None`: nothing to restore).
+    pub fn restore_topology(&self, cleanup: Option<Cmd>) {
         if let Ok(mut state) = self.0.lock() {
-            state.restore_topology = helm_args;
+            state.restore_topology = cleanup;
         }
     }
 

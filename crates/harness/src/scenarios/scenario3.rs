@@ -246,10 +246,13 @@ async fn scenario3_inner<W: Workload, R: Runner>(
         uuid: crate::names::REBIND_UUID.to_owned(),
     };
     eprintln!("    helm upgrade --reuse-values with the rebind topology (clique 99, uuid …00ff)");
-    tracker.restore_topology(Some(crate::plan::helm_topology_args(
-        &rebind.chart,
-        &rebind.context,
-        &demo_file.to_string_lossy(),
+    tracker.restore_topology(Some(Cmd::with_args(
+        "helm",
+        crate::plan::helm_topology_args(
+            &rebind.chart,
+            &rebind.context,
+            &demo_file.to_string_lossy(),
+        ),
     )));
     let since = Instant::now();
     upgrade(&rebind_file)?;
