@@ -304,18 +304,24 @@ mod tests {
         );
     }
 
-    #[test]
-    fn kind_and_helm_from_path_need_no_go() {
+    /// The doctor's kind line for a kind at `path` (from PATH) that says
+    /// it is `version`, against the pin v0.31.0.
+    fn kind_on_path(path: &str, version: Version) -> (String, bool) {
         let located = crate::tools::Located {
-            path: "/usr/local/bin/kind".into(),
+            path: path.into(),
             source: crate::tools::ToolSource::Path,
         };
-        let (line, blocks) = tool_line(
+        tool_line(
             Tool::Kind,
             "v0.31.0",
-            Some((&located, Some(Version(0, 31, 0)))),
+            Some((&located, Some(version))),
             false,
-        );
+        )
+    }
+
+    #[test]
+    fn kind_and_helm_from_path_need_no_go() {
+        let (line, blocks) = kind_on_path("/usr/local/bin/kind", Version(0, 31, 0));
         assert!(!blocks);
         assert!(line.starts_with("✓ kind"), "{line}");
         assert!(line.contains("/usr/local/bin/kind, from PATH"), "{line}");
@@ -326,16 +332,7 @@ mod tests {
 
     #[test]
     fn a_kind_outside_the_tested_range_is_said_with_the_pin() {
-        let located = crate::tools::Located {
-            path: "/usr/bin/kind".into(),
-            source: crate::tools::ToolSource::Path,
-        };
-        let (line, blocks) = tool_line(
-            Tool::Kind,
-            "v0.31.0",
-            Some((&located, Some(Version(0, 20, 0)))),
-            false,
-        );
+        let (line, blocks) = kind_on_path("/usr/bin/kind", Version(0, 20, 0));
         assert!(!blocks, "said, not refused");
         assert!(line.starts_with("! kind"), "{line}");
         assert!(line.contains("outside the tested range 0.24.0"), "{line}");

@@ -87,20 +87,15 @@ pub async fn check(client: &Client, workers: &[String], image: &str) -> anyhow::
         .delete(PROBE, &DeleteParams::default().grace_period(0))
         .await;
     let res = async {
-        k8s::exec(
-            client,
-            &listener.name,
-            &["sh", "-c", UNLISTEN],
-            Duration::from_secs(20),
-        )
-        .await?;
-        k8s::exec(
-            client,
-            &listener.name,
-            &["sh", "-c", LISTEN],
-            Duration::from_secs(20),
-        )
-        .await?;
+        for script in [UNLISTEN, LISTEN] {
+            k8s::exec(
+                client,
+                &listener.name,
+                &["sh", "-c", script],
+                Duration::from_secs(20),
+            )
+            .await?;
+        }
         let mut peer_ok = false;
         for _ in 0..5 {
             if connects(

@@ -182,20 +182,15 @@ pub async fn pod_on_node_in(
     let stream = watcher::watcher(api, config);
     futures::pin_mut!(stream);
     let deadline = Instant::now() + limit;
+    let ended = format!("the pod watch on {node}");
     loop {
-        match tokio::time::timeout_at(deadline, stream.try_next()).await {
-            Ok(Ok(Some(watcher::Event::Apply(pod) | watcher::Event::InitApply(pod)))) => {
+        match next_applied(&mut stream, deadline, &ended).await? {
+            Some(pod) => {
                 if let Some(info) = usable_pod(&pod) {
                     return Ok(info);
                 }
             }
-            Ok(Ok(Some(_))) => {}
-            Ok(Ok(None)) => anyhow::bail!("the pod watch on {node} ended"),
-            Ok(Err(err)) => {
-                tracing::debug!(%err, "watch error");
-                tokio::time::sleep(Duration::from_millis(500)).await;
-            }
-            Err(_) => {
+            None => {
                 let diagnostics = diagnose(client, ns, selector).await;
                 let what = if selector == WORKLOAD_SELECTOR {
                     "workload".to_owned()
@@ -208,6 +203,33 @@ pub async fn pod_on_node_in(
                     limit.as_secs()
                 );
             }
+        }
+    }
+}
+
+/// The next object `stream` applies, skipping other events and, after a
+/// short pause, watch errors (the watcher retries); `None` once `deadline`
+/// passes. A watch that ends is an error: "`what` ended".
+async fn next_applied<K, S>(
+    stream: &mut S,
+    deadline: Instant,
+    what: &str,
+) -> anyhow::Result<Option<K>>
+where
+    S: futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Unpin,
+{
+    loop {
+        match tokio::time::timeout_at(deadline, stream.try_next()).await {
+            Ok(Ok(Some(watcher::Event::Apply(it) | watcher::Event::InitApply(it)))) => {
+                return Ok(Some(it))
+            }
+            Ok(Ok(Some(_))) => {}
+            Ok(Ok(None)) => anyhow::bail!("{what} ended"),
+            Ok(Err(err)) => {
+                tracing::debug!(%err, "watch error");
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            Err(_) => return Ok(None),
         }
     }
 }
@@ -237,8 +259,8 @@ pub async fn wait_nodes_ready(
     let stream = watcher::watcher(api, watcher::Config::default());
     futures::pin_mut!(stream);
     while ready.len() < names.len() {
-        match tokio::time::timeout_at(deadline, stream.try_next()).await {
-            Ok(Ok(Some(watcher::Event::Apply(node) | watcher::Event::InitApply(node)))) => {
+        match next_applied(&mut stream, deadline, "the node watch").await? {
+            Some(node) => {
                 let name = node.name_any();
                 if names.contains(&name) && node_ready(&node) && ready.insert(name.clone()) {
                     eprintln!(
@@ -247,13 +269,7 @@ pub async fn wait_nodes_ready(
                     );
                 }
             }
-            Ok(Ok(Some(_))) => {}
-            Ok(Ok(None)) => anyhow::bail!("the node watch ended"),
-            Ok(Err(err)) => {
-                tracing::debug!(%err, "watch error");
-                tokio::time::sleep(Duration::from_millis(500)).await;
-            }
-            Err(_) => {
+            None => {
                 let missing: Vec<&String> =
                     names.iter().filter(|it| !ready.contains(*it)).collect();
                 anyhow::bail!(

@@ -116,7 +116,7 @@ pub async fn run<R: Runner>(
         &pair,
         &clique,
         &image.image.to_string(),
-        true,
+        ImexConfig::Check,
         &mut details,
     )
     .await;
@@ -204,6 +204,16 @@ fn imex_part(status: &str) -> ScenarioResult {
     }
 }
 
+/// Whether the domain flow also checks the IMEX config the plugin and the
+/// daemon write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ImexConfig {
+    /// Check it (the first domain).
+    Check,
+    /// Skip it (the rebind part's second domain).
+    Skip,
+}
+
 /// Creates the ComputeDomain and the workload pair, asserts what NVIDIA's
 /// software shows, and returns the checks and the domain's last status.
 async fn domain_flow<R: Runner>(
@@ -212,7 +222,7 @@ async fn domain_flow<R: Runner>(
     pair: &[String; 2],
     clique: &str,
     image_ref: &str,
-    imex_config: bool,
+    imex_config: ImexConfig,
     details: &mut Vec<WorkerDetail>,
 ) -> (Result<()>, String) {
     let checks = async {
@@ -230,7 +240,12 @@ async fn domain_flow<R: Runner>(
             "    ComputeDomain {S4_NS}/{CD_NAME} (uid {cd_uid}) and workload pods on {}",
             pair.join(", ")
         );
-        assert_flow(runner, client, pair, clique, &cd_uid, imex_config, details).await
+        daemon_pods(client, pair, clique, &cd_uid, details).await?;
+        clique_object(client, clique, &cd_uid, details).await?;
+        if imex_config == ImexConfig::Check {
+            imex_configs(runner, pair, &cd_uid, details).await?;
+        }
+        Ok(())
     }
     .await;
     let status = Api::<DynamicObject>::namespaced_with(client.clone(), S4_NS, &cd_resource())
@@ -330,7 +345,7 @@ async fn rebind_part<R: Runner>(
             pair,
             &clique,
             image_ref,
-            false,
+            ImexConfig::Skip,
             &mut details,
         )
         .await;
@@ -361,24 +376,6 @@ async fn rebind_part<R: Runner>(
         workers: details,
         ..ScenarioResult::new("scenario4-rebind", outcome, round(started.elapsed()))
     }
-}
-
-async fn assert_flow<R: Runner>(
-    runner: &R,
-    client: &Client,
-    pair: &[String; 2],
-    clique: &str,
-    cd_uid: &str,
-    imex_config: bool,
-    details: &mut Vec<WorkerDetail>,
-) -> Result<()> {
-    daemon_pods(client, pair, clique, cd_uid, details).await?;
-    clique_object(client, clique, cd_uid, details).await?;
-    // The IMEX config (the plugin's per-domain dir, the daemon's /imexd) only when asked.
-    if !imex_config {
-        return Ok(());
-    }
-    imex_configs(runner, pair, cd_uid, details).await
 }
 
 /// The daemon pods (DaemonSet computedomain-daemon-<uid>) on both nodes,
