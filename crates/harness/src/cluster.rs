@@ -434,6 +434,7 @@ pub fn load_image<R: Runner>(
 mod tests {
     use super::*;
     use crate::runner::FakeRunner;
+    use crate::testing::assert_contains;
 
     const NRI_ON: &str = "version = 3\n[plugins.'io.containerd.nri.v1.nri']\n  disable = false\n  socket_path = '/var/run/nri/nri.sock'\n";
 
@@ -490,11 +491,8 @@ mod tests {
         )
         .expect_err("another image")
         .to_string();
-        assert!(
-            err.contains("c-worker: node container runs cdsim/kind-node:v1, not the node image this run uses (cdsim/kind-node:v2)"),
-            "{err}"
-        );
-        assert!(err.contains("--force-recreate"), "{err}");
+        assert_contains(&err, "c-worker: node container runs cdsim/kind-node:v1, not the node image this run uses (cdsim/kind-node:v2)");
+        assert_contains(&err, "--force-recreate");
         assert!(
             !fake
                 .seen()
@@ -520,8 +518,8 @@ mod tests {
         let err = ensure(&fake, &cluster(), false, None, None)
             .expect_err("rejected")
             .to_string();
-        assert!(err.contains("c-worker3: containerd has no"), "{err}");
-        assert!(err.contains("--force-recreate"), "{err}");
+        assert_contains(&err, "c-worker3: containerd has no");
+        assert_contains(&err, "--force-recreate");
         assert!(
             !fake.seen().iter().any(|it| it.starts_with("kind delete")),
             "nothing deleted"
@@ -591,8 +589,8 @@ mod tests {
         let err = node_states(&fake, &cluster())
             .expect_err("missing")
             .to_string();
-        assert!(err.contains("there is no kind cluster `c`"), "{err}");
-        assert!(err.contains("cargo xtask up --cluster-name c"), "{err}");
+        assert_contains(&err, "there is no kind cluster `c`");
+        assert_contains(&err, "cargo xtask up --cluster-name c");
         let fake = FakeRunner::default();
         for node in cluster().nodes() {
             if node == "c-worker2" {
@@ -640,11 +638,11 @@ mod tests {
             "kind must not pull"
         );
         let note = stand_in.note();
-        assert!(
-            note.contains("LOCAL STAND-IN for the pinned kindest/node:v1.34.3@sha256:08497ee1"),
-            "{note}"
+        assert_contains(
+            &note,
+            "LOCAL STAND-IN for the pinned kindest/node:v1.34.3@sha256:08497ee1",
         );
-        assert!(note.contains("sha256:bbb"), "{note}");
+        assert_contains(&note, "sha256:bbb");
     }
 
     #[test]
@@ -680,8 +678,8 @@ mod tests {
         let err = preflight(&fake, &cluster())
             .expect_err("missing")
             .to_string();
-        assert!(err.contains("there is no kind cluster `c`"), "{err}");
-        assert!(err.contains("cargo xtask demo --cluster-name c"), "{err}");
+        assert_contains(&err, "there is no kind cluster `c`");
+        assert_contains(&err, "cargo xtask demo --cluster-name c");
     }
 
     #[test]
@@ -696,9 +694,9 @@ mod tests {
             fake.expect("docker inspect", true, state);
         }
         let err = preflight(&fake, &cluster()).expect_err("down").to_string();
-        assert!(
-            err.contains("node c-worker2 is exited (start it with `docker start c-worker2`)"),
-            "{err}"
+        assert_contains(
+            &err,
+            "node c-worker2 is exited (start it with `docker start c-worker2`)",
         );
     }
 

@@ -275,10 +275,13 @@ pub fn verify(gpus: &[GpuFabric], expected: &Expected) -> Result<(), ParseError>
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+    use crate::testing::assert_contains;
 
-    fn sample(clique: u32, uuid: &str) -> String {
+    /// check-fabric's text for 4 GPUs in `clique` of domain `uuid`, all
+    /// completed (the scenarios' simulations print it too).
+    pub(crate) fn sample(clique: u32, uuid: &str) -> String {
         let mut out = String::from("Discovered 4 GPU(s)\n");
         for idx in 0..4 {
             out.push_str(&format!(
@@ -308,11 +311,11 @@ mod tests {
     fn wrong_identity_is_reported_per_gpu() {
         let gpus = parse_text(&sample(0, "00000000-0000-0000-0000-0000000000ff")).expect("valid");
         let err = verify(&gpus, &demo()).expect_err("wrong").to_string();
-        assert!(
-            err.contains("GPU 0 clusterUuid 00000000-0000-0000-0000-0000000000ff"),
-            "{err}"
+        assert_contains(
+            &err,
+            "GPU 0 clusterUuid 00000000-0000-0000-0000-0000000000ff",
         );
-        assert!(err.contains("GPU 3 cliqueId 0 (want 1)"), "{err}");
+        assert_contains(&err, "GPU 3 cliqueId 0 (want 1)");
     }
 
     #[test]

@@ -100,6 +100,7 @@ impl KindCluster {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::assert_contains;
 
     #[test]
     fn node_names_follow_the_cluster_name() {
@@ -121,7 +122,7 @@ mod tests {
     fn bad_cluster_names_are_rejected_with_the_rule() {
         for bad in ["", "Demo", "1demo", "a_b", &"x".repeat(51)] {
             let err = KindCluster::new(bad).expect_err(bad).to_string();
-            assert!(err.contains("lowercase letters"), "{err}");
+            assert_contains(&err, "lowercase letters");
         }
     }
 }

@@ -367,6 +367,7 @@ pub fn helm_topology_args(chart: &str, kube_context: &str, values_file: &str) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::assert_contains;
 
     /// What kind's containerd 2.x patch produces (config version 3, single quotes).
     const KIND_V3: &str = r#"
@@ -447,12 +448,9 @@ version = 2
         let ClusterPlan::Reject(message) = plan_cluster("c", true, false, &bad) else {
             panic!("an incompatible cluster must be rejected");
         };
-        assert!(
-            message.contains("c-worker2: containerd has no"),
-            "{message}"
-        );
-        assert!(message.contains("--force-recreate"), "{message}");
-        assert!(message.contains("FORCE_RECREATE=true"), "{message}");
+        assert_contains(&message, "c-worker2: containerd has no");
+        assert_contains(&message, "--force-recreate");
+        assert_contains(&message, "FORCE_RECREATE=true");
         assert!(
             !message.contains("c-worker:"),
             "only the bad node is named: {message}"
@@ -507,11 +505,8 @@ version = 2
                 started: "2026-12-03T08:00:00Z".to_owned(),
             },
         );
-        assert!(
-            message.contains("c-worker: node container was restarted"),
-            "{message}"
-        );
-        assert!(message.contains("--force-recreate"), "{message}");
+        assert_contains(&message, "c-worker: node container was restarted");
+        assert_contains(&message, "--force-recreate");
         let message = rejection(
             "c-control-plane",
             NodeProblem::OtherImage {
@@ -519,19 +514,13 @@ version = 2
                 wanted: "cdsim/kind-node:v1.34.3-abc".to_owned(),
             },
         );
-        assert!(
-            message.contains("runs kindest/node:v1.34.3, not the node image this run uses (cdsim/kind-node:v1.34.3-abc)"),
-            "{message}"
-        );
+        assert_contains(&message, "runs kindest/node:v1.34.3, not the node image this run uses (cdsim/kind-node:v1.34.3-abc)");
     }
 
     #[test]
     fn a_stopped_node_rejects_reuse_and_is_named() {
         let message = rejection("c-worker", NodeProblem::NotRunning("exited".to_owned()));
-        assert!(
-            message.contains("c-worker: node container is exited, not running"),
-            "{message}"
-        );
+        assert_contains(&message, "c-worker: node container is exited, not running");
     }
 
     /// A kind node's /proc/devices on a Debian 12 host (hidraw on 236, as upstream warns).
@@ -587,10 +576,7 @@ Block devices:
             .collect();
         let all = format!("Character devices:\n{all}\nBlock devices:\n");
         let err = free_majors(&[&all]).expect_err("one left").to_string();
-        assert!(
-            err.contains("could not find two unused device majors"),
-            "{err}"
-        );
+        assert_contains(&err, "could not find two unused device majors");
     }
 
     #[test]
@@ -599,7 +585,7 @@ Block devices:
             "{:#}",
             free_majors(&["hello"]).expect_err("not /proc/devices")
         );
-        assert!(err.contains("a node's /proc/devices"), "{err}");
+        assert_contains(&err, "a node's /proc/devices");
     }
 
     #[test]
@@ -691,10 +677,7 @@ Block devices:
             "helm template failed: {}",
             String::from_utf8_lossy(&out.stderr)
         );
-        assert!(
-            rendered.contains("image: \"nvml-mock:0123456789ab\""),
-            "{rendered}"
-        );
+        assert_contains(&rendered, "image: \"nvml-mock:0123456789ab\"");
         assert!(rendered.contains("245"), "channel major rendered");
         assert!(rendered.contains("c-worker4"), "topology rendered");
         assert!(

@@ -364,6 +364,7 @@ fn xml(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::assert_contains;
 
     fn sample() -> Report {
         let mut report = Report {
@@ -412,19 +413,10 @@ mod tests {
         assert!(report.failed());
         assert_eq!(report.verdict_line(), "FAILED: scenario3");
         let xml = report.to_junit();
-        assert!(
-            xml.contains("tests=\"4\" failures=\"1\" skipped=\"1\""),
-            "{xml}"
-        );
-        assert!(
-            xml.contains("<skipped message=\"no nvidia-imex payload\"/>"),
-            "{xml}"
-        );
-        assert!(
-            xml.contains("&quot;clique 1&quot; &amp; &lt;not 99&gt;"),
-            "{xml}"
-        );
-        assert!(xml.contains("4/4 GPUs clique=0 &lt;ok&gt;"), "{xml}");
+        assert_contains(&xml, "tests=\"4\" failures=\"1\" skipped=\"1\"");
+        assert_contains(&xml, "<skipped message=\"no nvidia-imex payload\"/>");
+        assert_contains(&xml, "&quot;clique 1&quot; &amp; &lt;not 99&gt;");
+        assert_contains(&xml, "4/4 GPUs clique=0 &lt;ok&gt;");
     }
 
     #[test]
@@ -439,8 +431,8 @@ mod tests {
         assert_eq!(doc["imex_payload"]["kind"], "test_double");
         assert!(!report.failed());
         let xml = report.to_junit();
-        assert!(xml.contains("IMEX test double, not NVIDIA"), "{xml}");
-        assert!(xml.contains("failures=\"0\" skipped=\"0\""), "{xml}");
+        assert_contains(&xml, "IMEX test double, not NVIDIA");
+        assert_contains(&xml, "failures=\"0\" skipped=\"0\"");
         let nvidia = PayloadIdentity::Nvidia {
             path: "/a.tar.xz".to_owned(),
             version: Some("595.91.07".to_owned()),
@@ -507,11 +499,8 @@ mod tests {
         assert_eq!(doc["steps"][1]["status"], "failed");
         assert_eq!(doc["steps"][1]["error"], "the probe pod reached worker2");
         let xml = report.to_junit();
-        assert!(xml.contains("failures=\"1\""), "{xml}");
-        assert!(
-            xml.contains("<failure message=\"the probe pod reached worker2\"/>"),
-            "{xml}"
-        );
+        assert_contains(&xml, "failures=\"1\"");
+        assert_contains(&xml, "<failure message=\"the probe pod reached worker2\"/>");
     }
 
     #[test]

@@ -259,6 +259,7 @@ impl Runner for FakeRunner {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::assert_contains;
 
     #[test]
     fn a_failing_streamed_command_fails_with_its_own_stderr() {
@@ -274,10 +275,7 @@ mod tests {
         let out = runner.run(&cmd).expect("started");
         assert!(!out.ok, "the exit status is checked");
         let err = runner.check(&cmd).expect_err("fails").to_string();
-        assert!(
-            err.contains("failed to pull image \"no/such:image\""),
-            "{err}"
-        );
+        assert_contains(&err, "failed to pull image \"no/such:image\"");
         let ok = runner
             .run(&Cmd::new("/bin/sh", &["-c", "true"]).streamed())
             .expect("started");

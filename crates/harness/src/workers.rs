@@ -269,6 +269,7 @@ pub fn coverage(topology: &topology::Topology, workers: &[String]) -> Coverage {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::assert_contains;
 
     fn node(name: &str, labels: &[(&str, &str)], taints: &[(&str, &str, &str)]) -> Node {
         serde_json::from_value(serde_json::json!({
@@ -404,7 +405,7 @@ mod tests {
         ];
         assert_eq!(select(&nodes, &placement).workers, ["in"]);
         let err = demo_placement().narrowed("pool").expect_err("no value");
-        assert!(err.contains("is not key=value"), "{err}");
+        assert_contains(&err, "is not key=value");
         assert!(demo_placement().narrowed("=x").is_err());
     }
 

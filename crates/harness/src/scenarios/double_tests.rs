@@ -21,6 +21,7 @@ use super::*;
 use crate::imex;
 use crate::k8s::{ExecOutput, PodInfo};
 use crate::report::Outcome;
+use crate::testing::assert_contains;
 use crate::tracker::Tracker;
 
 struct LocalPods {
@@ -244,7 +245,7 @@ async fn scenario2_passes_twice_against_the_double_and_is_named_so() {
         shown(&a)
     );
     let log = std::fs::read_to_string(a.join("tmp/nvidia-imex.log")).expect("log");
-    assert!(log.contains("Identified this node as ID 0"), "{log}");
+    assert_contains(&log, "Identified this node as ID 0");
     assert!(
         log.contains("IMEX_CMD_PORT=50005") && log.contains("DAEMONIZE=0"),
         "{log}"

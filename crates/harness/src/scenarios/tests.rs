@@ -7,6 +7,7 @@ use super::*;
 use crate::fabric::Expected;
 use crate::report::{Outcome, ScenarioResult};
 use crate::runner::{Cmd, FakeRunner, Runner};
+use crate::testing::assert_contains;
 use crate::tracker::Tracker;
 
 const DEMO: &str = "00000000-0000-0000-0000-0000000000ab";
@@ -22,16 +23,6 @@ pub(super) fn failure(result: &ScenarioResult) -> &str {
 /// Scenario 2 on the sim's workers `w` and `w2`, with the default limits.
 async fn scenario2_on(sim: &Sim) -> ScenarioResult {
     scenario2(sim, ["w", "w2"], &Tracker::default(), Limits::default()).await
-}
-
-fn check_fabric(clique: u32, uuid: &str) -> String {
-    let mut out = String::from("Discovered 4 GPU(s)\n");
-    for idx in 0..4 {
-        out.push_str(&format!(
-            "GPU {idx} (GPU-{idx})\n  clusterUuid : {uuid}\n  cliqueId    : {clique}\n  state       : completed (3)\n"
-        ));
-    }
-    out
 }
 
 /// A simulated cluster: per-node identity, channel presence, and two
@@ -102,7 +93,7 @@ impl Workload for Sim {
             ["check-fabric"] => {
                 let identity = self.identity.lock().expect("lock");
                 let (clique, uuid) = identity.get(&node).cloned().unwrap_or((0, String::new()));
-                ok(&check_fabric(clique, &uuid))
+                ok(&crate::fabric::tests::sample(clique, &uuid))
             }
             ["check-fabric", "--json"] => {
                 let identity = self.identity.lock().expect("lock");
@@ -256,11 +247,11 @@ async fn scenario1_names_the_failing_workers() {
         .insert("w4".to_owned(), (0, DEMO.to_owned()));
     let result = scenario1(&sim, &demo_expected()).await;
     let reason = failure(&result);
-    assert!(
-        reason.contains("w2: /dev/nvidia-caps-imex-channels/channel0 is not a character device"),
-        "{reason}"
+    assert_contains(
+        reason,
+        "w2: /dev/nvidia-caps-imex-channels/channel0 is not a character device",
     );
-    assert!(reason.contains("w4: GPU 0 cliqueId 0 (want 1)"), "{reason}");
+    assert_contains(reason, "w4: GPU 0 cliqueId 0 (want 1)");
     assert!(!reason.contains("w3"), "{reason}");
 }
 
@@ -368,7 +359,7 @@ async fn scenario3_fails_when_pods_are_recycled_and_still_restores() {
     let dir = tempfile::tempdir().expect("tempdir");
     let result = scenario3_on(&sim, &runner, dir.path()).await;
     let reason = failure(&result);
-    assert!(reason.contains("pods were recycled"), "{reason}");
+    assert_contains(reason, "pods were recycled");
     assert_eq!(
         runner.fake.remaining(),
         0,
@@ -440,14 +431,11 @@ async fn scenario2_times_out_with_the_log_tails_and_cleans_up() {
     let started = Instant::now();
     let result = scenario2_on(&sim).await;
     let reason = failure(&result);
-    assert!(
-        reason.contains("domain not UP within 240s after daemon B started (last DEGRADED)"),
-        "{reason}"
+    assert_contains(
+        reason,
+        "domain not UP within 240s after daemon B started (last DEGRADED)",
     );
-    assert!(
-        reason.contains("last lines of /tmp/nvidia-imex.log in pod-w:"),
-        "{reason}"
-    );
+    assert_contains(reason, "last lines of /tmp/nvidia-imex.log in pod-w:");
     assert!(started.elapsed() >= Duration::from_secs(240));
     assert!(
         !sim.daemons.lock().expect("lock").values().any(|it| *it),
@@ -463,10 +451,7 @@ async fn scenario2_fails_when_the_domain_ignores_a_dead_peer() {
     };
     let result = scenario2_on(&sim).await;
     let reason = failure(&result);
-    assert!(
-        reason.contains("domain still UP 60s after daemon B was terminated"),
-        "{reason}"
-    );
+    assert_contains(reason, "domain still UP 60s after daemon B was terminated");
 }
 
 fn after_b_stops(fault: ExecOutput) -> Sim {
@@ -546,10 +531,7 @@ async fn scenario2_reports_an_early_exit_with_the_daemon_stdout() {
     let result = scenario2_on(&sim).await;
     let reason = failure(&result);
     assert!(reason.starts_with("daemon A exited after 0s"), "{reason}");
-    assert!(
-        reason.contains("last lines of /tmp/imex.stdout in pod-w:"),
-        "{reason}"
-    );
+    assert_contains(reason, "last lines of /tmp/imex.stdout in pod-w:");
     assert!(
         started.elapsed() < Duration::from_secs(5),
         "no wait for a dead daemon"
