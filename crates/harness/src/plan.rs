@@ -324,20 +324,8 @@ pub fn install_values(image: &ImageRef, majors: Majors) -> String {
 /// The `helm upgrade --install` arguments (no `--wait`: the caller waits
 /// through kube-rs watchers).
 pub fn helm_install_args(chart: &str, kube_context: &str, values_files: &[String]) -> Vec<String> {
-    let mut args: Vec<String> = [
-        "upgrade",
-        "--install",
-        crate::names::RELEASE,
-        chart,
-        "--kube-context",
-        kube_context,
-        "--namespace",
-        crate::names::MOCK_NS,
-        "--create-namespace",
-    ]
-    .iter()
-    .map(|it| (*it).to_owned())
-    .collect();
+    let mut args = helm_upgrade(&["--install"], chart, kube_context);
+    args.push("--create-namespace".to_owned());
     for file in values_files {
         args.push("-f".to_owned());
         args.push(file.clone());
@@ -347,21 +335,26 @@ pub fn helm_install_args(chart: &str, kube_context: &str, values_files: &[String
 
 /// The `helm upgrade --reuse-values` arguments of a topology swap.
 pub fn helm_topology_args(chart: &str, kube_context: &str, values_file: &str) -> Vec<String> {
-    [
-        "upgrade",
+    let mut args = helm_upgrade(&[], chart, kube_context);
+    args.extend(["--reuse-values", "-f", values_file].map(str::to_owned));
+    args
+}
+
+/// `helm upgrade <flags> <release> <chart>` in the mock's namespace of `kube_context`.
+fn helm_upgrade(flags: &[&str], chart: &str, kube_context: &str) -> Vec<String> {
+    let release = [
         crate::names::RELEASE,
         chart,
         "--kube-context",
         kube_context,
         "--namespace",
         crate::names::MOCK_NS,
-        "--reuse-values",
-        "-f",
-        values_file,
-    ]
-    .iter()
-    .map(|it| (*it).to_owned())
-    .collect()
+    ];
+    std::iter::once("upgrade")
+        .chain(flags.iter().copied())
+        .chain(release)
+        .map(str::to_owned)
+        .collect()
 }
 
 #[cfg(test)]

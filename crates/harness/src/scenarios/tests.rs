@@ -20,6 +20,13 @@ pub(super) fn failure(result: &ScenarioResult) -> &str {
     }
 }
 
+/// Scenario 2 on `sim`, which must fail: its reason and how long it took.
+async fn scenario2_failure(sim: &Sim) -> (String, Duration) {
+    let started = Instant::now();
+    let result = scenario2_on(sim).await;
+    (failure(&result).to_owned(), started.elapsed())
+}
+
 /// Scenario 2 on the sim's workers `w` and `w2`, with the default limits.
 async fn scenario2_on(sim: &Sim) -> ScenarioResult {
     scenario2(sim, ["w", "w2"], &Tracker::default(), Limits::default()).await
@@ -428,15 +435,14 @@ async fn scenario2_times_out_with_the_log_tails_and_cleans_up() {
         blocked: true,
         ..with_payload()
     };
-    let started = Instant::now();
-    let result = scenario2_on(&sim).await;
-    let reason = failure(&result);
+    let (reason, took) = scenario2_failure(&sim).await;
+    let reason = reason.as_str();
     assert_contains(
         reason,
         "domain not UP within 240s after daemon B started (last DEGRADED)",
     );
     assert_contains(reason, "last lines of /tmp/nvidia-imex.log in pod-w:");
-    assert!(started.elapsed() >= Duration::from_secs(240));
+    assert!(took >= Duration::from_secs(240));
     assert!(
         !sim.daemons.lock().expect("lock").values().any(|it| *it),
         "daemons stopped after failure"
@@ -527,15 +533,11 @@ async fn scenario2_reports_an_early_exit_with_the_daemon_stdout() {
         dies: true,
         ..with_payload()
     };
-    let started = Instant::now();
-    let result = scenario2_on(&sim).await;
-    let reason = failure(&result);
+    let (reason, took) = scenario2_failure(&sim).await;
+    let reason = reason.as_str();
     assert!(reason.starts_with("daemon A exited after 0s"), "{reason}");
     assert_contains(reason, "last lines of /tmp/imex.stdout in pod-w:");
-    assert!(
-        started.elapsed() < Duration::from_secs(5),
-        "no wait for a dead daemon"
-    );
+    assert!(took < Duration::from_secs(5), "no wait for a dead daemon");
 }
 
 #[test]
