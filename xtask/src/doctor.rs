@@ -224,7 +224,7 @@ pub fn run(sh: &Shell) -> anyhow::Result<()> {
         Some(Some(advice)) => println!("! inotify  {advice}"),
         None => println!("! inotify  cannot read /proc/sys/fs/inotify/max_user_instances"),
     }
-    match crate::tools::host_fixes(sh, false) {
+    match crate::tools::host_fixes(sh, crate::tools::HostNeeds::Engine) {
         Ok(fixes) if fixes.is_empty() => {
             println!("✓ host     the engine answers and runs privileged containers")
         }
@@ -261,12 +261,12 @@ pub fn host_setup(sh: &Shell) -> anyhow::Result<()> {
             crate::tools::host_setup_command()
         );
     }
-    let fixes = crate::tools::host_fixes(sh, true)?;
+    let fixes = crate::tools::host_fixes(sh, crate::tools::HostNeeds::KindCluster)?;
     if fixes.is_empty() {
         eprintln!("    nothing to do: the engine answers, privileged containers work, the inotify limits suffice");
         return Ok(());
     }
-    crate::tools::ensure_host(sh, true)?;
+    crate::tools::ensure_host(sh, crate::tools::HostNeeds::KindCluster)?;
     eprintln!("    host prepared ({} fix(es))", fixes.len());
     Ok(())
 }

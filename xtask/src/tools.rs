@@ -21,7 +21,9 @@ use crate::doctor::{parse_version, Version};
 
 mod host;
 
-pub use host::{ensure_engine, ensure_host, host_fix_message, host_fixes, host_setup_command};
+pub use host::{
+    ensure_engine, ensure_host, host_fix_message, host_fixes, host_setup_command, HostNeeds,
+};
 pub use xtask_support::tools::{find_on_path, find_program, lock_file, read_versions};
 
 /// A command-line tool installed from the Go module proxy.

@@ -55,7 +55,7 @@ fn user_env() -> Vec<(String, String)> {
 /// node image's local stand-in, a fresh clone in its home, and no cluster (so
 /// the user's online demo creates it).
 pub fn prep(sh: &Shell) -> Result<()> {
-    crate::tools::ensure_host(sh, true)?;
+    crate::tools::ensure_host(sh, crate::tools::HostNeeds::KindCluster)?;
     ensure_user(sh)?;
     user_toolchain(sh)?;
     let versions = user_tools(sh)?;

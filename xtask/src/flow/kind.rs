@@ -25,7 +25,7 @@ pub(super) async fn demo_inner(
 ) -> anyhow::Result<()> {
     let (sh, args, tracker) = (run.sh, run.args, run.tracker);
     let runner = step(report, tracker, "engine and tools", async {
-        crate::tools::ensure_host(sh, true)?;
+        crate::tools::ensure_host(sh, crate::tools::HostNeeds::KindCluster)?;
         runner(sh)
     })
     .await?;

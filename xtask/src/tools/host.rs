@@ -111,8 +111,17 @@ fn default_runtime(sh: &Shell) -> Option<String> {
         .map(|it| it.trim().to_owned())
 }
 
-/// What needs root on this host now (empty: nothing).
-pub fn host_fixes(sh: &Shell, with_inotify: bool) -> Result<Vec<HostFix>> {
+/// What a command needs of the host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HostNeeds {
+    /// A Docker engine that runs privileged containers.
+    Engine,
+    /// That, and inotify limits enough for the five kind nodes.
+    KindCluster,
+}
+
+/// What needs root on this host now for `needs` (empty: nothing).
+pub fn host_fixes(sh: &Shell, needs: HostNeeds) -> Result<Vec<HostFix>> {
     let mut fixes = Vec::new();
     match engine_error(sh) {
         Some(said) => fixes.push(HostFix::StartEngine { said }),
@@ -123,19 +132,19 @@ pub fn host_fixes(sh: &Shell, with_inotify: bool) -> Result<Vec<HostFix>> {
             }
         }
     }
-    if with_inotify {
+    if needs == HostNeeds::KindCluster {
         fixes.extend(inotify_fixes()?);
     }
     Ok(fixes)
 }
 
 /// Makes sure a Docker engine answers and can run privileged containers (kind
-/// nodes), and (`with_inotify`) that the inotify limits suffice for five
-/// nodes. Each host quirk is handled only when its check shows it is needed:
+/// nodes), and (`HostNeeds::KindCluster`) that the inotify limits suffice
+/// for five nodes. Each host quirk is handled only when its check shows it is needed:
 /// as root it is fixed (dockerd started, the capability filter installed, the
 /// limits raised); otherwise this fails with the exact command to run as root.
-pub fn ensure_host(sh: &Shell, with_inotify: bool) -> Result<()> {
-    let fixes = host_fixes(sh, with_inotify)?;
+pub fn ensure_host(sh: &Shell, needs: HostNeeds) -> Result<()> {
+    let fixes = host_fixes(sh, needs)?;
     if fixes.is_empty() {
         return Ok(());
     }
@@ -171,7 +180,7 @@ pub fn ensure_host(sh: &Shell, with_inotify: bool) -> Result<()> {
 
 /// The engine only: fails (non-root) or fixes (root) as [`ensure_host`] does.
 pub fn ensure_engine(sh: &Shell) -> Result<()> {
-    ensure_host(sh, false)
+    ensure_host(sh, HostNeeds::Engine)
 }
 
 /// As root: the capability filter when the host needs it, and dockerd started
