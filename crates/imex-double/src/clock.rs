@@ -3,6 +3,8 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use chrono::{DateTime, Datelike, Timelike, Utc};
+
 /// Now, formatted.
 pub fn now() -> String {
     let since = SystemTime::now()
@@ -11,33 +13,25 @@ pub fn now() -> String {
     format_millis(since.as_millis() as i64)
 }
 
-/// Milliseconds since the epoch, formatted.
+/// Milliseconds since the epoch, formatted (proleptic Gregorian). Beyond
+/// chrono's range (about 262000 years either side) the text saturates at its
+/// first or last millisecond.
 pub fn format_millis(millis: i64) -> String {
-    let days = millis.div_euclid(86_400_000);
-    let rest = millis.rem_euclid(86_400_000);
-    let (year, month, day) = civil_from_days(days);
+    let at = DateTime::from_timestamp_millis(millis).unwrap_or(if millis < 0 {
+        DateTime::<Utc>::MIN_UTC
+    } else {
+        DateTime::<Utc>::MAX_UTC
+    });
     format!(
-        "{month}/{day}/{year} {:02}:{:02}:{:02}.{:03}",
-        rest / 3_600_000,
-        rest / 60_000 % 60,
-        rest / 1000 % 60,
-        rest % 1000
+        "{}/{}/{} {:02}:{:02}:{:02}.{:03}",
+        at.month(),
+        at.day(),
+        at.year(),
+        at.hour(),
+        at.minute(),
+        at.second(),
+        at.timestamp_subsec_millis()
     )
-}
-
-/// Days since 1970-01-01 to (year, month, day), proleptic Gregorian
-/// (Howard Hinnant's algorithm).
-fn civil_from_days(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (year, month, day)
 }
 
 #[cfg(test)]
@@ -50,5 +44,6 @@ mod tests {
         assert_eq!(format_millis(1_788_482_259_905), "9/4/2026 00:37:39.905");
         assert_eq!(format_millis(0), "1/1/1970 00:00:00.000");
         assert_eq!(format_millis(951_782_400_000), "2/29/2000 00:00:00.000");
+        assert_eq!(format_millis(-1), "12/31/1969 23:59:59.999");
     }
 }
