@@ -37,11 +37,7 @@ fn ms(duration: Duration) -> String {
 }
 
 fn main() {
-    let runs: usize = std::env::var("BENCH_RUNS")
-        .ok()
-        .and_then(|value| value.parse().ok())
-        .unwrap_or(9)
-        .max(1);
+    let runs = integration_tests::bench_runs(9);
     let mut rig = Rig::start(&RigOptions {
         channel_count: 2048,
     });

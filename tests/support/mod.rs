@@ -97,18 +97,7 @@ pub fn pin(section: &str, key: &str) -> String {
         .to_owned()
 }
 
-/// The output of a command that must succeed; fails the test with both streams otherwise.
-pub fn checked(output: std::io::Result<Output>, what: &str) -> Output {
-    let output = output.unwrap_or_else(|err| panic!("cannot run {what}: {err}"));
-    assert!(
-        output.status.success(),
-        "{what} failed ({}):\nstdout: {}\nstderr: {}",
-        output.status,
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    output
-}
+pub use test_support::{bench_runs, checked};
 
 /// Runs `command`, which must succeed (see [`checked`]).
 pub fn run_ok(command: &mut Command) -> Output {

@@ -11,17 +11,14 @@ const CHECK_FABRIC: &str = env!("CARGO_BIN_EXE_check-fabric");
 /// Builds `libnvidia-ml.so.1` from the stub with `defines` into `dir`.
 fn build_stub(dir: &Path, defines: &[&str]) {
     let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/stub/nvml_stub.c");
-    let output = Command::new("gcc")
-        .args(["-shared", "-fPIC", "-Wall", "-Werror", "-o"])
-        .arg(dir.join("libnvidia-ml.so.1"))
-        .args(defines.iter().map(|define| format!("-D{define}")))
-        .arg(&source)
-        .output()
-        .unwrap_or_else(|err| panic!("gcc is needed for this test (apt-get install gcc): {err}"));
-    assert!(
-        output.status.success(),
-        "gcc failed: {}",
-        String::from_utf8_lossy(&output.stderr)
+    test_support::checked(
+        Command::new("gcc")
+            .args(["-shared", "-fPIC", "-Wall", "-Werror", "-o"])
+            .arg(dir.join("libnvidia-ml.so.1"))
+            .args(defines.iter().map(|define| format!("-D{define}")))
+            .arg(&source)
+            .output(),
+        "gcc (needed for this test: apt-get install gcc)",
     );
 }
 

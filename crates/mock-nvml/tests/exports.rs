@@ -10,15 +10,12 @@ use std::process::Command;
 /// tool is missing or fails.
 fn binutils_on_library(program: &str, args: &[&str]) -> String {
     common::require(program, "apt-get install binutils");
-    let output = Command::new(program)
-        .args(args)
-        .arg(common::library())
-        .output()
-        .unwrap_or_else(|err| panic!("run {program}: {err:?}"));
-    assert!(
-        output.status.success(),
-        "{program} failed: {}",
-        String::from_utf8_lossy(&output.stderr)
+    let output = test_support::checked(
+        Command::new(program)
+            .args(args)
+            .arg(common::library())
+            .output(),
+        program,
     );
     String::from_utf8_lossy(&output.stdout).into_owned()
 }

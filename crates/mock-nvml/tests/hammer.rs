@@ -17,19 +17,16 @@ fn sixteen_threads_under_valgrind_memcheck() {
     let work = tempfile::tempdir().expect("a temp dir");
     let driver = work.path().join("hammer");
     let source = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/hammer.c");
-    let built = Command::new(gcc)
-        .args([
-            "-std=c11", "-O1", "-g", "-Wall", "-Werror", "-pthread", "-o",
-        ])
-        .arg(&driver)
-        .arg(&source)
-        .arg("-ldl")
-        .output()
-        .expect("run gcc");
-    assert!(
-        built.status.success(),
-        "gcc failed:\n{}",
-        String::from_utf8_lossy(&built.stderr)
+    test_support::checked(
+        Command::new(gcc)
+            .args([
+                "-std=c11", "-O1", "-g", "-Wall", "-Werror", "-pthread", "-o",
+            ])
+            .arg(&driver)
+            .arg(&source)
+            .arg("-ldl")
+            .output(),
+        "gcc",
     );
 
     let topology = work.path().join("topology.yaml");

@@ -68,11 +68,7 @@ fn summary(values: &mut [Duration]) -> String {
 }
 
 fn main() {
-    let runs: usize = std::env::var("BENCH_RUNS")
-        .ok()
-        .and_then(|value| value.parse().ok())
-        .unwrap_or(11)
-        .max(1);
+    let runs = integration_tests::bench_runs(11);
     // STAGER_BIN=<path> times another build of the binary (e.g. target/release).
     let stager = std::env::var_os("STAGER_BIN")
         .map(std::path::PathBuf::from)

@@ -303,20 +303,17 @@ fn stages_the_whole_tree() {
 #[test]
 fn device_nodes_are_0666_whatever_the_umask() {
     let host = Host::new();
-    let output = Command::new("sh")
-        .current_dir(host.dir.path())
-        .arg("-c")
-        .arg("umask 077 && exec \"$@\"")
-        .arg("sh")
-        .arg(STAGER)
-        .args(host.command(&["--once"]).get_args())
-        .args(IMEX)
-        .output()
-        .unwrap_or_else(|err| panic!("{err}"));
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
+    integration_tests::checked(
+        Command::new("sh")
+            .current_dir(host.dir.path())
+            .arg("-c")
+            .arg("umask 077 && exec \"$@\"")
+            .arg("sh")
+            .arg(STAGER)
+            .args(host.command(&["--once"]).get_args())
+            .args(IMEX)
+            .output(),
+        "the stager under umask 077",
     );
     assert_eq!(char_device(&host.layout().channel_node(7)).2, 0o666);
     assert_eq!(char_device(&host.layout().gpu_node(0)).2, 0o666);
