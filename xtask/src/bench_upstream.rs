@@ -411,6 +411,20 @@ fn driver(
     Ok(out.lines().map(str::to_owned).collect())
 }
 
+/// Runs `each` for every side, in turn, `rounds` times: both sides measured
+/// in the same minutes, so load changes hit both.
+fn interleaved<F>(rounds: usize, sides: &[Side], mut each: F) -> Result<()>
+where
+    F: FnMut(usize, &Side) -> Result<()>,
+{
+    for _ in 0..rounds {
+        for (index, side) in sides.iter().enumerate() {
+            each(index, side)?;
+        }
+    }
+    Ok(())
+}
+
 /// The `key=value` figures of the driver's first line for `args`.
 fn driver_pairs(
     sh: &Shell,
@@ -602,62 +616,60 @@ pub fn run(sh: &Shell, args: &BenchVsUpstreamArgs) -> Result<()> {
     // Process start → first fabric answer, dlopen, first init, peak RSS.
     let mut start: [BTreeMap<&str, Samples>; 2] = Default::default();
     let per_block = args.starts.div_ceil(args.rounds).max(1);
-    for _ in 0..args.rounds {
-        for (index, side) in sides.iter().enumerate() {
-            let lines = driver(
-                sh,
-                &program,
-                side,
-                &node,
-                &[
-                    "starts".into(),
-                    per_block.to_string(),
-                    side.library.display().to_string(),
-                ],
-            )?;
-            for line in lines {
-                let pairs = parse_pairs(&line)?;
-                for key in [
-                    "start_to_fabric_us",
-                    "dlopen_us",
-                    "init_us",
-                    "hwm_kb",
-                    "base_hwm_kb",
-                ] {
-                    let value = *pairs
-                        .get(key)
-                        .with_context(|| format!("no {key} in {line:?}"))?;
-                    start[index].entry(key).or_default().0.push(value);
-                }
-                let increment = pairs["hwm_kb"] - pairs["base_hwm_kb"];
-                start[index]
-                    .entry("increment_kb")
-                    .or_default()
-                    .0
-                    .push(increment);
+    interleaved(args.rounds, &sides, |index, side| {
+        let lines = driver(
+            sh,
+            &program,
+            side,
+            &node,
+            &[
+                "starts".into(),
+                per_block.to_string(),
+                side.library.display().to_string(),
+            ],
+        )?;
+        for line in lines {
+            let pairs = parse_pairs(&line)?;
+            for key in [
+                "start_to_fabric_us",
+                "dlopen_us",
+                "init_us",
+                "hwm_kb",
+                "base_hwm_kb",
+            ] {
+                let value = *pairs
+                    .get(key)
+                    .with_context(|| format!("no {key} in {line:?}"))?;
+                start[index].entry(key).or_default().0.push(value);
             }
+            let increment = pairs["hwm_kb"] - pairs["base_hwm_kb"];
+            start[index]
+                .entry("increment_kb")
+                .or_default()
+                .0
+                .push(increment);
         }
-    }
+        Ok(())
+    })?;
     // The floor of the start rows: the same spawn of the driver, timed to its main().
     let mut bare: [Samples; 2] = Default::default();
-    for _ in 0..args.rounds {
-        for (index, side) in sides.iter().enumerate() {
-            let lines = driver(
-                sh,
-                &program,
-                side,
-                &node,
-                &["bares".into(), per_block.to_string()],
-            )?;
-            for line in lines {
-                let pairs = parse_pairs(&line)?;
-                let value = *pairs
-                    .get("start_us")
-                    .with_context(|| format!("no start_us in {line:?}"))?;
-                bare[index].0.push(value);
-            }
+    interleaved(args.rounds, &sides, |index, side| {
+        let lines = driver(
+            sh,
+            &program,
+            side,
+            &node,
+            &["bares".into(), per_block.to_string()],
+        )?;
+        for line in lines {
+            let pairs = parse_pairs(&line)?;
+            let value = *pairs
+                .get("start_us")
+                .with_context(|| format!("no start_us in {line:?}"))?;
+            bare[index].0.push(value);
         }
-    }
+        Ok(())
+    })?;
     let pick = |key: &str| -> [Samples; 2] {
         [
             start[0].get(key).cloned().unwrap_or_default(),
@@ -690,24 +702,23 @@ pub fn run(sh: &Shell, args: &BenchVsUpstreamArgs) -> Result<()> {
     let mut cycle_min: [Samples; 2] = Default::default();
     let mut query: [Samples; 2] = Default::default();
     let mut threads: [Samples; 2] = Default::default();
-    for _ in 0..args.rounds {
-        for (index, side) in sides.iter().enumerate() {
-            let library = side.library.display().to_string();
-            let run = |argv: &[String]| driver_pairs(sh, &program, side, &node, argv);
-            let pairs = run(&["cycle".into(), library.clone(), args.cycles.to_string()])?;
-            cycle_mean[index].0.push(pairs["cycle_mean_us"]);
-            cycle_min[index].0.push(pairs["cycle_min_us"]);
-            let pairs = run(&["queries".into(), library.clone(), args.cycles.to_string()])?;
-            query[index].0.push(pairs["round_median_us"]);
-            let pairs = run(&[
-                "threads".into(),
-                library,
-                "8".into(),
-                args.thread_rounds.to_string(),
-            ])?;
-            threads[index].0.push(pairs["rounds_per_s"]);
-        }
-    }
+    interleaved(args.rounds, &sides, |index, side| {
+        let library = side.library.display().to_string();
+        let run = |argv: &[String]| driver_pairs(sh, &program, side, &node, argv);
+        let pairs = run(&["cycle".into(), library.clone(), args.cycles.to_string()])?;
+        cycle_mean[index].0.push(pairs["cycle_mean_us"]);
+        cycle_min[index].0.push(pairs["cycle_min_us"]);
+        let pairs = run(&["queries".into(), library.clone(), args.cycles.to_string()])?;
+        query[index].0.push(pairs["round_median_us"]);
+        let pairs = run(&[
+            "threads".into(),
+            library,
+            "8".into(),
+            args.thread_rounds.to_string(),
+        ])?;
+        threads[index].0.push(pairs["rounds_per_s"]);
+        Ok(())
+    })?;
     rows.push(Row::lower(
         format!(
             "init → 4 × (handle, fabric v1, fabric v3, uuid, memory) → shutdown, mean of {}",
@@ -752,27 +763,26 @@ pub fn run(sh: &Shell, args: &BenchVsUpstreamArgs) -> Result<()> {
     let python_probe = root.join("xtask/bench/pynvml_probe.py");
     let mut wall: [[Samples; 2]; 5] = Default::default();
     let mut rss: [[Samples; 2]; 5] = Default::default();
-    for _ in 0..args.rounds {
-        for (index, side) in sides.iter().enumerate() {
-            let commands: [Vec<String>; 5] = [
-                vec![side.check_fabric.display().to_string()],
-                vec![
-                    python.display().to_string(),
-                    python_probe.display().to_string(),
-                ],
-                vec![go_probe.display().to_string()],
-                vec![floor_c.display().to_string()],
-                vec![floor_go.display().to_string()],
-            ];
-            for (which, command) in commands.iter().enumerate() {
-                let mut argv = vec!["time".to_owned(), args.processes.to_string()];
-                argv.extend(command.iter().cloned());
-                let pairs = driver_pairs(sh, &program, side, &node, &argv)?;
-                wall[which][index].0.push(pairs["wall_median_us"]);
-                rss[which][index].0.push(pairs["maxrss_median_kb"]);
-            }
+    interleaved(args.rounds, &sides, |index, side| {
+        let commands: [Vec<String>; 5] = [
+            vec![side.check_fabric.display().to_string()],
+            vec![
+                python.display().to_string(),
+                python_probe.display().to_string(),
+            ],
+            vec![go_probe.display().to_string()],
+            vec![floor_c.display().to_string()],
+            vec![floor_go.display().to_string()],
+        ];
+        for (which, command) in commands.iter().enumerate() {
+            let mut argv = vec!["time".to_owned(), args.processes.to_string()];
+            argv.extend(command.iter().cloned());
+            let pairs = driver_pairs(sh, &program, side, &node, &argv)?;
+            wall[which][index].0.push(pairs["wall_median_us"]);
+            rss[which][index].0.push(pairs["maxrss_median_kb"]);
         }
-    }
+        Ok(())
+    })?;
     let [check, pynvml, go, floor_static, floor_empty_go] = wall;
     let [check_rss, _, _, floor_static_rss, _] = rss;
     for (measure, unit, samples, target) in [
