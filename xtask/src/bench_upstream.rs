@@ -425,6 +425,14 @@ where
     Ok(())
 }
 
+/// The figure `key` of a driver `line`, parsed into `pairs`.
+fn figure(pairs: &BTreeMap<String, f64>, key: &str, line: &str) -> Result<f64> {
+    pairs
+        .get(key)
+        .copied()
+        .with_context(|| format!("no {key} in {line:?}"))
+}
+
 /// The `key=value` figures of the driver's first line for `args`.
 fn driver_pairs(
     sh: &Shell,
@@ -616,18 +624,10 @@ pub fn run(sh: &Shell, args: &BenchVsUpstreamArgs) -> Result<()> {
     // Process start → first fabric answer, dlopen, first init, peak RSS.
     let mut start: [BTreeMap<&str, Samples>; 2] = Default::default();
     let per_block = args.starts.div_ceil(args.rounds).max(1);
+    let run = |side: &Side, argv: &[String]| driver(sh, &program, side, &node, argv);
     interleaved(args.rounds, &sides, |index, side| {
-        let lines = driver(
-            sh,
-            &program,
-            side,
-            &node,
-            &[
-                "starts".into(),
-                per_block.to_string(),
-                side.library.display().to_string(),
-            ],
-        )?;
+        let library = side.library.display().to_string();
+        let lines = run(side, &["starts".into(), per_block.to_string(), library])?;
         for line in lines {
             let pairs = parse_pairs(&line)?;
             for key in [
@@ -637,10 +637,11 @@ pub fn run(sh: &Shell, args: &BenchVsUpstreamArgs) -> Result<()> {
                 "hwm_kb",
                 "base_hwm_kb",
             ] {
-                let value = *pairs
-                    .get(key)
-                    .with_context(|| format!("no {key} in {line:?}"))?;
-                start[index].entry(key).or_default().0.push(value);
+                start[index]
+                    .entry(key)
+                    .or_default()
+                    .0
+                    .push(figure(&pairs, key, &line)?);
             }
             let increment = pairs["hwm_kb"] - pairs["base_hwm_kb"];
             start[index]
@@ -654,19 +655,10 @@ pub fn run(sh: &Shell, args: &BenchVsUpstreamArgs) -> Result<()> {
     // The floor of the start rows: the same spawn of the driver, timed to its main().
     let mut bare: [Samples; 2] = Default::default();
     interleaved(args.rounds, &sides, |index, side| {
-        let lines = driver(
-            sh,
-            &program,
-            side,
-            &node,
-            &["bares".into(), per_block.to_string()],
-        )?;
+        let lines = run(side, &["bares".into(), per_block.to_string()])?;
         for line in lines {
             let pairs = parse_pairs(&line)?;
-            let value = *pairs
-                .get("start_us")
-                .with_context(|| format!("no start_us in {line:?}"))?;
-            bare[index].0.push(value);
+            bare[index].0.push(figure(&pairs, "start_us", &line)?);
         }
         Ok(())
     })?;
