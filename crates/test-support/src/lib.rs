@@ -37,16 +37,29 @@ mod tests {
 
     use super::*;
 
-    #[test]
-    fn a_successful_command_is_returned() {
-        let out = checked(Command::new("sh").args(["-c", "echo hi"]).output(), "sh");
-        assert_eq!(String::from_utf8_lossy(&out.stdout), "hi\n");
+    /// This test binary itself: the one program every sandbox has (the Nix
+    /// build's PATH holds no `sh`). libtest exits 0 for `--list` and
+    /// non-zero for a flag it does not know.
+    fn this_binary() -> Command {
+        Command::new(std::env::current_exe().expect("the test binary's path"))
     }
 
     #[test]
-    #[should_panic(expected = "sh failed")]
+    fn a_successful_command_is_returned() {
+        let out = checked(this_binary().arg("--list").output(), "the test binary");
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains("a_successful_command_is_returned: test"),
+            "{out:?}"
+        );
+    }
+
+    #[test]
+    #[should_panic(expected = "the test binary failed")]
     fn a_failing_command_fails_the_test() {
-        checked(Command::new("sh").args(["-c", "exit 3"]).output(), "sh");
+        checked(
+            this_binary().arg("--no-such-flag").output(),
+            "the test binary",
+        );
     }
 
     #[test]
