@@ -546,23 +546,12 @@ pub fn missing_images(wanted: &[String], listed: &str) -> Option<Vec<String>> {
     let missing: Vec<String> = wanted
         .iter()
         .filter(|name| {
-            let full = normalise_ref(name);
+            let full = xtask_support::image_ref::containerd_name(name);
             !have.iter().any(|listed| *listed == full)
         })
         .cloned()
         .collect();
     (!missing.is_empty()).then_some(missing)
-}
-
-fn normalise_ref(name: &str) -> String {
-    let first = name.split('/').next().unwrap_or("");
-    let has_registry =
-        name.contains('/') && (first.contains('.') || first.contains(':') || first == "localhost");
-    match (has_registry, name.contains('/')) {
-        (true, _) => name.to_owned(),
-        (false, true) => format!("docker.io/{name}"),
-        (false, false) => format!("docker.io/library/{name}"),
-    }
 }
 
 fn wait_for(limit: Duration, what: &str, mut ready: impl FnMut() -> bool) -> Result<()> {

@@ -3,6 +3,7 @@
 //!
 //! - [`dirs`]: the project root and where xtask writes (the one owner of the
 //!   directory rules).
+//! - [`image_ref`]: how containerd names an image reference.
 //! - [`tools`]: the pins file `manifests/versions.toml`, a program on `PATH`
 //!   or in the sbin directories, an exclusive file lock.
 //!
@@ -10,6 +11,7 @@
 //! others): errors are `anyhow` with context, as in xtask.
 
 pub mod dirs;
+pub mod image_ref;
 pub mod tools;
 
 pub use dirs::project_root;
