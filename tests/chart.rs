@@ -56,6 +56,58 @@ fn owned(items: &[&str]) -> Vec<String> {
     items.iter().map(|item| (*item).to_owned()).collect()
 }
 
+/// Asserts the container's entrypoint and its arguments, in order.
+fn assert_entrypoint(container: &Container, command: &str, expected_args: &[&str]) {
+    assert_eq!(container.command.as_deref(), Some(&owned(&[command])[..]));
+    assert_eq!(args(container), expected_args);
+}
+
+/// The container's environment as name -> fieldRef path; every variable must be a fieldRef.
+fn field_env(container: &Container) -> BTreeMap<&str, &str> {
+    container
+        .env
+        .iter()
+        .flatten()
+        .map(|var| {
+            let field = var
+                .value_from
+                .as_ref()
+                .and_then(|from| from.field_ref.as_ref())
+                .map(|field| field.field_path.as_str())
+                .unwrap_or_else(|| panic!("env {} is not a fieldRef", var.name));
+            (var.name.as_str(), field)
+        })
+        .collect()
+}
+
+/// The pod's hostPath volumes as (volume, host path); other volume kinds are left out.
+fn host_paths(daemon_set: &DaemonSet) -> Vec<(&str, &str)> {
+    pod_spec(daemon_set)
+        .volumes
+        .iter()
+        .flatten()
+        .filter_map(|volume| {
+            let host = volume.host_path.as_ref()?;
+            Some((volume.name.as_str(), host.path.as_str()))
+        })
+        .collect()
+}
+
+/// The arguments of one container in the rendered DaemonSet that start with one of `prefixes`.
+fn args_starting_with(
+    template: Template,
+    daemon_set: &str,
+    container_name: &str,
+    prefixes: &[&str],
+) -> Vec<String> {
+    let rendered = template.render();
+    args(container(&rendered.daemon_set(daemon_set), container_name))
+        .into_iter()
+        .filter(|arg| prefixes.iter().any(|prefix| arg.starts_with(prefix)))
+        .map(str::to_owned)
+        .collect()
+}
+
 // ---------------------------------------------------------------------------
 // helm lint
 
@@ -103,44 +155,48 @@ fn lint_is_clean_with_demo_values() {
 // ---------------------------------------------------------------------------
 // What is rendered
 
-#[test]
-fn demo_renders_exactly_the_expected_objects() {
-    let mut got = Template::demo().render().kinds_and_names();
+/// Asserts that the template renders exactly these objects, as (kind, name), in any order.
+fn assert_renders_exactly(template: Template, expected: &[(&str, &str)]) {
+    let mut got = template.render().kinds_and_names();
     got.sort();
-    let mut want: Vec<(String, String)> = [
-        ("ClusterRole", "nvml-mock"),
-        ("ClusterRoleBinding", "nvml-mock"),
-        ("ConfigMap", "nvml-mock-config"),
-        ("ConfigMap", "nvml-mock-topology"),
-        ("DaemonSet", "nvml-mock"),
-        ("DaemonSet", "nvml-mock-nri"),
-        ("Role", "nvml-mock"),
-        ("RoleBinding", "nvml-mock"),
-        ("ServiceAccount", "nvml-mock"),
-    ]
-    .iter()
-    .map(|(kind, name)| ((*kind).to_owned(), (*name).to_owned()))
-    .collect();
+    let mut want: Vec<(String, String)> = expected
+        .iter()
+        .map(|(kind, name)| ((*kind).to_owned(), (*name).to_owned()))
+        .collect();
     want.sort();
     assert_eq!(got, want);
 }
 
 #[test]
+fn demo_renders_exactly_the_expected_objects() {
+    assert_renders_exactly(
+        Template::demo(),
+        &[
+            ("ClusterRole", "nvml-mock"),
+            ("ClusterRoleBinding", "nvml-mock"),
+            ("ConfigMap", "nvml-mock-config"),
+            ("ConfigMap", "nvml-mock-topology"),
+            ("DaemonSet", "nvml-mock"),
+            ("DaemonSet", "nvml-mock-nri"),
+            ("Role", "nvml-mock"),
+            ("RoleBinding", "nvml-mock"),
+            ("ServiceAccount", "nvml-mock"),
+        ],
+    );
+}
+
+#[test]
 fn defaults_render_no_nri_no_topology() {
-    let mut got = Template::defaults().render().kinds_and_names();
-    got.sort();
-    let mut want: Vec<(String, String)> = [
-        ("ClusterRole", "nvml-mock"),
-        ("ClusterRoleBinding", "nvml-mock"),
-        ("ConfigMap", "nvml-mock-config"),
-        ("DaemonSet", "nvml-mock"),
-        ("ServiceAccount", "nvml-mock"),
-    ]
-    .iter()
-    .map(|(kind, name)| ((*kind).to_owned(), (*name).to_owned()))
-    .collect();
-    want.sort();
-    assert_eq!(got, want);
+    assert_renders_exactly(
+        Template::defaults(),
+        &[
+            ("ClusterRole", "nvml-mock"),
+            ("ClusterRoleBinding", "nvml-mock"),
+            ("ConfigMap", "nvml-mock-config"),
+            ("DaemonSet", "nvml-mock"),
+            ("ServiceAccount", "nvml-mock"),
+        ],
+    );
 }
 
 #[test]
@@ -439,13 +495,10 @@ fn stager_args_in_the_demo() {
     let rendered = Template::demo().render();
     let stager = rendered.daemon_set(STAGER);
     let container = stager_container(&stager);
-    assert_eq!(
-        container.command.as_deref(),
-        Some(&owned(&["/usr/local/bin/nvml-mock-stager"])[..])
-    );
-    assert_eq!(
-        args(container),
-        [
+    assert_entrypoint(
+        container,
+        "/usr/local/bin/nvml-mock-stager",
+        &[
             "--node-name=$(NODE_NAME)",
             "--namespace=$(POD_NAMESPACE)",
             "--overlay-dir=/host/var/lib/nvml-mock",
@@ -455,24 +508,10 @@ fn stager_args_in_the_demo() {
             "--channel-count=2048",
             "--channel-major=240",
             "--caps-major=241",
-        ]
+        ],
     );
-    let env: BTreeMap<&str, &str> = container
-        .env
-        .iter()
-        .flatten()
-        .map(|var| {
-            let field = var
-                .value_from
-                .as_ref()
-                .and_then(|from| from.field_ref.as_ref())
-                .map(|field| field.field_path.as_str())
-                .unwrap_or_else(|| panic!("env {} is not a fieldRef", var.name));
-            (var.name.as_str(), field)
-        })
-        .collect();
     assert_eq!(
-        env,
+        field_env(container),
         BTreeMap::from([
             ("NODE_NAME", "spec.nodeName"),
             ("POD_NAMESPACE", "metadata.namespace")
@@ -485,13 +524,15 @@ fn stager_args_in_the_demo() {
             ("gpu-config", "/etc/nvml-mock", true),
         ]
     );
+    assert_eq!(
+        host_paths(&stager),
+        [("host-overlay", "/var/lib/nvml-mock")]
+    );
     let volumes = pod_spec(&stager).volumes.clone().unwrap_or_default();
     let host = volumes
         .iter()
-        .find(|volume| volume.name == "host-overlay")
-        .and_then(|volume| volume.host_path.clone())
+        .find_map(|volume| volume.host_path.clone())
         .unwrap_or_else(|| panic!("no host-overlay hostPath volume"));
-    assert_eq!(host.path, "/var/lib/nvml-mock");
     assert_eq!(host.type_.as_deref(), Some("DirectoryOrCreate"));
     let config = volumes
         .iter()
@@ -507,28 +548,15 @@ fn stager_overlay_follows_the_host_path() {
         .set("nri.overlay.hostPath=/srv/mock")
         .render();
     let stager = rendered.daemon_set(STAGER);
-    let host = pod_spec(&stager)
-        .volumes
-        .iter()
-        .flatten()
-        .find(|volume| volume.name == "host-overlay")
-        .and_then(|volume| volume.host_path.clone())
-        .unwrap_or_else(|| panic!("no host-overlay hostPath volume"));
-    assert_eq!(host.path, "/srv/mock");
+    assert_eq!(host_paths(&stager), [("host-overlay", "/srv/mock")]);
     // The stager's own view does not move: its flag names the mount point.
     assert!(args(stager_container(&stager)).contains(&"--overlay-dir=/host/var/lib/nvml-mock"));
 }
 
 #[test]
 fn stager_gets_gpu_count_only_when_set() {
-    let count_args = |template: Template| -> Vec<String> {
-        let rendered = template.render();
-        args(stager_container(&rendered.daemon_set(STAGER)))
-            .into_iter()
-            .filter(|arg| arg.starts_with("--gpu-count"))
-            .map(str::to_owned)
-            .collect()
-    };
+    let count_args =
+        |template: Template| args_starting_with(template, STAGER, "stager", &["--gpu-count"]);
     assert_eq!(count_args(Template::demo()), Vec::<String>::new());
     assert_eq!(
         count_args(Template::demo().set("gpu.count=4")),
@@ -538,22 +566,18 @@ fn stager_gets_gpu_count_only_when_set() {
 
 #[test]
 fn channel_settings_reach_the_stager_only_when_enabled() {
-    let channel_args = |template: Template| -> Vec<String> {
-        let rendered = template.render();
-        args(stager_container(&rendered.daemon_set(STAGER)))
-            .into_iter()
-            .filter(|arg| {
-                [
-                    "--imex-channels",
-                    "--channel-count",
-                    "--channel-major",
-                    "--caps-major",
-                ]
-                .iter()
-                .any(|flag| arg.starts_with(flag))
-            })
-            .map(str::to_owned)
-            .collect()
+    let channel_args = |template: Template| {
+        args_starting_with(
+            template,
+            STAGER,
+            "stager",
+            &[
+                "--imex-channels",
+                "--channel-count",
+                "--channel-major",
+                "--caps-major",
+            ],
+        )
     };
     assert_eq!(
         channel_args(Template::demo().set("imex.mockChannels.enabled=false")),
@@ -658,13 +682,10 @@ fn nri_args_in_the_demo() {
     let rendered = Template::demo().render();
     let nri = rendered.daemon_set(NRI);
     let container = nri_container(&nri);
-    assert_eq!(
-        container.command.as_deref(),
-        Some(&owned(&["/usr/local/bin/nvml-mock-nri"])[..])
-    );
-    assert_eq!(
-        args(container),
-        [
+    assert_entrypoint(
+        container,
+        "/usr/local/bin/nvml-mock-nri",
+        &[
             "--socket-path=/var/run/nri/nri.sock",
             "--plugin-name=nvml-mock",
             "--plugin-index=10",
@@ -676,18 +697,11 @@ fn nri_args_in_the_demo() {
             "--imex-channel-annotation=nvml-mock.nvidia.com/imex-channels",
             "--excluded-namespaces=mokka,kube-system",
             "--health-addr=:8080",
-        ]
+        ],
     );
-    let env = container.env.clone().unwrap_or_default();
-    assert_eq!(env.len(), 1);
-    assert_eq!(env[0].name, "NODE_NAME");
     assert_eq!(
-        env[0]
-            .value_from
-            .as_ref()
-            .and_then(|from| from.field_ref.as_ref())
-            .map(|field| field.field_path.as_str()),
-        Some("spec.nodeName")
+        field_env(container),
+        BTreeMap::from([("NODE_NAME", "spec.nodeName")])
     );
     assert_eq!(
         mounts(container),
@@ -696,23 +710,17 @@ fn nri_args_in_the_demo() {
             ("overlay", "/var/lib/nvml-mock", true),
         ]
     );
-    let volumes: Vec<(String, String)> = pod_spec(&nri)
-        .volumes
-        .iter()
-        .flatten()
-        .map(|volume| {
-            let host = volume
-                .host_path
-                .clone()
-                .unwrap_or_else(|| panic!("NRI volume {} is not a hostPath", volume.name));
-            (volume.name.clone(), host.path)
-        })
-        .collect();
+    let volumes = pod_spec(&nri).volumes.clone().unwrap_or_default();
     assert_eq!(
-        volumes,
+        host_paths(&nri).len(),
+        volumes.len(),
+        "every NRI volume is a hostPath"
+    );
+    assert_eq!(
+        host_paths(&nri),
         [
-            ("nri-socket-dir".to_owned(), "/var/run/nri".to_owned()),
-            ("overlay".to_owned(), "/var/lib/nvml-mock".to_owned()),
+            ("nri-socket-dir", "/var/run/nri"),
+            ("overlay", "/var/lib/nvml-mock"),
         ]
     );
 }
@@ -756,41 +764,33 @@ fn nri_socket_overlay_annotations_and_exclusions_follow_values() {
             "--health-addr=:8080",
         ]
     );
-    let mounts: Vec<(&str, &str)> = container
-        .volume_mounts
-        .iter()
-        .flatten()
-        .map(|mount| (mount.name.as_str(), mount.mount_path.as_str()))
-        .collect();
     assert_eq!(
-        mounts,
+        mounts(container),
+        [
+            ("nri-socket-dir", "/run/containerd/nri", false),
+            ("overlay", "/srv/mock", true)
+        ]
+    );
+    assert_eq!(
+        host_paths(&nri),
         [
             ("nri-socket-dir", "/run/containerd/nri"),
             ("overlay", "/srv/mock")
         ]
     );
-    let paths: Vec<String> = pod_spec(&nri)
-        .volumes
-        .iter()
-        .flatten()
-        .filter_map(|volume| volume.host_path.clone().map(|host| host.path))
-        .collect();
-    assert_eq!(paths, ["/run/containerd/nri", "/srv/mock"]);
 }
 
 #[test]
 fn nri_plugin_index_is_two_digits() {
-    let index = |template: Template| -> String {
-        let rendered = template.render();
-        args(nri_container(&rendered.daemon_set(NRI)))
-            .into_iter()
-            .find_map(|arg| arg.strip_prefix("--plugin-index=").map(str::to_owned))
-            .unwrap_or_else(|| panic!("no --plugin-index"))
-    };
-    assert_eq!(index(Template::demo().set("nri.pluginIndex=5")), "05");
+    let index =
+        |template: Template| args_starting_with(template, NRI, "nri-plugin", &["--plugin-index="]);
+    assert_eq!(
+        index(Template::demo().set("nri.pluginIndex=5")),
+        ["--plugin-index=05"]
+    );
     assert_eq!(
         index(Template::demo().set_string("nri.pluginIndex=42")),
-        "42"
+        ["--plugin-index=42"]
     );
 }
 

@@ -19,7 +19,10 @@ use image_builder::build::{self, BuiltImage, ImexState, Inputs};
 use image_builder::host::{self, RealFs};
 use image_builder::payload::Payload;
 use image_builder::spec::{FileKind, ImageSpec, Source, Spec};
-use integration_tests::{artifact, demo_topology_document, profile_dir, repo_root, run_ok};
+use integration_tests::{
+    artifact, demo_topology_document, permission_bits, profile_dir, repo_root, run_ok,
+    IMEX_ARCHIVE_TOP,
+};
 
 const MOCK: &str = "nvml-mock";
 const WORKLOAD: &str = "nvml-mock-workload";
@@ -79,7 +82,7 @@ fn build_image(name: &str) -> Arc<BuiltImage> {
 /// host programs play the daemon and the ctl, so the closure has real work to do.
 /// The real payload cannot be downloaded on these machines.
 fn stand_in_payload(dir: &Path) -> PathBuf {
-    let top = dir.join("imex-linux-x86_64-595.91.07-archive");
+    let top = dir.join(IMEX_ARCHIVE_TOP);
     std::fs::create_dir_all(top.join("usr/bin")).expect("mkdir usr/bin");
     std::fs::create_dir_all(top.join("etc/nvidia-imex")).expect("mkdir etc");
     std::fs::copy("/bin/sleep", top.join("usr/bin/nvidia-imex")).expect("copy sleep");
@@ -89,13 +92,13 @@ fn stand_in_payload(dir: &Path) -> PathBuf {
         "DAEMONIZE=1\nIMEX_NODE_CONFIG_FILE=/etc/nvidia-imex/nodes_config.cfg\n",
     )
     .expect("write config");
-    let archive = dir.join("imex-linux-x86_64-595.91.07-archive.tar.xz");
+    let archive = dir.join(format!("{IMEX_ARCHIVE_TOP}.tar.xz"));
     let status = Command::new("tar")
         .arg("-cJf")
         .arg(&archive)
         .arg("-C")
         .arg(dir)
-        .arg("imex-linux-x86_64-595.91.07-archive")
+        .arg(IMEX_ARCHIVE_TOP)
         .status()
         .expect("GNU tar is not installed (Debian package tar)");
     assert!(status.success(), "tar -cJf failed");
@@ -152,8 +155,7 @@ fn the_payload_goes_into_the_workload_image_reproducibly() {
     );
     assert_ne!(first.archive.image_id, without.archive.image_id);
     // The extracted directory gives the same image as the archive.
-    let extracted =
-        Payload::open(&dir.path().join("imex-linux-x86_64-595.91.07-archive")).expect("open dir");
+    let extracted = Payload::open(&dir.path().join(IMEX_ARCHIVE_TOP)).expect("open dir");
     assert_eq!(
         build_with(WORKLOAD, Some(&extracted), 0).archive.image_id,
         first.archive.image_id
@@ -342,13 +344,9 @@ fn check_contents(image: &ImageSpec, built: &BuiltImage, payload_dir: Option<&Pa
             !expected.contains_key(library),
             "{library} is both in the spec and in the closure"
         );
-        let mode = std::fs::metadata(library).map(|meta| {
-            use std::os::unix::fs::PermissionsExt;
-            meta.permissions().mode() & 0o7777
-        });
         expected.insert(
             library.clone(),
-            ('-', mode.expect("library metadata"), None),
+            ('-', permission_bits(Path::new(library)), None),
         );
     }
     for (path, (kind, mode, link)) in &expected {
@@ -414,11 +412,7 @@ fn workload_image_files_match_the_spec_with_and_without_payload() {
     let archive = stand_in_payload(dir.path());
     let payload = Payload::open(&archive).expect("open payload");
     let built = build_with(WORKLOAD, Some(&payload), 0);
-    check_contents(
-        image,
-        &built,
-        Some(&dir.path().join("imex-linux-x86_64-595.91.07-archive")),
-    );
+    check_contents(image, &built, Some(&dir.path().join(IMEX_ARCHIVE_TOP)));
 }
 
 // ---------------------------------------------------------------------------

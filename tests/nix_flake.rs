@@ -11,7 +11,11 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use integration_tests::{checked, repo_root, require_program, run_ok};
+use integration_tests::{
+    assert_reads_long_name_and_hard_link, checked, imex_archive_long_name, permission_bits,
+    repo_root, require_program, run_ok, IMEX_ARCHIVE_FILES, IMEX_ARCHIVE_HARD_LINK,
+    IMEX_ARCHIVE_TOP,
+};
 
 const NIX_FEATURES: &str = "nix-command flakes";
 const SYSTEMS: [&str; 2] = ["x86_64-linux", "aarch64-linux"];
@@ -745,30 +749,20 @@ fn nvidia_imex_install_phase_and_the_rust_reader_agree_on_the_payload() {
     )
     .unwrap_or_else(|err| panic!("nix eval installPhase failed against the stub:\n{err}"));
     let tmp = tempfile::tempdir().expect("tempdir");
-    let top_name = "imex-linux-x86_64-595.91.07-archive";
+    let top_name = IMEX_ARCHIVE_TOP;
     let top = tmp.path().join("src").join(top_name);
-    let files: [(&str, &[u8], u32); 5] = [
-        ("usr/bin/nvidia-imex", b"\x7fELF daemon", 0o755),
-        ("usr/bin/nvidia-imex-ctl", b"\x7fELF ctl", 0o755),
-        ("etc/nvidia-imex/config.cfg", b"DAEMONIZE=1\n", 0o644),
-        ("LICENSE", b"license\n", 0o644),
-        ("usr/share/doc/third-party-notices.txt", b"notices\n", 0o644),
-    ];
-    for (rel, bytes, mode) in files {
+    for (rel, bytes, mode) in IMEX_ARCHIVE_FILES {
         let path = top.join(rel);
         std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
         std::fs::write(&path, bytes).expect("write");
         std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(mode))
             .expect("chmod");
     }
-    let long_dir = top.join("usr/share/doc").join("d".repeat(120));
-    std::fs::create_dir_all(&long_dir).expect("mkdir long");
-    std::fs::write(long_dir.join("notes.txt"), b"long").expect("write long");
-    std::fs::hard_link(
-        top.join("usr/bin/nvidia-imex"),
-        top.join("usr/bin/nvidia-imex-hardlink"),
-    )
-    .expect("hard link");
+    let long = top.join(imex_archive_long_name());
+    std::fs::create_dir_all(long.parent().expect("parent")).expect("mkdir long");
+    std::fs::write(&long, b"long").expect("write long");
+    let (link, target) = IMEX_ARCHIVE_HARD_LINK;
+    std::fs::hard_link(top.join(target), top.join(link)).expect("hard link");
     let archive = tmp.path().join(format!("{top_name}.tar.xz"));
     let status = Command::new("tar")
         .current_dir(tmp.path().join("src"))
@@ -822,25 +816,13 @@ fn nvidia_imex_install_phase_and_the_rust_reader_agree_on_the_payload() {
     for rel in &imex_paths {
         let from_nix =
             std::fs::read(out.join(rel)).unwrap_or_else(|err| panic!("nix out lacks {rel}: {err}"));
-        let mode = std::os::unix::fs::PermissionsExt::mode(
-            &std::fs::metadata(out.join(rel))
-                .expect("meta")
-                .permissions(),
-        ) & 0o7777;
+        let mode = permission_bits(&out.join(rel));
         let from_rust = payload.read(rel).expect(rel);
         assert_eq!(from_nix, from_rust.bytes, "{rel}: bytes differ");
         assert_eq!(mode, from_rust.mode, "{rel}: modes differ");
     }
     // The Rust reader also sees the long name and the hard link.
-    let long_rel = format!("usr/share/doc/{}/notes.txt", "d".repeat(120));
-    assert_eq!(payload.read(&long_rel).expect("long").bytes, b"long");
-    assert_eq!(
-        payload
-            .read("usr/bin/nvidia-imex-hardlink")
-            .expect("hard link")
-            .bytes,
-        b"\x7fELF daemon"
-    );
+    assert_reads_long_name_and_hard_link(|rel| payload.read(rel).expect(rel).bytes);
 }
 
 /// Where a tool the apps put on PATH is on this machine: xtask's cache of

@@ -97,7 +97,11 @@ pub fn pin(section: &str, key: &str) -> String {
         .to_owned()
 }
 
-pub use test_support::{bench_runs, checked};
+pub use test_support::{
+    assert_contains, assert_reads_long_name_and_hard_link, bench_runs, checked,
+    imex_archive_long_name, permission_bits, IMEX_ARCHIVE_FILES, IMEX_ARCHIVE_HARD_LINK,
+    IMEX_ARCHIVE_TOP,
+};
 
 /// Runs `command`, which must succeed (see [`checked`]).
 pub fn run_ok(command: &mut Command) -> Output {

@@ -87,6 +87,7 @@ impl Drop for RunnerLock {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use test_support::assert_contains;
 
     #[test]
     fn a_second_runner_is_refused_naming_the_holder() {
@@ -95,14 +96,8 @@ mod tests {
         let err = RunnerLock::acquire(dir.path(), "demo", "cargo xtask up").expect_err("held");
         let message = err.to_string();
         let pid = std::process::id();
-        assert!(
-            message.contains(&format!("pid {pid} running `cargo xtask demo`")),
-            "{message}"
-        );
-        assert!(
-            message.contains("another run holds cluster `demo`"),
-            "{message}"
-        );
+        assert_contains(&message, &format!("pid {pid} running `cargo xtask demo`"));
+        assert_contains(&message, "another run holds cluster `demo`");
 
         // Other cluster names are independent.
         let other =

@@ -329,6 +329,7 @@ mod tests {
         CAPFILTER_RUNTIME,
     };
     use super::*;
+    use test_support::assert_contains;
     use xtask_support::tools::parse_versions;
 
     #[test]
@@ -450,57 +451,56 @@ mod tests {
             None
         );
         let note = version_note(Tool::Kind, Some(Version(0, 32, 0)), "v0.31.0").expect("outside");
-        assert!(
-            note.contains(
-                "kind 0.32.0 is outside the tested range 0.24.0 up to (not including) 0.32.0"
-            ),
-            "{note}"
+        assert_contains(
+            &note,
+            "kind 0.32.0 is outside the tested range 0.24.0 up to (not including) 0.32.0",
         );
-        assert!(note.contains("the one kind v0.31.0 names"), "{note}");
-        assert!(note.contains("the pinned version is v0.31.0"), "{note}");
+        assert_contains(&note, "the one kind v0.31.0 names");
+        assert_contains(&note, "the pinned version is v0.31.0");
         let note = version_note(Tool::Helm, None, "v3.19.0").expect("unknown");
-        assert!(note.contains("cannot read helm's version"), "{note}");
+        assert_contains(&note, "cannot read helm's version");
     }
 
     #[test]
     fn host_fixes_for_non_root_users_name_the_root_command() {
         let setup = "sudo /home/u/target/debug/xtask host-setup";
-        let engine = host_fix_message(
-            &HostFix::StartEngine {
-                said: "permission denied while trying to connect to the Docker daemon socket"
-                    .to_owned(),
-            },
-            setup,
-        );
-        assert!(engine.contains("sudo systemctl start docker"), "{engine}");
-        assert!(engine.contains("sudo usermod -aG docker $USER"), "{engine}");
-        assert!(
-            engine.contains("permission denied"),
-            "the engine's own words: {engine}"
-        );
-        let caps = host_fix_message(
-            &HostFix::CapFilter {
-                missing: vec!["CAP_SYS_RESOURCE".to_owned()],
-            },
-            setup,
-        );
-        assert!(caps.contains("lacks CAP_SYS_RESOURCE"), "{caps}");
-        assert!(
-            caps.contains("run `sudo /home/u/target/debug/xtask host-setup` once"),
-            "{caps}"
-        );
-        let inotify = host_fix_message(
-            &HostFix::Inotify {
-                knob: "max_user_instances",
-                current: 128,
-                wanted: 512,
-            },
-            setup,
-        );
-        assert!(
-            inotify.contains("sudo sysctl -w fs.inotify.max_user_instances=512"),
-            "{inotify}"
-        );
+        let cases: [(HostFix, &[&str]); 3] = [
+            (
+                HostFix::StartEngine {
+                    said: "permission denied while trying to connect to the Docker daemon socket"
+                        .to_owned(),
+                },
+                // The engine's own words, then what to do.
+                &[
+                    "permission denied",
+                    "sudo systemctl start docker",
+                    "sudo usermod -aG docker $USER",
+                ],
+            ),
+            (
+                HostFix::CapFilter {
+                    missing: vec!["CAP_SYS_RESOURCE".to_owned()],
+                },
+                &[
+                    "lacks CAP_SYS_RESOURCE",
+                    "run `sudo /home/u/target/debug/xtask host-setup` once",
+                ],
+            ),
+            (
+                HostFix::Inotify {
+                    knob: "max_user_instances",
+                    current: 128,
+                    wanted: 512,
+                },
+                &["sudo sysctl -w fs.inotify.max_user_instances=512"],
+            ),
+        ];
+        for (fix, parts) in &cases {
+            let message = host_fix_message(fix, setup);
+            for part in *parts {
+                assert_contains(&message, part);
+            }
+        }
         assert!(
             host_setup_command().starts_with("sudo /"),
             "the absolute binary: {}",

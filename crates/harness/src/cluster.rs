@@ -7,6 +7,7 @@ use std::path::Path;
 use crate::names::{KindCluster, KIND_CONFIG};
 use crate::plan::{self, ClusterPlan, NodeProblem};
 use crate::runner::{Cmd, Runner};
+use xtask_support::image_ref::containerd_name;
 
 /// The pinned online node image (`[online].node_image`), validated as
 /// `repo:tag@sha256:<64 hex>`.
@@ -300,23 +301,24 @@ pub fn ensure<R: Runner>(
     match &decision {
         ClusterPlan::Reuse => {
             eprintln!("    reusing cluster {} (NRI on every node)", cluster.name());
-            runner.check(&Cmd::new(
-                "kind",
-                &["export", "kubeconfig", "--name", cluster.name()],
-            ))?;
+            runner.check(&kind_on(cluster, &["export", "kubeconfig"]))?;
         }
         ClusterPlan::Reject(message) => anyhow::bail!("{message}"),
         ClusterPlan::Recreate => {
             eprintln!("    deleting cluster {} (--force-recreate)", cluster.name());
-            runner.check(&Cmd::new(
-                "kind",
-                &["delete", "cluster", "--name", cluster.name()],
-            ))?;
+            runner.check(&kind_on(cluster, &["delete", "cluster"]))?;
             create(runner, cluster, node_image)?;
         }
         ClusterPlan::Create => create(runner, cluster, node_image)?,
     }
     Ok(decision)
+}
+
+/// `kind <args> --name <cluster>`.
+fn kind_on(cluster: &KindCluster, args: &[&str]) -> Cmd {
+    let mut all = args.to_vec();
+    all.extend(["--name", cluster.name()]);
+    Cmd::new("kind", &all)
 }
 
 fn create<R: Runner>(
@@ -376,18 +378,6 @@ pub fn proc_devices<R: Runner>(runner: &R, cluster: &KindCluster) -> anyhow::Res
     Ok(texts)
 }
 
-/// How containerd names an image reference (`nvml-mock:x` → `docker.io/library/nvml-mock:x`).
-pub fn containerd_name(reference: &str) -> String {
-    let first = reference.split('/').next().unwrap_or_default();
-    let has_registry = reference.contains('/')
-        && (first.contains('.') || first.contains(':') || first == "localhost");
-    match (reference.contains('/'), has_registry) {
-        (_, true) => reference.to_owned(),
-        (true, false) => format!("docker.io/{reference}"),
-        (false, _) => format!("docker.io/library/{reference}"),
-    }
-}
-
 /// Loads an image archive into the nodes that lack `reference`; returns the
 /// nodes it was loaded into (empty: every node had it).
 pub fn load_image<R: Runner>(
@@ -434,7 +424,7 @@ pub fn load_image<R: Runner>(
 mod tests {
     use super::*;
     use crate::runner::FakeRunner;
-    use crate::testing::assert_contains;
+    use test_support::assert_contains;
 
     const NRI_ON: &str = "version = 3\n[plugins.'io.containerd.nri.v1.nri']\n  disable = false\n  socket_path = '/var/run/nri/nri.sock'\n";
 
@@ -574,21 +564,20 @@ mod tests {
         assert_eq!(fake.seen().len(), 2);
     }
 
-    /// A runner for which no node container of `c` exists.
-    fn no_node_containers() -> FakeRunner {
+    /// The error `check` gives when no node container of `c` exists.
+    fn on_a_missing_cluster<T: std::fmt::Debug>(
+        check: impl FnOnce(&FakeRunner) -> anyhow::Result<T>,
+    ) -> String {
         let fake = FakeRunner::default();
         for _ in cluster().nodes() {
             fake.expect("docker inspect", false, "");
         }
-        fake
+        check(&fake).expect_err("missing").to_string()
     }
 
     #[test]
     fn status_of_a_missing_cluster_says_how_to_create_it() {
-        let fake = no_node_containers();
-        let err = node_states(&fake, &cluster())
-            .expect_err("missing")
-            .to_string();
+        let err = on_a_missing_cluster(|fake| node_states(fake, &cluster()));
         assert_contains(&err, "there is no kind cluster `c`");
         assert_contains(&err, "cargo xtask up --cluster-name c");
         let fake = FakeRunner::default();
@@ -674,10 +663,7 @@ mod tests {
 
     #[test]
     fn a_scenario_on_a_missing_cluster_says_how_to_create_it() {
-        let fake = no_node_containers();
-        let err = preflight(&fake, &cluster())
-            .expect_err("missing")
-            .to_string();
+        let err = on_a_missing_cluster(|fake| preflight(fake, &cluster()));
         assert_contains(&err, "there is no kind cluster `c`");
         assert_contains(&err, "cargo xtask demo --cluster-name c");
     }
@@ -750,19 +736,5 @@ mod tests {
                 .is_empty()
         );
         assert_eq!(fake.remaining(), 0, "no kind load when every node has it");
-    }
-
-    #[test]
-    fn containerd_names() {
-        assert_eq!(
-            containerd_name("nvml-mock:abc"),
-            "docker.io/library/nvml-mock:abc"
-        );
-        assert_eq!(containerd_name("cdsim/x:1"), "docker.io/cdsim/x:1");
-        assert_eq!(containerd_name("localhost:5000/x:1"), "localhost:5000/x:1");
-        assert_eq!(
-            containerd_name("registry.k8s.io/pause:3.10"),
-            "registry.k8s.io/pause:3.10"
-        );
     }
 }

@@ -277,7 +277,7 @@ pub fn verify(gpus: &[GpuFabric], expected: &Expected) -> Result<(), ParseError>
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::testing::assert_contains;
+    use test_support::assert_contains;
 
     /// check-fabric's text for 4 GPUs in `clique` of domain `uuid`, all
     /// completed (the scenarios' simulations print it too).

@@ -23,8 +23,6 @@ pub mod report;
 pub mod runner;
 pub mod scenario4;
 pub mod scenarios;
-#[cfg(test)]
-mod testing;
 pub mod tracker;
 pub mod workers;
 pub mod workload;

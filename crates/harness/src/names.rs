@@ -100,7 +100,7 @@ impl KindCluster {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testing::assert_contains;
+    use test_support::assert_contains;
 
     #[test]
     fn node_names_follow_the_cluster_name() {

@@ -360,7 +360,7 @@ fn helm_upgrade(flags: &[&str], chart: &str, kube_context: &str) -> Vec<String> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testing::assert_contains;
+    use test_support::assert_contains;
 
     /// What kind's containerd 2.x patch produces (config version 3, single quotes).
     const KIND_V3: &str = r#"

@@ -364,7 +364,7 @@ fn xml(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testing::assert_contains;
+    use test_support::assert_contains;
 
     fn sample() -> Report {
         let mut report = Report {

@@ -259,7 +259,7 @@ impl Runner for FakeRunner {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testing::assert_contains;
+    use test_support::assert_contains;
 
     #[test]
     fn a_failing_streamed_command_fails_with_its_own_stderr() {

@@ -416,12 +416,14 @@ async fn daemon_pods(
                 .filter(|(node, _, label)| label == clique && want.contains(node))
                 .map(|(node, _, _)| node.clone())
                 .collect();
-            match good == want {
-                true => Ok(Ok(on)),
-                false if on.is_empty() => Ok(Err("no daemon pod yet".to_owned())),
-                false => Ok(Err(format!(
+            if good == want {
+                Ok(Ok(on))
+            } else if on.is_empty() {
+                Ok(Err("no daemon pod yet".to_owned()))
+            } else {
+                Ok(Err(format!(
                     "daemon pods (node, pod, clique label): {on:?}"
-                ))),
+                )))
             }
         },
         || async {

@@ -269,7 +269,7 @@ pub fn coverage(topology: &topology::Topology, workers: &[String]) -> Coverage {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testing::assert_contains;
+    use test_support::assert_contains;
 
     fn node(name: &str, labels: &[(&str, &str)], taints: &[(&str, &str, &str)]) -> Node {
         serde_json::from_value(serde_json::json!({

@@ -380,7 +380,7 @@ mod tests {
     /// 100 bytes of a ustar header, and a hard link.
     #[test]
     fn reads_the_real_layout_with_pax_header_long_name_and_hard_link() {
-        let top = "imex-linux-x86_64-595.91.07-archive";
+        let top = test_support::IMEX_ARCHIVE_TOP;
         let mut builder = tar::Builder::new(Vec::new());
         let mut global = tar::Header::new_ustar();
         let record = b"52 comment=0123456789abcdef0123456789abcdef01234567\n";
@@ -390,14 +390,7 @@ mod tests {
         builder
             .append_data(&mut global, "pax_global_header", &record[..])
             .expect("global header");
-        let long = format!("{top}/usr/share/doc/{}/notes.txt", "d".repeat(120));
-        let files: [(&str, &[u8], u32); 5] = [
-            ("usr/bin/nvidia-imex", b"\x7fELF daemon", 0o755),
-            ("usr/bin/nvidia-imex-ctl", b"\x7fELF ctl", 0o755),
-            ("etc/nvidia-imex/config.cfg", b"DAEMONIZE=1\n", 0o644),
-            ("LICENSE", b"license", 0o644),
-            ("usr/share/doc/third-party-notices.txt", b"notices", 0o644),
-        ];
+        let long = format!("{top}/{}", test_support::imex_archive_long_name());
         let mut dir = tar::Header::new_gnu();
         dir.set_entry_type(tar::EntryType::Directory);
         dir.set_mode(0o755);
@@ -405,7 +398,7 @@ mod tests {
         builder
             .append_data(&mut dir, format!("{top}/"), &[][..])
             .expect("dir");
-        for (rel, data, mode) in files {
+        for (rel, data, mode) in test_support::IMEX_ARCHIVE_FILES {
             let mut header = tar::Header::new_gnu();
             header.set_mode(mode);
             header.set_size(data.len() as u64);
@@ -426,8 +419,8 @@ mod tests {
         builder
             .append_link(
                 &mut link,
-                format!("{top}/usr/bin/nvidia-imex-hardlink"),
-                format!("{top}/usr/bin/nvidia-imex"),
+                format!("{top}/{}", test_support::IMEX_ARCHIVE_HARD_LINK.0),
+                format!("{top}/{}", test_support::IMEX_ARCHIVE_HARD_LINK.1),
             )
             .expect("hard link");
         let bytes = builder.into_inner().expect("finish");
@@ -435,19 +428,13 @@ mod tests {
         let path = tmp.path().join(format!("{top}.tar.xz"));
         std::fs::write(&path, xz(&bytes)).expect("write");
         let payload = Payload::open(&path).expect("the real layout opens");
-        for (rel, data, mode) in files {
+        for (rel, data, mode) in test_support::IMEX_ARCHIVE_FILES {
             let file = payload.read(rel).expect(rel);
             assert_eq!((file.bytes.as_slice(), file.mode), (data, mode), "{rel}");
         }
-        let long_rel = long.split_once('/').expect("top").1;
-        assert_eq!(payload.read(long_rel).expect("long").bytes, b"long");
-        assert_eq!(
-            payload
-                .read("usr/bin/nvidia-imex-hardlink")
-                .expect("hard link")
-                .bytes,
-            b"\x7fELF daemon"
-        );
+        test_support::assert_reads_long_name_and_hard_link(|rel| {
+            payload.read(rel).expect(rel).bytes
+        });
     }
 
     #[test]

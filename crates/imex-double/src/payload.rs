@@ -82,13 +82,7 @@ mod tests {
         let out = dir.path().join("payload");
         let written = write_dir(&out, &bin, &bin).expect("written");
         assert_eq!(written.len(), 6);
-        let mode = |rel: &str| {
-            std::fs::metadata(out.join(rel))
-                .expect("exists")
-                .permissions()
-                .mode()
-                & 0o7777
-        };
+        let mode = |rel: &str| test_support::permission_bits(&out.join(rel));
         assert_eq!(mode("usr/bin/nvidia-imex"), 0o755);
         assert_eq!(mode("etc/nvidia-imex/config.cfg"), 0o644);
         assert!(is_double_dir(&out));

@@ -424,13 +424,7 @@ deb [arch=amd64 signed-by=/k.gpg] http://mirror.example/debian bookworm main\n";
         assert_eq!(written, ["etc/conf.toml", "usr/local/bin/entrypoint"]);
         let conf = fs::read_to_string(root.path().join("etc/conf.toml")).expect("read");
         assert_eq!(conf, "image = \"registry.k8s.io/pause:3.10.1\"\n");
-        let mode = |p: &str| {
-            fs::metadata(root.path().join(p))
-                .expect("stat")
-                .permissions()
-                .mode()
-                & 0o777
-        };
+        let mode = |p: &str| test_support::permission_bits(&root.path().join(p));
         assert_eq!(mode("usr/local/bin/entrypoint"), 0o755);
         assert_eq!(mode("etc/conf.toml"), 0o644);
         let err = overlay(src.path(), root.path(), &[]).expect_err("unfilled placeholder");

@@ -1,7 +1,7 @@
 //! What the packages' tests and benches share, owned once: the integration
-//! tests (`tests/support` re-exports it), mock-nvml's, check-fabric's and
-//! node-stager's tests, and the benches. A dev-dependency only: nothing
-//! shipped links it.
+//! tests (`tests/support` re-exports it), the unit tests of mock-nvml,
+//! check-fabric, harness and xtask, and the benches. A dev-dependency only:
+//! nothing shipped links it.
 
 use std::process::Output;
 
@@ -19,6 +19,60 @@ pub fn checked(output: std::io::Result<Output>, what: &str) -> Output {
         String::from_utf8_lossy(&output.stderr)
     );
     output
+}
+
+/// The top directory of the stand-in for NVIDIA's IMEX archive (the real
+/// one cannot be downloaded on the machines that run the tests).
+pub const IMEX_ARCHIVE_TOP: &str = "imex-linux-x86_64-595.91.07-archive";
+
+/// The stand-in archive's files as (path under the top directory, contents,
+/// mode): the daemon, the ctl, the config and the two notices where the real
+/// archive holds them.
+pub const IMEX_ARCHIVE_FILES: [(&str, &[u8], u32); 5] = [
+    ("usr/bin/nvidia-imex", b"\x7fELF daemon", 0o755),
+    ("usr/bin/nvidia-imex-ctl", b"\x7fELF ctl", 0o755),
+    ("etc/nvidia-imex/config.cfg", b"DAEMONIZE=1\n", 0o644),
+    ("LICENSE", b"license\n", 0o644),
+    ("usr/share/doc/third-party-notices.txt", b"notices\n", 0o644),
+];
+
+/// A file of the stand-in archive whose path is longer than the 100 bytes
+/// of a ustar header, relative to the top directory; it holds `long`.
+pub fn imex_archive_long_name() -> String {
+    format!("usr/share/doc/{}/notes.txt", "d".repeat(120))
+}
+
+/// The stand-in archive's hard link as (link, target), relative to the top
+/// directory.
+pub const IMEX_ARCHIVE_HARD_LINK: (&str, &str) =
+    ("usr/bin/nvidia-imex-hardlink", "usr/bin/nvidia-imex");
+
+/// Fails the test unless `read`, a reader of the stand-in archive that
+/// gives a file's bytes, sees the long name and the hard link's target.
+#[track_caller]
+pub fn assert_reads_long_name_and_hard_link(read: impl Fn(&str) -> Vec<u8>) {
+    assert_eq!(read(&imex_archive_long_name()), b"long", "the long name");
+    assert_eq!(
+        read(IMEX_ARCHIVE_HARD_LINK.0),
+        b"\x7fELF daemon",
+        "the hard link"
+    );
+}
+
+/// A file's permission bits (`st_mode & 0o7777`), following links; fails
+/// the test when it cannot be read.
+#[track_caller]
+pub fn permission_bits(path: &std::path::Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt as _;
+    let meta = std::fs::metadata(path)
+        .unwrap_or_else(|err| panic!("cannot stat {}: {err}", path.display()));
+    meta.permissions().mode() & 0o7777
+}
+
+/// Fails the test unless `text` contains `part`, showing the whole text.
+#[track_caller]
+pub fn assert_contains(text: &str, part: &str) {
+    assert!(text.contains(part), "{part:?} is not in:\n{text}");
 }
 
 /// How many runs a bench takes: `BENCH_RUNS` when it is a number, else

@@ -21,8 +21,8 @@ use super::*;
 use crate::imex;
 use crate::k8s::{ExecOutput, PodInfo};
 use crate::report::Outcome;
-use crate::testing::assert_contains;
 use crate::tracker::Tracker;
+use test_support::assert_contains;
 
 struct LocalPods {
     root: tempfile::TempDir,

@@ -7,8 +7,8 @@ use super::*;
 use crate::fabric::Expected;
 use crate::report::{Outcome, ScenarioResult};
 use crate::runner::{Cmd, FakeRunner, Runner};
-use crate::testing::assert_contains;
 use crate::tracker::Tracker;
+use test_support::assert_contains;
 
 const DEMO: &str = "00000000-0000-0000-0000-0000000000ab";
 
@@ -436,12 +436,11 @@ async fn scenario2_times_out_with_the_log_tails_and_cleans_up() {
         ..with_payload()
     };
     let (reason, took) = scenario2_failure(&sim).await;
-    let reason = reason.as_str();
     assert_contains(
-        reason,
+        &reason,
         "domain not UP within 240s after daemon B started (last DEGRADED)",
     );
-    assert_contains(reason, "last lines of /tmp/nvidia-imex.log in pod-w:");
+    assert_contains(&reason, "last lines of /tmp/nvidia-imex.log in pod-w:");
     assert!(took >= Duration::from_secs(240));
     assert!(
         !sim.daemons.lock().expect("lock").values().any(|it| *it),
@@ -460,54 +459,39 @@ async fn scenario2_fails_when_the_domain_ignores_a_dead_peer() {
     assert_contains(reason, "domain still UP 60s after daemon B was terminated");
 }
 
-fn after_b_stops(fault: ExecOutput) -> Sim {
-    Sim {
-        ctl_fault_after_b_stops: Some(fault),
+/// Why scenario 2 failed when, once daemon B stopped, every ctl gives this output.
+async fn failure_with_ctl_after_b_stops(code: i32, stdout: &str, stderr: &str) -> String {
+    let sim = Sim {
+        ctl_fault_after_b_stops: Some(ExecOutput {
+            code,
+            stdout: stdout.to_owned(),
+            stderr: stderr.to_owned(),
+        }),
         ..with_payload()
-    }
+    };
+    failure(&scenario2_on(&sim).await).to_owned()
 }
 
 #[tokio::test(start_paused = true)]
 async fn scenario2_fails_with_the_output_of_a_hung_ctl_after_b_stops() {
-    let sim = after_b_stops(ExecOutput {
-        code: 143,
-        stdout: String::new(),
-        stderr: "Terminated".to_owned(),
-    });
-    let result = scenario2_on(&sim).await;
-    let reason = failure(&result);
-    assert!(
-        reason.contains("the domain status was unreachable")
-            && reason.contains("did not finish within 10s (killed)")
-            && reason.contains("stderr: \"Terminated\""),
-        "{reason}"
-    );
+    let reason = failure_with_ctl_after_b_stops(143, "", "Terminated").await;
+    for part in [
+        "the domain status was unreachable",
+        "did not finish within 10s (killed)",
+        "stderr: \"Terminated\"",
+    ] {
+        assert_contains(&reason, part);
+    }
 }
 
 #[tokio::test(start_paused = true)]
 async fn scenario2_fails_with_the_output_of_a_failing_or_garbled_ctl() {
-    let failing = after_b_stops(ExecOutput {
-        code: 1,
-        stdout: String::new(),
-        stderr: "nvidia-imex-ctl: injected failure".to_owned(),
-    });
-    let result = scenario2_on(&failing).await;
-    let reason = failure(&result);
-    assert!(
-        reason.contains("exited 1") && reason.contains("injected failure"),
-        "{reason}"
-    );
-    let garbled = after_b_stops(ExecOutput {
-        code: 0,
-        stdout: "garbage, not JSON\n".to_owned(),
-        stderr: String::new(),
-    });
-    let result = scenario2_on(&garbled).await;
-    let reason = failure(&result);
-    assert!(
-        reason.contains("printed not the -N -j document") && reason.contains("garbage, not JSON"),
-        "{reason}"
-    );
+    let reason = failure_with_ctl_after_b_stops(1, "", "nvidia-imex-ctl: injected failure").await;
+    assert_contains(&reason, "exited 1");
+    assert_contains(&reason, "injected failure");
+    let reason = failure_with_ctl_after_b_stops(0, "garbage, not JSON\n", "").await;
+    assert_contains(&reason, "printed not the -N -j document");
+    assert_contains(&reason, "garbage, not JSON");
 }
 
 #[tokio::test(start_paused = true)]
@@ -534,9 +518,8 @@ async fn scenario2_reports_an_early_exit_with_the_daemon_stdout() {
         ..with_payload()
     };
     let (reason, took) = scenario2_failure(&sim).await;
-    let reason = reason.as_str();
     assert!(reason.starts_with("daemon A exited after 0s"), "{reason}");
-    assert_contains(reason, "last lines of /tmp/imex.stdout in pod-w:");
+    assert_contains(&reason, "last lines of /tmp/imex.stdout in pod-w:");
     assert!(took < Duration::from_secs(5), "no wait for a dead daemon");
 }
 
