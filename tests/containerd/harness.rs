@@ -42,54 +42,7 @@ pub const EXCLUDED_NAMESPACE: &str = "cdsim-excluded";
 /// The image spec for the test: busybox-static and the shared-library closure
 /// of check-fabric and the mock library (both reach the container through the
 /// overlay; the closure gives them glibc). The pause image is busybox alone.
-const IMAGE_SPEC: &str = r#"
-version = 1
-
-[images.cdsim-ctrd-test]
-description = "containerd test workload: busybox and the glibc closure of check-fabric"
-cmd = ["/bin/sleep", "86400"]
-env = ["PATH=/usr/bin:/bin"]
-workdir = "/"
-
-[[images.cdsim-ctrd-test.files]]
-path = "/bin/busybox"
-host = "/bin/busybox"
-nix = "pkgsStatic.busybox"
-nix_path = "bin/busybox"
-mode = "0755"
-links = ["sh", "sleep", "cat", "ls", "stat", "env", "grep", "wc", "echo", "touch", "test", "head", "tr"]
-
-[[images.cdsim-ctrd-test.files]]
-path = "/usr/lib/cdsim-closure/check-fabric"
-artifact = "check-fabric"
-package = "check-fabric"
-mode = "0755"
-
-[[images.cdsim-ctrd-test.files]]
-path = "/usr/lib/cdsim-closure/libnvidia-ml.so.1"
-artifact = "libnvidia_ml.so"
-package = "mock-nvml"
-mode = "0755"
-
-[[images.cdsim-ctrd-test.files]]
-path = "/tmp"
-dir = true
-mode = "1777"
-
-[images.cdsim-ctrd-pause]
-description = "containerd test sandbox image: busybox sleep"
-cmd = ["/bin/sleep", "86400"]
-env = ["PATH=/bin"]
-workdir = "/"
-
-[[images.cdsim-ctrd-pause.files]]
-path = "/bin/busybox"
-host = "/bin/busybox"
-nix = "pkgsStatic.busybox"
-nix_path = "bin/busybox"
-mode = "0755"
-links = ["sleep"]
-"#;
+const IMAGE_SPEC: &str = include_str!("images.toml");
 
 /// The pinned external programs.
 #[derive(Debug, Clone)]
@@ -383,22 +336,13 @@ plugin_dir = ""
         let config = self.path("containerd.toml");
         fs::write(&config, self.containerd_config(&pause_ref))
             .unwrap_or_else(|err| panic!("{err}"));
-        let log =
-            fs::File::create(self.path("containerd.log")).unwrap_or_else(|err| panic!("{err}"));
         let path = format!(
             "{}:/usr/sbin:/usr/bin:/sbin:/bin",
             self.peers.containerd_bin.display()
         );
-        let child = Command::new(self.peers.containerd_bin.join("containerd"))
-            .current_dir(self.dir.path())
-            .env("PATH", path)
-            .arg("--config")
-            .arg(&config)
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .unwrap_or_else(|err| panic!("cannot start containerd: {err}"));
-        self.containerd = Some(child);
+        let mut containerd = Command::new(self.peers.containerd_bin.join("containerd"));
+        containerd.env("PATH", path).arg("--config").arg(&config);
+        self.containerd = Some(self.spawn_logged(&mut containerd, "containerd.log", "containerd"));
         let started = wait_for(Duration::from_secs(30), || {
             self.ctr(&["version"]).status.success()
         });
@@ -415,23 +359,30 @@ plugin_dir = ""
         );
     }
 
+    /// Starts `command` in the rig's directory, its stderr to the log file
+    /// `log` there (stdout dropped).
+    fn spawn_logged(&self, command: &mut Command, log: &str, what: &str) -> Child {
+        let log = fs::File::create(self.path(log)).unwrap_or_else(|err| panic!("{err}"));
+        command
+            .current_dir(self.dir.path())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap_or_else(|err| panic!("cannot start {what}: {err}"))
+    }
+
     fn start_plugin(&mut self) {
         let plugin = built("nvml-mock-nri", "nri-plugin");
-        let log = fs::File::create(self.path("plugin.log")).unwrap_or_else(|err| panic!("{err}"));
-        let child = Command::new(plugin)
-            .current_dir(self.dir.path())
+        let mut command = Command::new(plugin);
+        command
             .env("RUST_LOG", "info")
             .arg(format!("--socket-path={}", self.path("nri.sock").display()))
             .arg(format!("--overlay-host-path={}", self.overlay().display()))
             .arg("--overlay-mount-path=/opt/nvml-mock")
             .arg(format!("--node-name={NODE_NAME}"))
             .arg("--health-addr=")
-            .arg(format!("--excluded-namespaces={EXCLUDED_NAMESPACE}"))
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .unwrap_or_else(|err| panic!("cannot start the NRI plugin: {err}"));
-        self.plugin = Some(child);
+            .arg(format!("--excluded-namespaces={EXCLUDED_NAMESPACE}"));
+        self.plugin = Some(self.spawn_logged(&mut command, "plugin.log", "the NRI plugin"));
         let registered = wait_for(Duration::from_secs(15), || {
             self.containerd_log().contains("10-nvml-mock")
                 && fs::read_to_string(self.path("plugin.log"))

@@ -522,39 +522,8 @@ mod tests {
         }
     }
 
-    const MINIMAL: &str = r#"
-version = 1
-[images.demo]
-description = "a demo"
-cmd = ["/bin/sh"]
-env = ["PATH=/bin"]
-imex_label = "cdsim.imex"
-[[images.demo.files]]
-path = "/bin/busybox"
-host = "/bin/busybox"
-nix = "pkgsStatic.busybox"
-nix_path = "bin/busybox"
-mode = "0755"
-links = ["sh", "["]
-[[images.demo.files]]
-path = "/usr/bin/nvidia-imex"
-artifact = "nvidia-imex-shim"
-package = "imex-shim"
-mode = "0755"
-[[images.demo.files]]
-path = "/usr/bin/nvidia-imex.real"
-imex = "usr/bin/nvidia-imex"
-mode = "0755"
-[[images.demo.files]]
-path = "/etc/profiles"
-repo_dir = "manifests/profiles"
-suffix = ".yaml"
-mode = "0644"
-[[images.demo.files]]
-path = "/tmp"
-dir = true
-mode = "1777"
-"#;
+    /// One file of every source kind.
+    const MINIMAL: &str = include_str!("testdata/minimal-spec.toml");
 
     #[test]
     fn parses_every_source_kind() {
