@@ -207,6 +207,26 @@ static void *thread_body(void *unused) {
     return NULL;
 }
 
+/* Times COUNT rounds of the queries against LIB and prints their summary:
+ * with `cycle`, every round is init, the queries and shutdown ("cycle");
+ * without, one init and then only the queries ("round"). */
+static int timed_rounds(const char *path, const char *count, int cycle) {
+    long n = count_arg(count);
+    uint64_t *samples = calloc((size_t)n, sizeof *samples);
+    open_library(path);
+    if (!cycle) CHECK(init_v2(), "nvmlInit_v2");
+    for (long i = 0; i < n; i++) {
+        uint64_t start = now_ns();
+        if (cycle) CHECK(init_v2(), "nvmlInit_v2");
+        round_of_queries();
+        if (cycle) CHECK(shutdown_(), "nvmlShutdown");
+        samples[i] = now_ns() - start;
+    }
+    summary(cycle ? "cycle" : "round", samples, (size_t)n);
+    printf("\n");
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc < 3) {
         fprintf(stderr, "usage: driver start|cycle|queries|threads|identity LIB [ARGS] | starts N LIB | bares N | time N ARGV...\n");
@@ -232,35 +252,8 @@ int main(int argc, char **argv) {
                (t4 - t0) / 1000.0, (t2 - t1) / 1000.0, (t3 - t2) / 1000.0, base_kb, hwm_kb);
         return 0;
     }
-    if (strcmp(mode, "cycle") == 0 && argc == 4) {
-        long n = count_arg(argv[3]);
-        uint64_t *samples = calloc((size_t)n, sizeof *samples);
-        open_library(path);
-        for (long i = 0; i < n; i++) {
-            uint64_t start = now_ns();
-            CHECK(init_v2(), "nvmlInit_v2");
-            round_of_queries();
-            CHECK(shutdown_(), "nvmlShutdown");
-            samples[i] = now_ns() - start;
-        }
-        summary("cycle", samples, (size_t)n);
-        printf("\n");
-        return 0;
-    }
-    if (strcmp(mode, "queries") == 0 && argc == 4) {
-        long n = count_arg(argv[3]);
-        uint64_t *samples = calloc((size_t)n, sizeof *samples);
-        open_library(path);
-        CHECK(init_v2(), "nvmlInit_v2");
-        for (long i = 0; i < n; i++) {
-            uint64_t start = now_ns();
-            round_of_queries();
-            samples[i] = now_ns() - start;
-        }
-        summary("round", samples, (size_t)n);
-        printf("\n");
-        return 0;
-    }
+    if (strcmp(mode, "cycle") == 0 && argc == 4) return timed_rounds(path, argv[3], 1);
+    if (strcmp(mode, "queries") == 0 && argc == 4) return timed_rounds(path, argv[3], 0);
     if (strcmp(mode, "threads") == 0 && argc == 5) {
         long threads = count_arg(argv[3]);
         rounds_per_thread = count_arg(argv[4]);
