@@ -256,13 +256,18 @@ fn e2e_demo(sh: &Shell) -> Result<()> {
 /// The demo cluster of an earlier CI run, deleted: the engine's state survives
 /// between runs on the same machine, but a cluster is not a cache (its node
 /// containers do not survive a reboot, and the non-root step leaves one from
-/// the online image), so the demo step always proves a cold create.
+/// the online image), so the demo step always proves a cold create. The
+/// engine and kind are the ones the demo would use, started and installed
+/// first on a fresh machine (where nothing has put kind on `PATH` or in the
+/// cache yet).
 fn delete_leftover_cluster(sh: &Shell) -> Result<()> {
     let name = crate::names::DEFAULT_CLUSTER;
-    let clusters = cmd!(sh, "kind get clusters").quiet().read()?;
+    crate::tools::ensure_engine(sh)?;
+    let kind = crate::tools::ensure_tool(sh, crate::tools::Tool::Kind)?;
+    let clusters = cmd!(sh, "{kind} get clusters").quiet().read()?;
     if clusters.lines().any(|line| line.trim() == name) {
         eprintln!("    deleting the cluster `{name}` an earlier run left (the demo step proves a cold create)");
-        cmd!(sh, "kind delete cluster --name {name}").run()?;
+        cmd!(sh, "{kind} delete cluster --name {name}").run()?;
     }
     Ok(())
 }
