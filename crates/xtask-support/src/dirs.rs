@@ -21,19 +21,55 @@ use anyhow::{bail, Context as _, Result};
 /// The system-wide cache directory root uses.
 pub const ROOT_CACHE_DIR: &str = "/var/cache/cdsim";
 
-/// The repository root: two levels above this crate's manifest directory
-/// (`crates/xtask-support`).
+/// The file whose presence marks the repository root: this crate's manifest.
+const ROOT_MARKER: &str = "crates/xtask-support/Cargo.toml";
+
+/// The repository root, resolved at run time ([`resolve_project_root`]).
 ///
 /// `CDSIM_ROOT` overrides it: the Nix apps run a store-built xtask whose
 /// manifest directory no longer exists, and point it at the flake source.
-pub fn project_root() -> std::path::PathBuf {
-    if let Some(root) = std::env::var_os("CDSIM_ROOT").filter(|it| !it.is_empty()) {
-        return std::path::PathBuf::from(root);
+pub fn project_root() -> PathBuf {
+    resolve_project_root(
+        std::env::var_os("CDSIM_ROOT"),
+        std::env::var_os("CARGO_MANIFEST_DIR"),
+        std::env::current_dir().ok(),
+        Path::new(env!("CARGO_MANIFEST_DIR")),
+        &|dir| dir.join(ROOT_MARKER).is_file(),
+    )
+}
+
+/// The repository root rule: `CDSIM_ROOT` when set; else the nearest ancestor
+/// holding [`ROOT_MARKER`] of the manifest directory cargo sets at run time
+/// (`cargo run`, `cargo test`), then of the working directory; else two levels
+/// above the manifest directory this crate was compiled from.
+///
+/// The compile-time path comes last because cargo reuses an artifact across
+/// clones that share one `CARGO_TARGET_DIR`: baked in first, it would point
+/// xtask at the other clone's tree.
+pub fn resolve_project_root(
+    cdsim_root: Option<OsString>,
+    runtime_manifest_dir: Option<OsString>,
+    current_dir: Option<PathBuf>,
+    compiled_manifest_dir: &Path,
+    is_root: &dyn Fn(&Path) -> bool,
+) -> PathBuf {
+    if let Some(root) = cdsim_root.filter(|it| !it.is_empty()) {
+        return PathBuf::from(root);
     }
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+    let starts = runtime_manifest_dir
+        .filter(|it| !it.is_empty())
+        .map(PathBuf::from)
+        .into_iter()
+        .chain(current_dir);
+    for start in starts {
+        if let Some(root) = start.ancestors().find(|dir| is_root(dir)) {
+            return root.to_path_buf();
+        }
+    }
+    compiled_manifest_dir
         .ancestors()
         .nth(2)
-        .map(std::path::Path::to_path_buf)
+        .map(Path::to_path_buf)
         .unwrap_or_default()
 }
 
@@ -173,6 +209,38 @@ mod tests {
             text.contains("[workspace]"),
             "{} is not the workspace manifest",
             manifest.display()
+        );
+    }
+
+    /// Two clones sharing one target dir: the artifact was compiled in clone `a`,
+    /// cargo runs it for clone `b`.
+    #[test]
+    fn the_project_root_is_resolved_at_run_time_not_compile_time() {
+        let roots = [Path::new("/clones/a"), Path::new("/clones/b")];
+        let is_root = |dir: &Path| roots.contains(&dir);
+        let compiled = Path::new("/clones/a/crates/xtask-support");
+        let resolve = |cdsim: Option<OsString>, manifest: Option<OsString>, cwd: Option<&str>| {
+            resolve_project_root(cdsim, manifest, cwd.map(PathBuf::from), compiled, &is_root)
+        };
+        assert_eq!(
+            resolve(None, os("/clones/b/xtask"), Some("/clones/a")),
+            Path::new("/clones/b"),
+            "cargo's run-time manifest dir comes first"
+        );
+        assert_eq!(
+            resolve(None, None, Some("/clones/b/crates/topology/src")),
+            Path::new("/clones/b"),
+            "then the working directory"
+        );
+        assert_eq!(
+            resolve(os("/nix/store/src"), os("/clones/b/xtask"), None),
+            Path::new("/nix/store/src"),
+            "CDSIM_ROOT overrides both"
+        );
+        assert_eq!(
+            resolve(os(""), os("/elsewhere"), Some("/tmp")),
+            Path::new("/clones/a"),
+            "outside any clone: the compiled-in root"
         );
     }
 
