@@ -40,11 +40,15 @@ fn stub() -> String {
 /// Runs nix in `flake_dir` with nixpkgs overridden by the stub; returns stdout
 /// or the whole stderr as the error.
 fn nix_with_stub(flake_dir: &Path, args: &[&str]) -> Result<String, String> {
-    let stub = stub();
+    nix_with_stub_at(flake_dir, &stub(), args)
+}
+
+/// As [`nix_with_stub`], with the stub nixpkgs at the flake reference `stub`.
+fn nix_with_stub_at(flake_dir: &Path, stub: &str, args: &[&str]) -> Result<String, String> {
     let out = nix()
         .current_dir(flake_dir)
         .args(args)
-        .args(["--override-input", "nixpkgs", &stub, "--no-write-lock-file"])
+        .args(["--override-input", "nixpkgs", stub, "--no-write-lock-file"])
         .output()
         .map_err(|err| format!("cannot run nix: {err}"))?;
     if out.status.success() {
@@ -350,6 +354,35 @@ fn assert_eval_fails_after_edit(
     assert!(
         says.iter().all(|text| err.contains(text)),
         "unexpected error:\n{err}"
+    );
+}
+
+/// On a Nix older than nixpkgs' `lib/minver.nix`, the flake stops with one line naming both
+/// versions before nixpkgs' lib is evaluated (here: a stub that asks for Nix 99.0).
+#[test]
+fn a_too_old_nix_is_named_in_one_line() {
+    let copy = flake_copy();
+    let minver = "tests/nix/stub-nixpkgs/lib/minver.nix";
+    edit(copy.path(), minver, "\"2.3\"", "\"99.0\"");
+    let stub = format!(
+        "path:{}",
+        copy.path().join("tests/nix/stub-nixpkgs").display()
+    );
+    let version = nix().arg("--version").output().expect("nix --version runs");
+    let version = String::from_utf8_lossy(&version.stdout);
+    let found = version
+        .split_whitespace()
+        .last()
+        .expect("a version")
+        .to_owned();
+    let err = nix_with_stub_at(copy.path(), &stub, &["eval", ".#packages.x86_64-linux"])
+        .expect_err("Nix is older than 99.0");
+    let line =
+        format!("cdsim's flake needs Nix >= 99.0 (nixpkgs' lib/minver.nix); this is Nix {found}");
+    assert!(err.contains(&line), "no line `{line}` in:\n{err}");
+    assert!(
+        !err.contains("readFileType"),
+        "nixpkgs' lib was evaluated before the check:\n{err}"
     );
 }
 
