@@ -110,7 +110,43 @@ fn scenarios() -> Vec<Scenario> {
         node: format!("{CLUSTER}-worker"),
         expected: Fabric::NotSupported,
     });
+    rows.extend(every_other_profile());
     rows
+}
+
+/// Every other shipped profile, on a node absent from the topology: its own fabric defaults, or
+/// NOT_SUPPORTED where it has no fabric block.
+fn every_other_profile() -> Vec<Scenario> {
+    let dir = repo_root().join("manifests/helm/nvml-mock/profiles");
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|err| panic!("cannot list {}: {err}", dir.display()))
+        .filter_map(|entry| {
+            let name = entry.ok()?.file_name().into_string().ok()?;
+            Some(name.strip_suffix(".yaml")?.to_owned())
+        })
+        .filter(|name| name != "gb200" && name != "h100")
+        .collect();
+    names.sort();
+    names
+        .into_iter()
+        .map(|name| {
+            let (profile_path, profile) = load_profile(&name);
+            let expected = match profile.devices()[0].fabric {
+                Some(fabric) => Fabric::Identity {
+                    uuid: fabric.cluster_uuid.to_string(),
+                    clique: fabric.clique_id,
+                },
+                None => Fabric::NotSupported,
+            };
+            Scenario {
+                label: format!("{name} on a node absent from the topology"),
+                profile_path,
+                profile,
+                node: format!("{CLUSTER}-control-plane"),
+                expected,
+            }
+        })
+        .collect()
 }
 
 /// A client process with exactly the mock's environment (nothing inherited that could change it).
