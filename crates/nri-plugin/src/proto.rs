@@ -129,6 +129,34 @@ pub struct SynchronizeResponse {
     pub more: bool,
 }
 
+/// `UpdateContainersRequest`, the plugin's unsolicited call (the plugin never sends updates,
+/// field 1).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct UpdateContainersRequest {
+    /// Containers the runtime is to stop.
+    #[prost(message, repeated, tag = "2")]
+    pub evict: Vec<ContainerEviction>,
+}
+
+/// `ContainerEviction`: the runtime stops the container (containerd: StopContainer, timeout 0).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ContainerEviction {
+    /// The container's id.
+    #[prost(string, tag = "1")]
+    pub container_id: String,
+    /// Why, for the runtime's log.
+    #[prost(string, tag = "2")]
+    pub reason: String,
+}
+
+/// `ContainerState` values.
+pub mod container_state {
+    /// Created, not started.
+    pub const CREATED: i32 = 1;
+    /// Running.
+    pub const RUNNING: i32 = 3;
+}
+
 /// `CreateContainerRequest`.
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct CreateContainerRequest {
@@ -180,6 +208,9 @@ pub struct Container {
     /// Container name.
     #[prost(string, tag = "3")]
     pub name: String,
+    /// `ContainerState` (see [`container_state`]); filled in Synchronize.
+    #[prost(int32, tag = "4")]
+    pub state: i32,
     /// Environment, `KEY=VALUE` each.
     #[prost(string, repeated, tag = "8")]
     pub env: Vec<String>,

@@ -1,11 +1,12 @@
 //! The plugin's side of NRI: Configure, Synchronize and CreateContainer; everything else is UNIMPLEMENTED.
 
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
 use prost::Message as _;
 
 use crate::config;
+use crate::heal::{self, Healing};
 use crate::health::Health;
 use crate::plan::{self, Policy, Selection};
 use crate::proto::{
@@ -31,6 +32,10 @@ pub struct PluginService {
     policy: RwLock<Arc<Policy>>,
     health: Arc<Health>,
     stall: Duration,
+    /// What the partial Synchronize requests of this connection listed so far.
+    synchronizing: Mutex<SynchronizeRequest>,
+    /// The final Synchronize's decision, until the session takes it.
+    healing: Mutex<Option<Healing>>,
 }
 
 impl PluginService {
@@ -41,7 +46,18 @@ impl PluginService {
             policy: RwLock::new(Arc::new(policy)),
             health,
             stall,
+            synchronizing: Mutex::default(),
+            healing: Mutex::default(),
         }
+    }
+
+    /// The containers the last complete Synchronize found unmocked, once: the session stops
+    /// them through the runtime after it has answered (see `heal.rs`).
+    pub fn take_healing(&self) -> Option<Healing> {
+        self.healing
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
     }
 
     /// Answers one ttrpc request envelope.
@@ -132,11 +148,28 @@ impl PluginService {
             more = request.more,
             "synchronize"
         );
-        if !request.more {
+        let more = request.more;
+        let complete = {
+            let mut listed = self
+                .synchronizing
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            listed.pods.extend(request.pods);
+            listed.containers.extend(request.containers);
+            (!more).then(|| std::mem::take(&mut *listed))
+        };
+        if let Some(listed) = complete {
             self.health.set_registered(true);
             tracing::info!("registered: new containers get the mock stack");
+            let healing = heal::missed(&self.current_policy(), &listed.pods, &listed.containers);
+            for missed in &healing.deferred {
+                tracing::warn!(container = %missed.who, id = %missed.container_id, limit = heal::MAX_EVICTIONS, "created without the mock stack; over this synchronization's eviction limit, left for the next one");
+            }
+            if !healing.evict.is_empty() {
+                *self.healing.lock().unwrap_or_else(PoisonError::into_inner) = Some(healing);
+            }
         }
-        SynchronizeResponse { more: request.more }
+        SynchronizeResponse { more }
     }
 
     async fn create_container(

@@ -9,13 +9,18 @@
 //! A session only ends with an error: the runtime closing the trunk is
 //! [`SessionError::Closed`].
 
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
 use prost::Message as _;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 
-use crate::proto::{code, RegisterPluginRequest, Request, Response, RUNTIME_SERVICE};
+use crate::heal;
+use crate::proto::{
+    code, ContainerEviction, RegisterPluginRequest, Request, Response, UpdateContainersRequest,
+    RUNTIME_SERVICE,
+};
 use crate::service::PluginService;
 use crate::wire::{
     self, MessageDecoder, FRAME_HEADER_LEN, MESSAGE_REQUEST, MESSAGE_RESPONSE, PLUGIN_SERVICE_CONN,
@@ -25,8 +30,12 @@ use crate::wire::{
 /// The NRI version the plugin announces at registration (informational).
 pub const NRI_VERSION: &str = "v0.12.2";
 
-/// The stream id of the plugin's only call, RegisterPlugin.
+/// The stream id of the plugin's first call, RegisterPlugin.
 const REGISTER_STREAM_ID: u32 = 1;
+
+/// The stream id of the plugin's next UpdateContainers call (a ttrpc client's ids are odd and
+/// increasing).
+static NEXT_STREAM_ID: AtomicU32 = AtomicU32::new(REGISTER_STREAM_ID + 2);
 
 /// How the plugin registers.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -122,6 +131,7 @@ where
                         return end;
                     }
                 }
+                (RUNTIME_SERVICE_CONN, MESSAGE_RESPONSE) => update_containers_reply(&message),
                 (conn, kind) => tracing::debug!(
                     conn,
                     kind,
@@ -167,7 +177,8 @@ where
     Ok((header.conn, payload))
 }
 
-/// Answers one plugin-service request in its own task.
+/// Answers one plugin-service request in its own task; after a complete Synchronize, stops the
+/// containers it found unmocked.
 fn answer(service: Arc<PluginService>, outgoing: mpsc::Sender<Vec<u8>>, message: wire::Message) {
     tokio::spawn(async move {
         let response = service.handle(&message.data).await;
@@ -180,7 +191,45 @@ fn answer(service: Arc<PluginService>, outgoing: mpsc::Sender<Vec<u8>>, message:
         let _ = outgoing
             .send(wire::encode_frames(PLUGIN_SERVICE_CONN, &reply))
             .await;
+        if let Some(healing) = service.take_healing() {
+            evict(outgoing, healing).await;
+        }
     });
+}
+
+/// Asks the runtime to stop each missed container (`UpdateContainers` with one eviction), paced
+/// by [`heal::EVICTION_INTERVAL`], each logged with the pod, the container and why.
+async fn evict(outgoing: mpsc::Sender<Vec<u8>>, healing: heal::Healing) {
+    tokio::time::sleep(heal::FIRST_EVICTION_DELAY).await;
+    for missed in healing.evict {
+        tracing::warn!(
+            container = %missed.who,
+            id = %missed.container_id,
+            "created while the plugin was not registered, so it runs without the mock stack: asking the runtime to stop it, so that kubelet creates it again through the plugin"
+        );
+        let request = Request {
+            service: RUNTIME_SERVICE.to_owned(),
+            method: "UpdateContainers".to_owned(),
+            payload: UpdateContainersRequest {
+                evict: vec![ContainerEviction {
+                    container_id: missed.container_id,
+                    reason: heal::EVICTION_REASON.to_owned(),
+                }],
+            }
+            .encode_to_vec(),
+            timeout_nano: 0,
+        };
+        let stream = NEXT_STREAM_ID.fetch_add(2, Ordering::Relaxed);
+        let message = wire::encode_message(stream, MESSAGE_REQUEST, &request.encode_to_vec());
+        if outgoing
+            .send(wire::encode_frames(RUNTIME_SERVICE_CONN, &message))
+            .await
+            .is_err()
+        {
+            return;
+        }
+        tokio::time::sleep(heal::EVICTION_INTERVAL).await;
+    }
 }
 
 /// The runtime's reply to `RegisterPlugin`: the session's end when it is a rejection.
@@ -199,6 +248,23 @@ fn registration_reply(identity: &Identity, message: &wire::Message) -> Option<Se
         Err(err) => tracing::warn!("cannot decode the RegisterPlugin reply: {err}"),
     }
     None
+}
+
+/// The runtime's reply to an `UpdateContainers` eviction: logged, the session goes on.
+fn update_containers_reply(message: &wire::Message) {
+    match Response::decode(message.data.as_slice()).map(|response| response.status) {
+        Ok(Some(status)) if status.code != code::OK => tracing::warn!(
+            stream = message.stream_id,
+            code = status.code,
+            "the runtime refused an eviction: {}",
+            status.message
+        ),
+        Ok(_) => tracing::info!(
+            stream = message.stream_id,
+            "eviction accepted by the runtime"
+        ),
+        Err(err) => tracing::warn!("cannot decode an UpdateContainers reply: {err}"),
+    }
 }
 
 fn io_end(err: std::io::Error) -> SessionError {
@@ -234,7 +300,8 @@ mod tests {
     use crate::plan::Policy;
     use crate::proto::{
         ConfigureRequest, ConfigureResponse, Container, CreateContainerRequest,
-        CreateContainerResponse, PodSandbox, PLUGIN_SERVICE,
+        CreateContainerResponse, PodSandbox, SynchronizeRequest, SynchronizeResponse,
+        PLUGIN_SERVICE,
     };
     use crate::wire::{MessageDecoder, MAX_FRAME_PAYLOAD};
 
@@ -404,6 +471,97 @@ mod tests {
             .expect("session ends")
             .expect("join");
         assert!(matches!(end, SessionError::Closed), "{end:?}");
+    }
+
+    /// A Synchronize split in two lists one container created while the plugin was away and one
+    /// injected container; after the final reply the plugin evicts exactly the first.
+    #[tokio::test]
+    async fn a_container_created_while_away_is_evicted_after_synchronize() {
+        let policy = Policy {
+            overlay_host: PathBuf::from("/var/lib/nvml-mock"),
+            overlay_mount: PathBuf::from("/opt/nvml-mock"),
+            node_name: String::new(),
+            opt_out_annotation: "inject".to_owned(),
+            device_annotation: "devices".to_owned(),
+            imex_channel_annotation: "channels".to_owned(),
+            excluded_namespaces: Policy::parse_excluded_namespaces("nvml-mock"),
+        };
+        let health = Arc::new(Health::default());
+        let (mut runtime, _session) = start_session(policy, health.clone(), 1 << 16);
+        let mut decoders = [MessageDecoder::default(), MessageDecoder::default()];
+        next_message(&mut runtime, &mut decoders, RUNTIME_SERVICE_CONN).await;
+
+        let pod = |id: &str, namespace: &str| PodSandbox {
+            id: id.to_owned(),
+            name: id.to_owned(),
+            namespace: namespace.to_owned(),
+            ..PodSandbox::default()
+        };
+        let container = |id: &str, pod: &str, mounted: bool| Container {
+            id: id.to_owned(),
+            pod_sandbox_id: pod.to_owned(),
+            name: "main".to_owned(),
+            state: crate::proto::container_state::RUNNING,
+            mounts: mounted
+                .then(|| crate::proto::Mount {
+                    destination: "/opt/nvml-mock".to_owned(),
+                    ..crate::proto::Mount::default()
+                })
+                .into_iter()
+                .collect(),
+            ..Container::default()
+        };
+        let first = SynchronizeRequest {
+            pods: vec![pod("workload", "demo"), pod("plugin", "nvml-mock")],
+            containers: vec![container("unmocked", "workload", false)],
+            more: true,
+        };
+        call(&mut runtime, 1, "Synchronize", first.encode_to_vec()).await;
+        let reply = next_message(&mut runtime, &mut decoders, PLUGIN_SERVICE_CONN).await;
+        let response = Response::decode(reply.data.as_slice()).expect("a response");
+        let partial = SynchronizeResponse::decode(response.payload.as_slice()).expect("sync");
+        assert!(partial.more, "a partial request is answered with more");
+        assert!(
+            health.assess(std::time::Instant::now()).ready.is_err(),
+            "not registered before the last part"
+        );
+
+        let last = SynchronizeRequest {
+            pods: Vec::new(),
+            containers: vec![
+                container("injected", "workload", true),
+                container("own", "plugin", false),
+            ],
+            more: false,
+        };
+        call(&mut runtime, 3, "Synchronize", last.encode_to_vec()).await;
+        next_message(&mut runtime, &mut decoders, PLUGIN_SERVICE_CONN).await;
+        assert!(health.assess(std::time::Instant::now()).ready.is_ok());
+
+        let update = tokio::time::timeout(
+            Duration::from_secs(5),
+            next_message(&mut runtime, &mut decoders, RUNTIME_SERVICE_CONN),
+        )
+        .await
+        .expect("an UpdateContainers call");
+        let envelope = Request::decode(update.data.as_slice()).expect("a request");
+        assert_eq!(
+            (envelope.service.as_str(), envelope.method.as_str()),
+            (RUNTIME_SERVICE, "UpdateContainers")
+        );
+        assert_eq!(update.stream_id % 2, 1, "client stream ids are odd");
+        let evictions = UpdateContainersRequest::decode(envelope.payload.as_slice())
+            .expect("an update request")
+            .evict;
+        assert_eq!(evictions.len(), 1);
+        assert_eq!(evictions[0].container_id, "unmocked");
+        assert_eq!(evictions[0].reason, heal::EVICTION_REASON);
+        let another = tokio::time::timeout(
+            heal::FIRST_EVICTION_DELAY + 3 * heal::EVICTION_INTERVAL,
+            next_message(&mut runtime, &mut decoders, RUNTIME_SERVICE_CONN),
+        )
+        .await;
+        assert!(another.is_err(), "only the unmocked container is evicted");
     }
 
     #[tokio::test]

@@ -1,0 +1,192 @@
+//! Healing what the plugin missed: which existing containers were created while no plugin was
+//! registered, and so run without the mock stack they should have.
+//!
+//! containerd does not hold container creation for an absent NRI plugin, so a container created
+//! while the plugin restarts (a DaemonSet rollout, a drain, a node reboot, a containerd restart)
+//! starts without its injection, and an injection cannot be added to a running container. At
+//! every (re)connection the runtime lists the existing containers in Synchronize; the plugin asks
+//! the runtime to stop each container it would have injected but that lacks the injection, so
+//! that its controller (kubelet) creates it again, this time through the plugin.
+//!
+//! Pure: [`missed`] decides from the Synchronize lists and the policy alone, with the same
+//! selection as CreateContainer ([`plan::select`]): an opted-out pod, an excluded namespace (the
+//! chart always excludes its own release namespace, so the plugin's and the stager's pods are
+//! never touched) and a container that already has the overlay mount are left alone.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use crate::plan::{self, Policy, Selection};
+use crate::proto::{container_state, Container, PodSandbox};
+
+/// At most this many containers are stopped per synchronization; the rest are logged and left
+/// for the next one (a bound on what one reconnection can do to a node).
+pub const MAX_EVICTIONS: usize = 64;
+
+/// The pause between two evictions, so that a node's containers restart gradually.
+pub const EVICTION_INTERVAL: Duration = Duration::from_millis(200);
+
+/// How long after answering the final Synchronize the plugin waits before its first eviction,
+/// so that the runtime has finished registering it.
+pub const FIRST_EVICTION_DELAY: Duration = Duration::from_millis(500);
+
+/// One container to have recreated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Missed {
+    /// The runtime's container id.
+    pub container_id: String,
+    /// `namespace/pod/container`, for the log.
+    pub who: String,
+}
+
+/// The decision for one synchronization.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Healing {
+    /// Containers to stop, at most [`MAX_EVICTIONS`], in the runtime's order.
+    pub evict: Vec<Missed>,
+    /// Missed containers beyond the bound, left alone this time.
+    pub deferred: Vec<Missed>,
+}
+
+/// Why the plugin asks for a container to be stopped (the runtime logs it).
+pub const EVICTION_REASON: &str =
+    "created while the nvml-mock NRI plugin was not registered: stopped so that it is created again with the mock stack";
+
+/// The running or created containers that the plugin would have injected but that lack the
+/// injection (no overlay mount).
+pub fn missed(policy: &Policy, pods: &[PodSandbox], containers: &[Container]) -> Healing {
+    let pods: BTreeMap<&str, &PodSandbox> = pods.iter().map(|pod| (pod.id.as_str(), pod)).collect();
+    let mut all = containers
+        .iter()
+        .filter(|container| {
+            matches!(
+                container.state,
+                container_state::CREATED | container_state::RUNNING
+            )
+        })
+        .filter_map(|container| {
+            let pod = pods.get(container.pod_sandbox_id.as_str())?;
+            match plan::select(policy, pod, container) {
+                Selection::Skip(_) => None,
+                Selection::Inject(_) => Some(Missed {
+                    container_id: container.id.clone(),
+                    who: format!("{}/{}/{}", pod.namespace, pod.name, container.name),
+                }),
+            }
+        });
+    Healing {
+        evict: all.by_ref().take(MAX_EVICTIONS).collect(),
+        deferred: all.collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+    use std::path::PathBuf;
+
+    use super::*;
+    use crate::proto::Mount;
+
+    fn policy() -> Policy {
+        Policy {
+            overlay_host: PathBuf::from("/var/lib/nvml-mock"),
+            overlay_mount: PathBuf::from("/opt/nvml-mock"),
+            node_name: "worker".to_owned(),
+            opt_out_annotation: "nvml-mock.nvidia.com/inject".to_owned(),
+            device_annotation: "nvml-mock.nvidia.com/devices".to_owned(),
+            imex_channel_annotation: "nvml-mock.nvidia.com/imex-channels".to_owned(),
+            excluded_namespaces: Policy::parse_excluded_namespaces("nvml-mock"),
+        }
+    }
+
+    fn pod(id: &str, namespace: &str, annotations: &[(&str, &str)]) -> PodSandbox {
+        PodSandbox {
+            id: id.to_owned(),
+            name: format!("pod-{id}"),
+            namespace: namespace.to_owned(),
+            annotations: annotations
+                .iter()
+                .map(|(key, value)| ((*key).to_owned(), (*value).to_owned()))
+                .collect(),
+            ..PodSandbox::default()
+        }
+    }
+
+    fn container(id: &str, pod: &str, state: i32, injected: bool) -> Container {
+        Container {
+            id: id.to_owned(),
+            pod_sandbox_id: pod.to_owned(),
+            name: format!("c-{id}"),
+            state,
+            mounts: if injected {
+                vec![Mount {
+                    destination: "/opt/nvml-mock".to_owned(),
+                    ..Mount::default()
+                }]
+            } else {
+                Vec::new()
+            },
+            ..Container::default()
+        }
+    }
+
+    fn ids(missed: &[Missed]) -> BTreeSet<&str> {
+        missed.iter().map(|it| it.container_id.as_str()).collect()
+    }
+
+    #[test]
+    fn only_selected_live_containers_without_the_overlay_are_evicted() {
+        let pods = [
+            pod("work", "default", &[]),
+            pod("own", "nvml-mock", &[]),
+            pod("system", "kube-system", &[]),
+            pod(
+                "out",
+                "default",
+                &[("nvml-mock.nvidia.com/inject", "false")],
+            ),
+        ];
+        let containers = [
+            container("missed", "work", container_state::RUNNING, false),
+            container("created", "work", container_state::CREATED, false),
+            container("injected", "work", container_state::RUNNING, true),
+            container("stopped", "work", 4, false),
+            container("unknown-state", "work", 0, false),
+            container("plugin-or-stager", "own", container_state::RUNNING, false),
+            container("kube-proxy", "system", container_state::RUNNING, false),
+            container("opted-out", "out", container_state::RUNNING, false),
+            container("orphan", "no-such-pod", container_state::RUNNING, false),
+        ];
+        let healing = missed(&policy(), &pods, &containers);
+        assert_eq!(ids(&healing.evict), BTreeSet::from(["missed", "created"]));
+        assert!(healing.deferred.is_empty());
+        assert_eq!(healing.evict[0].who, "default/pod-work/c-missed");
+    }
+
+    #[test]
+    fn evictions_are_bounded_per_synchronization() {
+        let pods = [pod("work", "default", &[])];
+        let containers: Vec<Container> = (0..MAX_EVICTIONS + 3)
+            .map(|index| {
+                container(
+                    &format!("c{index}"),
+                    "work",
+                    container_state::RUNNING,
+                    false,
+                )
+            })
+            .collect();
+        let healing = missed(&policy(), &pods, &containers);
+        assert_eq!(healing.evict.len(), MAX_EVICTIONS);
+        assert_eq!(healing.deferred.len(), 3);
+        assert_eq!(healing.evict[0].container_id, "c0");
+    }
+
+    #[test]
+    fn nothing_to_do_on_a_healthy_node() {
+        let pods = [pod("work", "default", &[])];
+        let containers = [container("a", "work", container_state::RUNNING, true)];
+        assert_eq!(missed(&policy(), &pods, &containers), Healing::default());
+    }
+}
