@@ -956,11 +956,14 @@ fn only_the_stager_container_is_privileged() {
         let daemon_set = rendered.daemon_set(&name);
         let pod = pod_spec(&daemon_set);
         assert_ne!(pod.host_network, Some(true), "{name} uses the host network");
-        assert_ne!(
-            pod.host_pid,
-            Some(true),
-            "{name} uses the host PID namespace"
-        );
+        // Only the NRI plugin, for healing (asserted in nri_plugin_runs_without_privileges).
+        if name != NRI {
+            assert_ne!(
+                pod.host_pid,
+                Some(true),
+                "{name} uses the host PID namespace"
+            );
+        }
         assert_ne!(
             pod.host_ipc,
             Some(true),
@@ -995,6 +998,7 @@ fn nri_plugin_runs_without_privileges() {
     let nri = rendered.daemon_set(NRI);
     let pod = pod_spec(&nri);
     assert_eq!(pod.automount_service_account_token, Some(false));
+    assert_eq!(pod.host_pid, Some(true), "healing sees containers' pids");
     let context = nri_container(&nri)
         .security_context
         .clone()
@@ -1005,7 +1009,24 @@ fn nri_plugin_runs_without_privileges() {
     assert_eq!(context.run_as_user, Some(0), "the NRI socket is root-only");
     let capabilities = context.capabilities.unwrap_or_default();
     assert_eq!(capabilities.drop, Some(owned(&["ALL"])));
-    assert_eq!(capabilities.add, None);
+    assert_eq!(
+        capabilities.add,
+        Some(owned(&["KILL"])),
+        "healing may stop a missed container's process, nothing more"
+    );
+    let unhealed = Template::demo().set("nri.heal=false").render();
+    let unhealed = unhealed.daemon_set(NRI);
+    assert_eq!(
+        pod_spec(&unhealed).host_pid,
+        None,
+        "nri.heal=false: no hostPID"
+    );
+    let capabilities = nri_container(&unhealed)
+        .security_context
+        .clone()
+        .and_then(|context| context.capabilities)
+        .unwrap_or_default();
+    assert_eq!(capabilities.add, None, "nri.heal=false: no capability");
     assert_eq!(
         pod.security_context
             .clone()

@@ -8,7 +8,10 @@
 //!   the env, channel character devices with the chosen major, and
 //!   check-fabric prints the node's clique from the demo topology;
 //! - a pod without the annotation gets the overlay but no channel devices;
-//! - a pod in an excluded namespace gets nothing.
+//! - a pod in an excluded namespace gets nothing;
+//! - with the plugin away, a workload container is created unmocked; when the plugin returns it
+//!   has containerd stop that container (an excluded namespace's container keeps running), and
+//!   the container created again is injected.
 //!
 //! Needs root, runc and busybox-static; `go` installs the rest on first use.
 
@@ -16,6 +19,8 @@
 mod harness;
 
 use harness::{Rig, RigOptions, EXCLUDED_NAMESPACE, IMEX_ANNOTATION, NODE_NAME};
+
+use std::time::Duration;
 
 const CHANNELS: u32 = 16;
 
@@ -174,4 +179,55 @@ fn containerd_injects_the_staged_tree_through_nri() {
     assert_eq!(stdout.trim(), "absent");
 
     rig.remove_pod(&pod);
+    a_container_created_while_the_plugin_is_away_is_stopped_when_it_returns(&mut rig);
+}
+
+/// The plugin away (a rollout): a workload container created meanwhile runs without the mock.
+/// When the plugin registers again, its Synchronize sees that container and has containerd stop
+/// it (kubelet would then create it again, through the plugin); a container in an excluded
+/// namespace created meanwhile is left running.
+fn a_container_created_while_the_plugin_is_away_is_stopped_when_it_returns(rig: &mut Rig) {
+    rig.stop_plugin();
+    let pod = rig.run_pod("away", "cdsim-workload", &[(IMEX_ANNOTATION, "true")]);
+    let missed = rig.run_container(&pod, "away", "main");
+    assert_eq!(
+        mount_options(rig, &missed, "/opt/nvml-mock"),
+        None,
+        "created while the plugin was away, yet injected"
+    );
+    let excluded = rig.run_pod("away-excluded", EXCLUDED_NAMESPACE, &[]);
+    let untouched = rig.run_container(&excluded, "away-excluded", "main");
+
+    rig.restart_plugin();
+    let stopped = harness::wait_for(Duration::from_secs(20), || {
+        rig.container_state(&missed) == "CONTAINER_EXITED"
+    });
+    assert!(
+        stopped,
+        "the unmocked container was not stopped within 20 s (state {})\n--- plugin log\n{}",
+        rig.container_state(&missed),
+        rig.plugin_log()
+    );
+    let log = rig.plugin_log();
+    assert!(
+        log.lines()
+            .any(|line| line.contains("cdsim-workload/away/main")
+                && line.contains(&missed)
+                && line.contains("without the mock stack")),
+        "no eviction line naming the pod, the container and why:\n{log}"
+    );
+    assert_eq!(rig.container_state(&untouched), "CONTAINER_RUNNING");
+    assert!(
+        !log.contains(&untouched),
+        "the excluded namespace's container was touched:\n{log}"
+    );
+
+    // What kubelet does next: the container created again goes through the plugin.
+    let again = rig.run_container(&pod, "away", "main-again");
+    assert!(
+        mount_options(rig, &again, "/opt/nvml-mock").is_some(),
+        "the recreated container has no mock stack"
+    );
+    rig.remove_pod(&pod);
+    rig.remove_pod(&excluded);
 }

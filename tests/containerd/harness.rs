@@ -538,6 +538,35 @@ plugin_dir = ""
         )
     }
 
+    /// Stops the NRI plugin, as a DaemonSet rollout does: containers created now get nothing.
+    pub fn stop_plugin(&mut self) {
+        if let Some(plugin) = self.plugin.take() {
+            stop(plugin, "nvml-mock-nri");
+        }
+    }
+
+    /// Starts the NRI plugin again and waits until the runtime has configured it.
+    pub fn restart_plugin(&mut self) {
+        self.stop_plugin();
+        self.start_plugin();
+    }
+
+    /// The plugin's log so far.
+    pub fn plugin_log(&self) -> String {
+        fs::read_to_string(self.path("plugin.log")).unwrap_or_default()
+    }
+
+    /// A container's CRI state (`CONTAINER_RUNNING`, `CONTAINER_EXITED`, ...).
+    pub fn container_state(&self, id: &str) -> String {
+        let text = self.crictl(&["inspect", "--output", "json", id]);
+        let inspected: serde_json::Value = serde_json::from_str(&text)
+            .unwrap_or_else(|err| panic!("crictl inspect printed no JSON ({err}):\n{text}"));
+        inspected["status"]["state"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no status.state in crictl inspect:\n{text}"))
+            .to_owned()
+    }
+
     /// Stops and removes a pod and its containers.
     pub fn remove_pod(&mut self, pod: &str) {
         self.crictl(&["stopp", pod]);

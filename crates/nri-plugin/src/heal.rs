@@ -8,6 +8,13 @@
 //! the runtime to stop each container it would have injected but that lacks the injection, so
 //! that its controller (kubelet) creates it again, this time through the plugin.
 //!
+//! The request is an NRI eviction (`UpdateContainers`). containerd's NRI adaptation (up to at
+//! least nri v0.11, containerd 2.2) accepts it but ignores evictions in unsolicited updates, so
+//! after [`EVICTION_GRACE`] the plugin stops the container's init process itself, with SIGKILL
+//! as containerd's eviction (StopContainer with timeout 0) would, and only after
+//! [`cgroup_names_container`] confirms that the pid still belongs to that container (see
+//! `stop.rs`; the chart gives the plugin the host's PID namespace and CAP_KILL for this).
+//!
 //! Pure: [`missed`] decides from the Synchronize lists and the policy alone, with the same
 //! selection as CreateContainer ([`plan::select`]): an opted-out pod, an excluded namespace (the
 //! chart always excludes its own release namespace, so the plugin's and the stager's pods are
@@ -26,6 +33,10 @@ pub const MAX_EVICTIONS: usize = 64;
 /// The pause between two evictions, so that a node's containers restart gradually.
 pub const EVICTION_INTERVAL: Duration = Duration::from_millis(200);
 
+/// How long the plugin gives the runtime to act on an eviction before it stops the container's
+/// process itself (containerd up to 2.2 ignores evictions in unsolicited updates).
+pub const EVICTION_GRACE: Duration = Duration::from_secs(2);
+
 /// How long after answering the final Synchronize the plugin waits before its first eviction,
 /// so that the runtime has finished registering it.
 pub const FIRST_EVICTION_DELAY: Duration = Duration::from_millis(500);
@@ -37,6 +48,8 @@ pub struct Missed {
     pub container_id: String,
     /// `namespace/pod/container`, for the log.
     pub who: String,
+    /// The container's init process as the runtime reported it (0: unknown).
+    pub pid: u32,
 }
 
 /// The decision for one synchronization.
@@ -71,6 +84,7 @@ pub fn missed(policy: &Policy, pods: &[PodSandbox], containers: &[Container]) ->
                 Selection::Inject(_) => Some(Missed {
                     container_id: container.id.clone(),
                     who: format!("{}/{}/{}", pod.namespace, pod.name, container.name),
+                    pid: container.pid,
                 }),
             }
         });
@@ -78,6 +92,21 @@ pub fn missed(policy: &Policy, pods: &[PodSandbox], containers: &[Container]) ->
         evict: all.by_ref().take(MAX_EVICTIONS).collect(),
         deferred: all.collect(),
     }
+}
+
+/// Whether a process's `/proc/<pid>/cgroup` text places it in the cgroup of the container
+/// `container_id` (containerd names the leaf after the full container id, with the systemd
+/// driver as `cri-containerd-<id>.scope`, with cgroupfs as `.../<id>`).
+pub fn cgroup_names_container(cgroup: &str, container_id: &str) -> bool {
+    !container_id.is_empty()
+        && cgroup.lines().any(|line| {
+            let path = line.splitn(3, ':').nth(2).unwrap_or_default();
+            let leaf = path.rsplit('/').next().unwrap_or_default();
+            leaf == container_id
+                || leaf
+                    .strip_suffix(".scope")
+                    .is_some_and(|scope| scope.rsplit('-').next() == Some(container_id))
+        })
 }
 
 #[cfg(test)]
@@ -181,6 +210,28 @@ mod tests {
         assert_eq!(healing.evict.len(), MAX_EVICTIONS);
         assert_eq!(healing.deferred.len(), 3);
         assert_eq!(healing.evict[0].container_id, "c0");
+    }
+
+    #[test]
+    fn the_pid_is_confirmed_by_the_containers_cgroup() {
+        let id = "3fa273be64e457164c240b2ab0b328854cd14f014a4930236f3dccf8e7f382bf";
+        let systemd = format!(
+            "0::/kubelet.slice/kubelet-kubepods.slice/kubelet-kubepods-besteffort.slice/cri-containerd-{id}.scope\n"
+        );
+        let cgroupfs = format!("0::/kubepods/besteffort/pod1234/{id}\n");
+        let v1 = format!("12:pids:/kubepods/pod1234/{id}\n11:memory:/kubepods/pod1234/{id}\n");
+        for text in [&systemd, &cgroupfs, &v1] {
+            assert!(cgroup_names_container(text, id), "{text}");
+        }
+        assert!(
+            !cgroup_names_container(&cgroupfs, "3fa273be"),
+            "a prefix is no match"
+        );
+        assert!(!cgroup_names_container(
+            "0::/system.slice/containerd.service\n",
+            id
+        ));
+        assert!(!cgroup_names_container(&cgroupfs, ""));
     }
 
     #[test]

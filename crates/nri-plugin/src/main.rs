@@ -20,6 +20,7 @@ mod proto;
 mod service;
 mod session;
 mod staged;
+mod stop;
 mod wire;
 
 use std::path::PathBuf;

@@ -220,6 +220,9 @@ pub struct Container {
     /// Linux-specific settings.
     #[prost(message, optional, tag = "11")]
     pub linux: Option<LinuxContainer>,
+    /// The container's init process, as the runtime sees it (0: none); filled in Synchronize.
+    #[prost(uint32, tag = "12")]
+    pub pid: u32,
     /// CDI devices (v0.10+).
     #[prost(message, repeated, tag = "20")]
     pub cdi_devices: Vec<CdiDevice>,

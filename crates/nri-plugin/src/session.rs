@@ -16,7 +16,6 @@ use prost::Message as _;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 
-use crate::heal;
 use crate::proto::{
     code, ContainerEviction, RegisterPluginRequest, Request, Response, UpdateContainersRequest,
     RUNTIME_SERVICE,
@@ -26,6 +25,7 @@ use crate::wire::{
     self, MessageDecoder, FRAME_HEADER_LEN, MESSAGE_REQUEST, MESSAGE_RESPONSE, PLUGIN_SERVICE_CONN,
     RUNTIME_SERVICE_CONN,
 };
+use crate::{heal, stop};
 
 /// The NRI version the plugin announces at registration (informational).
 pub const NRI_VERSION: &str = "v0.12.2";
@@ -202,6 +202,7 @@ fn answer(service: Arc<PluginService>, outgoing: mpsc::Sender<Vec<u8>>, message:
 async fn evict(outgoing: mpsc::Sender<Vec<u8>>, healing: heal::Healing) {
     tokio::time::sleep(heal::FIRST_EVICTION_DELAY).await;
     for missed in healing.evict {
+        let container_id = missed.container_id.clone();
         tracing::warn!(
             container = %missed.who,
             id = %missed.container_id,
@@ -212,7 +213,7 @@ async fn evict(outgoing: mpsc::Sender<Vec<u8>>, healing: heal::Healing) {
             method: "UpdateContainers".to_owned(),
             payload: UpdateContainersRequest {
                 evict: vec![ContainerEviction {
-                    container_id: missed.container_id,
+                    container_id,
                     reason: heal::EVICTION_REASON.to_owned(),
                 }],
             }
@@ -228,6 +229,26 @@ async fn evict(outgoing: mpsc::Sender<Vec<u8>>, healing: heal::Healing) {
         {
             return;
         }
+        let who = missed.who.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(heal::EVICTION_GRACE).await;
+            match tokio::task::spawn_blocking(move || stop::stop_process(&missed)).await {
+                Ok(stop::Stopped::AlreadyGone) => {
+                    tracing::info!(container = %who, "stopped by the runtime");
+                }
+                Ok(stop::Stopped::Killed) => tracing::warn!(
+                    container = %who,
+                    "the runtime ignored the eviction: sent SIGKILL to the container's process, as an eviction would"
+                ),
+                Ok(stop::Stopped::LeftAlone(why)) => tracing::error!(
+                    container = %who,
+                    "still running without the mock stack, left alone: {why}"
+                ),
+                Err(err) => {
+                    tracing::error!(container = %who, "stopping the container failed: {err}")
+                }
+            }
+        });
         tokio::time::sleep(heal::EVICTION_INTERVAL).await;
     }
 }
