@@ -562,6 +562,20 @@ fn only_build_inputs_are_in_the_source() {
     let after = drv(copy.path());
     assert_ne!(after.0, before.0, "a crate edit must rebuild the package");
     assert_ne!(after.1, before.1, "and retag the image");
+
+    // The mock library's stubs are generated from a data file: it is a build input too.
+    let copy = flake_copy();
+    edit(
+        copy.path(),
+        "crates/mock-nvml/nvml-functions.txt",
+        "# The NVML functions",
+        "# (edited) The NVML functions",
+    );
+    let after = drv(copy.path());
+    assert_ne!(
+        after.0, before.0,
+        "crates/mock-nvml/nvml-functions.txt must be in the package's source"
+    );
 }
 
 #[test]

@@ -87,6 +87,20 @@ pub enum Command {
     /// one driver program against both libraries, interleaved, and prints the table of ratios.
     /// Fails only when the two disagree on fabric identity, UUID count or memory.
     BenchVsUpstream(BenchVsUpstreamArgs),
+    /// Regenerates the mock library's NVML function list (crates/mock-nvml/nvml-functions.txt)
+    /// from go-nvml's nvml.h and upstream's snapshot, and upstream's export list.
+    NvmlFunctions(NvmlFunctionsArgs),
+}
+
+/// Options for `nvml-functions`.
+#[derive(Debug, Clone, Args)]
+pub struct NvmlFunctionsArgs {
+    /// Compare with the checked-in files instead of writing them; fail when they differ.
+    #[arg(long)]
+    pub check: bool,
+    /// Upstream's snapshot (default: where bench-vs-upstream looks; absent: extras kept).
+    #[arg(long)]
+    pub snapshot: Option<PathBuf>,
 }
 
 /// Options for `bench-vs-upstream`.

@@ -19,6 +19,7 @@ mod lock;
 mod netpol;
 mod node_facts;
 mod node_image;
+mod nvml_functions;
 mod registry;
 #[cfg(test)]
 mod tidy;
@@ -101,6 +102,7 @@ fn run(flags: flags::Xtask) -> anyhow::Result<()> {
         Command::Images(args) => images::run(&sh, &args),
         Command::ImexDoublePayload(args) => images::imex_double_payload(&sh, &args.out),
         Command::BenchVsUpstream(args) => bench_upstream::run(&sh, &args),
+        Command::NvmlFunctions(args) => nvml_functions::run(&sh, &args),
     }
 }
 

@@ -1,5 +1,6 @@
 //! The exported NVML entry points: the only module tree with `unsafe` (this module's helpers and
-//! macros; the exports themselves in `system`, `device` and `structs`).
+//! macros; the exports themselves in `system`, `device` and `structs`, and the generated stubs
+//! and aliases in [`stubs`], for every other function of `nvml-functions.txt`).
 //!
 //! Every export runs its body inside [`guard`] (`catch_unwind`), so no panic unwinds into C;
 //! a panic becomes `NVML_ERROR_UNKNOWN`. Checks run in one order everywhere: library initialised
@@ -163,10 +164,12 @@ macro_rules! string_getter {
 
 mod device;
 mod structs;
+pub mod stubs;
 mod system;
 
 pub use device::*;
 pub use structs::*;
+pub use stubs::*;
 pub use system::*;
 
 #[cfg(test)]

@@ -1,8 +1,14 @@
-//! The built library's dynamic section: its SONAME and exactly the exports `ffi::EXPORTS` lists.
+//! The built library's dynamic section: its SONAME and exactly the exports `ffi::EXPORTS` lists
+//! plus the stubs and aliases `build.rs` generates, which cover every function of go-nvml's
+//! nvml.h and every `nvml*` symbol upstream's mock exports (`upstream-exports.txt`).
 
 mod common;
 #[path = "../src/ffi/exports.rs"]
 mod exports;
+/// The generated stubs' and aliases' names (`build.rs`).
+mod generated {
+    include!(concat!(env!("OUT_DIR"), "/stub_names.rs"));
+}
 
 use std::process::Command;
 
@@ -29,8 +35,8 @@ fn soname_is_libnvidia_ml_so_1() {
     );
 }
 
-#[test]
-fn exports_are_exactly_the_listed_nvml_symbols() {
+/// The built library's defined `nvml*` symbols, sorted.
+fn exported_nvml_symbols() -> Vec<String> {
     let mut exported: Vec<String> = binutils_on_library("nm", &["-D", "--defined-only"])
         .lines()
         .filter_map(|line| line.split_whitespace().nth(2))
@@ -38,10 +44,34 @@ fn exports_are_exactly_the_listed_nvml_symbols() {
         .map(str::to_owned)
         .collect();
     exported.sort();
+    exported
+}
+
+#[test]
+fn exports_are_exactly_the_listed_and_generated_nvml_symbols() {
     let mut listed: Vec<String> = exports::EXPORTS
         .iter()
+        .chain(generated::STUBS)
+        .chain(generated::ALIASES)
         .map(|name| (*name).to_owned())
         .collect();
     listed.sort();
-    assert_eq!(exported, listed);
+    assert_eq!(exported_nvml_symbols(), listed);
+}
+
+#[test]
+fn every_header_function_and_upstream_export_is_exported() {
+    let exported = exported_nvml_symbols();
+    let upstream: Vec<&str> = include_str!("upstream-exports.txt")
+        .lines()
+        .filter(|line| !line.starts_with('#') && !line.is_empty())
+        .collect();
+    assert!(upstream.len() >= 400, "{} upstream exports", upstream.len());
+    let missing: Vec<&str> = generated::HEADER_FUNCTIONS
+        .iter()
+        .copied()
+        .chain(upstream)
+        .filter(|name| exported.binary_search(&(*name).to_owned()).is_err())
+        .collect();
+    assert!(missing.is_empty(), "not exported: {missing:?}");
 }

@@ -105,11 +105,11 @@ fn sha256_of(path: &Path) -> Result<String> {
 
 /// Where the snapshot is: `--snapshot`, the directory `CDSIM_PEERS_DIR` names, `../shared/peers/`
 /// beside the project root, or the copy a previous run kept in the cache.
-fn find_snapshot(args: &BenchVsUpstreamArgs, pin: &Pin, cached: &Path) -> Result<PathBuf> {
+fn find_snapshot(explicit: Option<&Path>, pin: &Pin, cached: &Path) -> Result<PathBuf> {
     let root = crate::project_root();
     let mut candidates = Vec::new();
-    if let Some(path) = &args.snapshot {
-        candidates.push(path.clone());
+    if let Some(path) = explicit {
+        candidates.push(path.to_path_buf());
     }
     if let Some(dir) = std::env::var_os("CDSIM_PEERS_DIR").filter(|dir| !dir.is_empty()) {
         candidates.push(PathBuf::from(dir).join(&pin.file));
@@ -138,6 +138,14 @@ fn find_snapshot(args: &BenchVsUpstreamArgs, pin: &Pin, cached: &Path) -> Result
             .join(", "),
         pin.file
     )
+}
+
+/// The pinned snapshot of upstream's source, verified: `explicit`, else where
+/// [`find_snapshot`] looks (`cargo xtask nvml-functions` reads its bridge from it too).
+pub(crate) fn pinned_snapshot(explicit: Option<&Path>) -> Result<PathBuf> {
+    let pin = pin()?;
+    let cached = crate::dirs::cache_dir()?.join("peers").join(&pin.file);
+    find_snapshot(explicit, &pin, &cached)
 }
 
 /// Upstream's built library, check-fabric and 4-GPU profile.
@@ -169,7 +177,7 @@ fn ensure_upstream(sh: &Shell, args: &BenchVsUpstreamArgs) -> Result<Upstream> {
         return Ok(upstream);
     }
     let cached_snapshot = crate::dirs::cache_dir()?.join("peers").join(&pin.file);
-    let snapshot = find_snapshot(args, &pin, &cached_snapshot)?;
+    let snapshot = find_snapshot(args.snapshot.as_deref(), &pin, &cached_snapshot)?;
     eprintln!(
         "    upstream: building {} offline into {} (a few minutes, once per snapshot)",
         snapshot.display(),

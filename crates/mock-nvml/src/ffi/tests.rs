@@ -858,3 +858,6 @@ fn addressing_mode_and_mig_tables_follow_other_profiles() {
     );
     assert_eq!(mode.value, 9);
 }
+
+#[path = "stubs_tests.rs"]
+mod stubs_tests;
