@@ -5,7 +5,8 @@
 use std::path::Path;
 
 use crate::names::{KindCluster, KIND_CONFIG};
-use crate::plan::{self, ClusterPlan, NodeProblem};
+use crate::plan::{self, ClusterPlan, NodeProblem, Started};
+use crate::restart;
 use crate::runner::{Cmd, Runner};
 use xtask_support::image_ref::containerd_name;
 
@@ -158,20 +159,25 @@ pub fn exists<R: Runner>(runner: &R, cluster: &KindCluster) -> anyhow::Result<bo
     Ok(out.stdout.lines().any(|line| line.trim() == cluster.name()))
 }
 
-/// One node: running (from `wanted_image` when given, not restarted since
-/// its creation), with NRI on the expected socket.
+/// One node: running (from `wanted_image` when given), with NRI on the
+/// expected socket; says whether it was started again since its creation.
 pub fn probe_node<R: Runner>(
     runner: &R,
     node: &str,
     wanted_image: Option<&str>,
-) -> Result<(), NodeProblem> {
-    match runner.run(&Cmd::new(
+) -> Result<Started, NodeProblem> {
+    let started = match runner.run(&Cmd::new(
         "docker",
         &["inspect", "-f", plan::CONTAINER_TEMPLATE, node],
     )) {
         Ok(out) if out.ok => plan::check_container(&out.stdout, wanted_image)?,
         _ => return Err(NodeProblem::Missing),
-    }
+    };
+    probe_nri(runner, node).map(|()| started)
+}
+
+/// The node's containerd config has NRI on the expected socket.
+fn probe_nri<R: Runner>(runner: &R, node: &str) -> Result<(), NodeProblem> {
     // The effective config first (defaults included), the file as a fallback.
     match runner.run(&Cmd::new(
         "docker",
@@ -198,7 +204,7 @@ pub fn probe_nodes<R: Runner>(
     runner: &R,
     cluster: &KindCluster,
     wanted_image: Option<&str>,
-) -> Vec<(String, Result<(), NodeProblem>)> {
+) -> Vec<(String, Result<Started, NodeProblem>)> {
     cluster
         .nodes()
         .into_iter()
@@ -235,7 +241,10 @@ pub fn node_states<R: Runner>(
         .into_iter()
         .map(|(node, status)| {
             let state = match status {
-                Ok(()) => "running, NRI on".to_owned(),
+                Ok(Started::Once) => "running, NRI on".to_owned(),
+                Ok(Started::Again { started, .. }) => {
+                    format!("running, NRI on (started again at {started})")
+                }
                 Err(problem) => problem.to_string(),
             };
             (node, state)
@@ -291,6 +300,25 @@ pub fn ensure<R: Runner>(
     node_image: Option<&str>,
     must_run: Option<&str>,
 ) -> anyhow::Result<ClusterPlan> {
+    ensure_settling(
+        runner,
+        cluster,
+        force_recreate,
+        node_image,
+        must_run,
+        restart::SETTLE,
+    )
+}
+
+/// [`ensure`], waiting up to `restart_settle` for a restarted cluster.
+fn ensure_settling<R: Runner>(
+    runner: &R,
+    cluster: &KindCluster,
+    force_recreate: bool,
+    node_image: Option<&str>,
+    must_run: Option<&str>,
+    restart_settle: std::time::Duration,
+) -> anyhow::Result<ClusterPlan> {
     let present = exists(runner, cluster)?;
     let probes = if present && !force_recreate {
         probe_nodes(runner, cluster, must_run)
@@ -299,6 +327,31 @@ pub fn ensure<R: Runner>(
     };
     let decision = plan::plan_cluster(cluster.name(), present, force_recreate, &probes);
     match &decision {
+        ClusterPlan::ReuseIfHealthy(restarted) => {
+            eprintln!(
+                "    {} started again since the cluster was created: checking its health \
+                 (API, nodes Ready, addresses, NRI socket; up to {} s)",
+                restarted.join(", "),
+                restart_settle.as_secs()
+            );
+            let problems = restart::settle(runner, cluster, restart_settle);
+            if !problems.is_empty() {
+                let lines: Vec<String> = problems.iter().map(ToString::to_string).collect();
+                anyhow::bail!(
+                    "{}",
+                    plan::rejection(
+                        cluster.name(),
+                        "is not healthy after its nodes restarted",
+                        &lines
+                    )
+                );
+            }
+            eprintln!(
+                "    reusing cluster {} (restarted, healthy: API answers, every node Ready at its address, NRI listening)",
+                cluster.name()
+            );
+            runner.check(&kind_on(cluster, &["export", "kubeconfig"]))?;
+        }
         ClusterPlan::Reuse => {
             eprintln!("    reusing cluster {} (NRI on every node)", cluster.name());
             runner.check(&kind_on(cluster, &["export", "kubeconfig"]))?;
@@ -424,6 +477,7 @@ pub fn load_image<R: Runner>(
 mod tests {
     use super::*;
     use crate::runner::FakeRunner;
+    use std::time::Duration;
     use test_support::assert_contains;
 
     const NRI_ON: &str = "version = 3\n[plugins.'io.containerd.nri.v1.nri']\n  disable = false\n  socket_path = '/var/run/nri/nri.sock'\n";
@@ -443,6 +497,76 @@ mod tests {
             true,
             config,
         );
+    }
+
+    /// Scripts a restarted cluster: every node started again, NRI on, then the
+    /// health probe, with `worker_ready` for the first worker.
+    fn restarted_cluster(fake: &FakeRunner, worker_ready: &str) {
+        fake.expect("kind get clusters", true, "c\n");
+        for node in cluster().nodes() {
+            fake.expect(
+                &format!("docker inspect -f {} {node}", plan::CONTAINER_TEMPLATE),
+                true,
+                "running|cdsim/kind-node:v1|2026-12-02T21:00:00Z|2026-12-03T08:00:00Z\n",
+            )
+            .expect(
+                &format!("docker exec {node} containerd config dump"),
+                true,
+                NRI_ON,
+            );
+        }
+        let mut items = Vec::new();
+        for (idx, node) in cluster().nodes().iter().enumerate() {
+            let ip = format!("172.18.0.{}", idx + 2);
+            fake.expect("docker inspect -f {{range", true, &ip).expect(
+                &format!("docker exec {node} test -S"),
+                true,
+                "",
+            );
+            let ready = if node == "c-worker" {
+                worker_ready
+            } else {
+                "True"
+            };
+            items.push(serde_json::json!({
+                "metadata": {"name": node},
+                "status": {"conditions": [{"type": "Ready", "status": ready}],
+                           "addresses": [{"type": "InternalIP", "address": ip}]}
+            }));
+        }
+        fake.expect(
+            "docker exec c-control-plane kubectl",
+            true,
+            &serde_json::json!({ "items": items }).to_string(),
+        );
+    }
+
+    #[test]
+    fn a_restarted_healthy_cluster_is_reused() {
+        let fake = FakeRunner::default();
+        restarted_cluster(&fake, "True");
+        fake.expect("kind export kubeconfig --name c", true, "");
+        let done =
+            ensure_settling(&fake, &cluster(), false, None, None, Duration::ZERO).expect("reused");
+        assert_eq!(
+            done,
+            ClusterPlan::ReuseIfHealthy(cluster().nodes()),
+            "every node was started again"
+        );
+        assert_eq!(fake.remaining(), 0);
+    }
+
+    #[test]
+    fn a_restarted_unhealthy_cluster_is_refused_naming_what_is_wrong_and_the_fix() {
+        let fake = FakeRunner::default();
+        restarted_cluster(&fake, "False");
+        let err = ensure_settling(&fake, &cluster(), false, None, None, Duration::ZERO)
+            .expect_err("refused")
+            .to_string();
+        assert_contains(&err, "is not healthy after its nodes restarted");
+        assert_contains(&err, "c-worker: not Ready");
+        assert_contains(&err, "--force-recreate");
+        assert_eq!(fake.remaining(), 0, "nothing deleted or created");
     }
 
     #[test]
@@ -526,7 +650,7 @@ mod tests {
                 true,
                 NRI_ON,
             );
-        assert_eq!(probe_node(&fake, "n", None), Ok(()));
+        assert_eq!(probe_node(&fake, "n", None), Ok(Started::Once));
     }
 
     #[test]

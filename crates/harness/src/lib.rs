@@ -20,6 +20,7 @@ pub mod k8s;
 pub mod names;
 pub mod plan;
 pub mod report;
+pub mod restart;
 pub mod runner;
 pub mod scenario4;
 pub mod scenarios;

@@ -37,9 +37,16 @@ pub enum NodeProblem {
         /// What this run would create the cluster from.
         wanted: String,
     },
-    /// The node container was started again after it was created (a Docker
-    /// restart, a reboot, `docker start`): its cluster keeps stale addresses.
-    Restarted {
+}
+
+/// How a running node container came to run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Started {
+    /// Started when kind created it.
+    Once,
+    /// Started again after its creation (a Docker restart, a reboot, `docker
+    /// start`): reusable only if the cluster is healthy (see [`crate::restart`]).
+    Again {
         /// When the container was created (RFC 3339, as Docker prints it).
         created: String,
         /// When it was last started.
@@ -56,9 +63,12 @@ pub const CONTAINER_TEMPLATE: &str =
     "{{.State.Status}}|{{.Config.Image}}|{{.Created}}|{{.State.StartedAt}}";
 
 /// Checks one node container from `docker inspect -f` [`CONTAINER_TEMPLATE`]:
-/// running, from the wanted node image (when one is asked for), and not
-/// restarted since kind created it.
-pub fn check_container(inspected: &str, wanted_image: Option<&str>) -> Result<(), NodeProblem> {
+/// running, from the wanted node image (when one is asked for); says whether
+/// it was started again since kind created it.
+pub fn check_container(
+    inspected: &str,
+    wanted_image: Option<&str>,
+) -> Result<Started, NodeProblem> {
     let mut fields = inspected.trim().split('|');
     let mut next = || fields.next().unwrap_or_default().to_owned();
     let (state, image, created, started) = (next(), next(), next(), next());
@@ -76,10 +86,10 @@ pub fn check_container(inspected: &str, wanted_image: Option<&str>) -> Result<()
     let parse = |text: &str| text.parse::<k8s_openapi::jiff::Timestamp>().ok();
     if let (Some(at_create), Some(at_start)) = (parse(&created), parse(&started)) {
         if at_start.as_second() - at_create.as_second() > RESTART_SLACK_SECONDS {
-            return Err(NodeProblem::Restarted { created, started });
+            return Ok(Started::Again { created, started });
         }
     }
-    Ok(())
+    Ok(Started::Once)
 }
 
 impl fmt::Display for NodeProblem {
@@ -104,11 +114,6 @@ impl fmt::Display for NodeProblem {
             NodeProblem::OtherImage { running, wanted } => write!(
                 f,
                 "node container runs {running}, not the node image this run uses ({wanted})"
-            ),
-            NodeProblem::Restarted { created, started } => write!(
-                f,
-                "node container was restarted (created {created}, started again {started}, \
-                 e.g. by a Docker restart or a reboot): a restarted kind node keeps stale addresses"
             ),
         }
     }
@@ -154,6 +159,9 @@ pub enum ClusterPlan {
     Create,
     /// A compatible cluster: keep it.
     Reuse,
+    /// A compatible cluster whose named nodes were started again: keep it if
+    /// it is healthy ([`crate::restart`]), else reject it with [`rejection`].
+    ReuseIfHealthy(Vec<String>),
     /// `--force-recreate`: delete it and create it again.
     Recreate,
     /// Incompatible and no `--force-recreate`: stop with this message.
@@ -165,7 +173,7 @@ pub fn plan_cluster(
     cluster_name: &str,
     exists: bool,
     force_recreate: bool,
-    nodes: &[(String, Result<(), NodeProblem>)],
+    nodes: &[(String, Result<Started, NodeProblem>)],
 ) -> ClusterPlan {
     if !exists {
         return ClusterPlan::Create;
@@ -182,14 +190,29 @@ pub fn plan_cluster(
                 .map(|problem| format!("{node}: {problem}"))
         })
         .collect();
-    if problems.is_empty() {
-        return ClusterPlan::Reuse;
+    if !problems.is_empty() {
+        return ClusterPlan::Reject(rejection(cluster_name, "is incompatible", &problems));
     }
-    ClusterPlan::Reject(format!(
-        "kind cluster `{cluster_name}` exists but is incompatible:\n  {}\nfix: rerun with --force-recreate (or FORCE_RECREATE=true) to delete and recreate it, \
+    let restarted: Vec<String> = nodes
+        .iter()
+        .filter(|(_, status)| matches!(status, Ok(Started::Again { .. })))
+        .map(|(node, _)| node.clone())
+        .collect();
+    if restarted.is_empty() {
+        ClusterPlan::Reuse
+    } else {
+        ClusterPlan::ReuseIfHealthy(restarted)
+    }
+}
+
+/// Why cluster `cluster_name` is not reused (`what`: "is incompatible"), one
+/// line per problem, and the fix.
+pub fn rejection(cluster_name: &str, what: &str, problems: &[String]) -> String {
+    format!(
+        "kind cluster `{cluster_name}` exists but {what}:\n  {}\nfix: rerun with --force-recreate (or FORCE_RECREATE=true) to delete and recreate it, \
          or delete it yourself with `kind delete cluster --name {cluster_name}`",
         problems.join("\n  ")
-    ))
+    )
 }
 
 /// The two IMEX device majors given to the chart.
@@ -408,20 +431,22 @@ version = 2
     }
 
     /// Why a reuse of cluster `c` is rejected when `node` has `problem`.
-    fn rejection(node: &str, problem: NodeProblem) -> String {
+    fn rejected(node: &str, problem: NodeProblem) -> String {
         match plan_cluster("c", true, false, &statuses(Some((node, problem)))) {
             ClusterPlan::Reject(message) => message,
             other => panic!("{node} must be rejected, not {other:?}"),
         }
     }
 
-    fn statuses(problem_on: Option<(&str, NodeProblem)>) -> Vec<(String, Result<(), NodeProblem>)> {
+    fn statuses(
+        problem_on: Option<(&str, NodeProblem)>,
+    ) -> Vec<(String, Result<Started, NodeProblem>)> {
         ["c-control-plane", "c-worker", "c-worker2"]
             .iter()
             .map(|node| {
                 let status = match &problem_on {
                     Some((bad, problem)) if bad == node => Err(problem.clone()),
-                    _ => Ok(()),
+                    _ => Ok(Started::Once),
                 };
                 ((*node).to_owned(), status)
             })
@@ -458,10 +483,10 @@ version = 2
             format!("{state}|{image}|{CREATED}|{started}\n")
         };
         let fresh = line("running", "kindest/node:v1.34.3", "2026-12-02T21:00:03.5Z");
-        assert_eq!(check_container(&fresh, None), Ok(()));
+        assert_eq!(check_container(&fresh, None), Ok(Started::Once));
         assert_eq!(
             check_container(&fresh, Some("kindest/node:v1.34.3")),
-            Ok(())
+            Ok(Started::Once)
         );
         assert_eq!(
             check_container(&fresh, Some("cdsim/kind-node:v1.34.3-abc")),
@@ -471,11 +496,12 @@ version = 2
             })
         );
         let rebooted = line("running", "kindest/node:v1.34.3", "2026-12-03T08:00:00Z");
-        let problem = check_container(&rebooted, None).expect_err("restarted");
-        assert!(
-            problem.to_string().contains("was restarted")
-                && problem.to_string().contains("2026-12-03T08:00:00Z"),
-            "{problem}"
+        assert_eq!(
+            check_container(&rebooted, None),
+            Ok(Started::Again {
+                created: CREATED.to_owned(),
+                started: "2026-12-03T08:00:00Z".to_owned()
+            })
         );
         assert_eq!(
             check_container(&line("exited", "x", CREATED), None),
@@ -484,23 +510,36 @@ version = 2
         // Docker's zero time for a never-started container, or a garbled line: no restart claimed.
         assert_eq!(
             check_container(&line("running", "x", "0001-01-01T00:00:00Z"), None),
-            Ok(())
+            Ok(Started::Once)
         );
-        assert_eq!(check_container("running|x|garbage|", None), Ok(()));
+        assert_eq!(
+            check_container("running|x|garbage|", None),
+            Ok(Started::Once)
+        );
     }
 
     #[test]
-    fn a_restarted_or_other_image_cluster_is_rejected_with_the_fix() {
-        let message = rejection(
-            "c-worker",
-            NodeProblem::Restarted {
-                created: CREATED.to_owned(),
-                started: "2026-12-03T08:00:00Z".to_owned(),
-            },
+    fn a_restarted_cluster_is_reused_only_if_healthy_naming_the_restarted_nodes() {
+        let mut nodes = statuses(None);
+        nodes[2].1 = Ok(Started::Again {
+            created: CREATED.to_owned(),
+            started: "2026-12-03T08:00:00Z".to_owned(),
+        });
+        assert_eq!(
+            plan_cluster("c", true, false, &nodes),
+            ClusterPlan::ReuseIfHealthy(vec!["c-worker2".to_owned()])
         );
-        assert_contains(&message, "c-worker: node container was restarted");
-        assert_contains(&message, "--force-recreate");
-        let message = rejection(
+        // A real problem on another node still rejects it.
+        nodes[1].1 = Err(NodeProblem::NriDisabled);
+        assert!(matches!(
+            plan_cluster("c", true, false, &nodes),
+            ClusterPlan::Reject(_)
+        ));
+    }
+
+    #[test]
+    fn another_image_cluster_is_rejected_with_the_fix() {
+        let message = rejected(
             "c-control-plane",
             NodeProblem::OtherImage {
                 running: "kindest/node:v1.34.3".to_owned(),
@@ -512,7 +551,7 @@ version = 2
 
     #[test]
     fn a_stopped_node_rejects_reuse_and_is_named() {
-        let message = rejection("c-worker", NodeProblem::NotRunning("exited".to_owned()));
+        let message = rejected("c-worker", NodeProblem::NotRunning("exited".to_owned()));
         assert_contains(&message, "c-worker: node container is exited, not running");
     }
 
