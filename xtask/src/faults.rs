@@ -8,8 +8,14 @@
 //!    keeps its IP and containers) gives a failure naming the node; the node
 //!    is resumed and scenario 1 passes again.
 //!
+//! 4. the self-healing cases of issue 25 ([`heal`]): plugin and workload pods
+//!    deleted together, every node restarted, containerd restarted, the
+//!    stager deleted during a rebind, a malformed topology.
+//!
 //! Each check drives the real `cargo xtask` binary as a subprocess, so it
 //! exercises exactly what a user runs.
+
+mod heal;
 
 use std::path::PathBuf;
 use std::process::{Command, Output};
@@ -52,7 +58,7 @@ fn expect_failure(what: &str, out: &Output, needles: &[&str]) -> anyhow::Result<
         .to_owned())
 }
 
-/// Runs the three fault checks; returns one line per check.
+/// Runs every fault check; returns one line per check.
 pub async fn fault_checks(sh: &Shell, cluster_name: &str) -> anyhow::Result<Vec<String>> {
     let cluster = KindCluster::new(cluster_name)?;
     let mut lines = vec![
@@ -60,6 +66,7 @@ pub async fn fault_checks(sh: &Shell, cluster_name: &str) -> anyhow::Result<Vec<
         incompatible_cluster(sh, &cluster)?,
     ];
     lines.extend(stopped_worker(sh, &cluster).await?);
+    lines.extend(heal::heal_checks(sh, &cluster).await?);
     Ok(lines)
 }
 

@@ -71,7 +71,7 @@ fn context_lock_name(context: &str) -> String {
     format!("context-{}", context.replace(['/', ':'], "_"))
 }
 
-fn runner(sh: &Shell) -> anyhow::Result<ShellRunner<'_>> {
+pub(crate) fn runner(sh: &Shell) -> anyhow::Result<ShellRunner<'_>> {
     let kind = crate::tools::ensure_tool(sh, crate::tools::Tool::Kind)?;
     let helm = crate::tools::ensure_tool(sh, crate::tools::Tool::Helm)?;
     Ok(ShellRunner::new(sh, kind, helm))

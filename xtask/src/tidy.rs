@@ -107,6 +107,10 @@ const RAW_COMMANDS: &[(&str, &str)] = &[
         "xtask/src/faults.rs",
         "runs the xtask binary as a user does",
     ),
+    (
+        "xtask/src/faults/",
+        "runs the xtask binary as a user does, and faults the nodes with docker",
+    ),
     ("xtask/src/images.rs", "cargo builds the image artifacts"),
     (
         "xtask/src/doctor.rs",
