@@ -1,5 +1,5 @@
 //! The exported NVML entry points: the only module tree with `unsafe` (this module's helpers and
-//! macros; the exports themselves in `system`, `device` and `structs`, and the generated stubs
+//! macros; the exports themselves in `system`, `device`, `structs` and `topo`, and the generated stubs
 //! and aliases in [`stubs`], for every other function of `nvml-functions.txt`).
 //!
 //! Every export runs its body inside [`guard`] (`catch_unwind`), so no panic unwinds into C;
@@ -166,11 +166,13 @@ mod device;
 mod structs;
 pub mod stubs;
 mod system;
+mod topo;
 
 pub use device::*;
 pub use structs::*;
 pub use stubs::*;
 pub use system::*;
+pub use topo::*;
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
