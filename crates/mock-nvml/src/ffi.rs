@@ -7,7 +7,8 @@
 //! (UNINITIALIZED), handle issued (INVALID_ARGUMENT, decided by address arithmetic before anything
 //! is dereferenced), output pointers non-NULL (INVALID_ARGUMENT), then version tags
 //! (ARGUMENT_VERSION_MISMATCH), then capability (NOT_SUPPORTED) and buffer size
-//! (INSUFFICIENT_SIZE). Nothing is written to the caller unless the call succeeds.
+//! (INSUFFICIENT_SIZE). Nothing is written to the caller unless the call succeeds, except the
+//! needed count of a device list that does not fit (nvml.h's count protocol, `ffi/topo.rs`).
 //!
 //! Pointer access goes through four helpers ([`put`], [`put_str`], [`get_str`], [`get_u32`]);
 //! each call site states why the pointer satisfies the helper's contract.
