@@ -606,7 +606,7 @@ fn go_gpuallocator_builds_its_link_matrix() {
             for j in 0..count {
                 let expected: Vec<&str> = match i == j {
                     true => vec![],
-                    false => vec![p2p_link_name(pcie.level(i, j).unwrap())],
+                    false => vec![p2p_link_name(pcie.level(i, j).expect("a visible pair"))],
                 };
                 assert_eq!(
                     report["links"][i][j],
@@ -617,8 +617,8 @@ fn go_gpuallocator_builds_its_link_matrix() {
         }
         let pair = &report["allocated"]["2"];
         let (a, b) = (
-            pair[0].as_u64().unwrap() as usize,
-            pair[1].as_u64().unwrap() as usize,
+            pair[0].as_u64().expect("an index") as usize,
+            pair[1].as_u64().expect("an index") as usize,
         );
         let nearest = (0..count)
             .flat_map(|i| (0..count).filter(move |&j| j != i).map(move |j| (i, j)))
@@ -660,7 +660,7 @@ fn check_topology(report: &Value, profile: &Profile, what: &str) {
     assert_eq!(
         report["gpu_set_cpu0"],
         pcie.as_ref().map_or(not_supported.clone(), |pcie| as_list(
-            pcie.gpus_of_cpu(0).unwrap()
+            pcie.gpus_of_cpu(0).expect("CPU 0 is listed")
         )),
         "{what}: GPU set of CPU 0"
     );
@@ -670,13 +670,16 @@ fn check_topology(report: &Value, profile: &Profile, what: &str) {
         let levels: Vec<Value> = (0..devices.len())
             .map(|j| {
                 pcie.as_ref().map_or(not_supported.clone(), |pcie| {
-                    Value::from(level_code(pcie.level(i, j).unwrap()))
+                    Value::from(level_code(pcie.level(i, j).expect("a visible pair")))
                 })
             })
             .collect();
         assert_eq!(got["levels"], Value::from(levels), "{what}: levels");
         let nearest = pcie.as_ref().map_or(not_supported.clone(), |pcie| {
-            as_list(pcie.nearest(i, TopologyLevel::System).unwrap())
+            as_list(
+                pcie.nearest(i, TopologyLevel::System)
+                    .expect("a visible GPU"),
+            )
         });
         assert_eq!(got["nearest_system"], nearest, "{what}: nearest");
         let remotes = got["nvlink_remotes"].as_array().expect("nvlink_remotes");
@@ -687,10 +690,10 @@ fn check_topology(report: &Value, profile: &Profile, what: &str) {
         );
         for (link, remote) in remotes.iter().enumerate() {
             let switch = device.nvlink.switch_of(link as u32).expect("a switch");
-            let bus_id = PciBusId::parse(remote.as_str().expect("a bus id")).unwrap();
+            let bus_id = PciBusId::parse(remote.as_str().expect("a bus id")).expect("a PCI bus id");
             assert_eq!(
                 bus_id,
-                PciBusId::parse(&switch.pci_bus_id).unwrap(),
+                PciBusId::parse(&switch.pci_bus_id).expect("validated"),
                 "{what}: link {link}"
             );
             assert!(
