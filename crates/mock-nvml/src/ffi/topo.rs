@@ -28,7 +28,7 @@ pub unsafe extern "C" fn nvmlDeviceGetTopologyCommonAncestor(
 }
 
 /// `nvmlDeviceGetTopologyNearestGpus`: the other GPUs at `level` or nearer, with nvml.h's count
-/// protocol ([`put_devices`]).
+/// protocol (`put_devices`).
 ///
 /// # Safety
 /// `count` must be NULL or valid for reading and writing an `unsigned int`; `device_array` NULL
@@ -52,7 +52,7 @@ pub unsafe extern "C" fn nvmlDeviceGetTopologyNearestGpus(
 }
 
 /// `nvmlSystemGetTopologyGpuSet`: the GPUs on the NUMA node of logical CPU `cpu_number`, with
-/// nvml.h's count protocol ([`put_devices`]); INVALID_ARGUMENT for a CPU the profile does not list.
+/// nvml.h's count protocol (`put_devices`); INVALID_ARGUMENT for a CPU the profile does not list.
 ///
 /// # Safety
 /// As for [`nvmlDeviceGetTopologyNearestGpus`].
