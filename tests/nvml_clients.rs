@@ -485,30 +485,33 @@ fn pynvml_matrix() {
 
 // ---------------------------------------------------------------- go-nvml
 
+/// `go build` of the Go module in `tests/nvml/<dir>` into `target/nvml-go/<binary>`; `needs`
+/// says what the build downloads, for the failure message.
+fn go_build(dir: &str, binary: &str, needs: &str) -> PathBuf {
+    let go = require_program(
+        "go",
+        "install Go 1.22+ (https://go.dev/doc/install or apt-get install golang)",
+    );
+    let output = repo_root().join("target/nvml-go").join(binary);
+    checked(
+        Command::new(go)
+            .current_dir(repo_root().join("tests/nvml").join(dir))
+            .env("CGO_ENABLED", "1")
+            .env("GOFLAGS", "-mod=readonly")
+            .args(["build", "-o"])
+            .arg(&output)
+            .arg(".")
+            .output(),
+        &format!("go build tests/nvml/{dir} (needs the Go module proxy for {needs})"),
+    );
+    output
+}
+
 /// The Go client, built once per test process into target/.
 fn go_client() -> PathBuf {
     static CLIENT: OnceLock<PathBuf> = OnceLock::new();
     CLIENT
-        .get_or_init(|| {
-            let go = require_program(
-                "go",
-                "install Go 1.22+ (https://go.dev/doc/install or apt-get install golang)",
-            );
-            let source = repo_root().join("tests/nvml/go");
-            let binary = repo_root().join("target/nvml-go/nvml-client");
-            checked(
-                Command::new(go)
-                    .current_dir(&source)
-                    .env("CGO_ENABLED", "1")
-                    .env("GOFLAGS", "-mod=readonly")
-                    .args(["build", "-o"])
-                    .arg(&binary)
-                    .arg(".")
-                    .output(),
-                "go build tests/nvml/go (needs the Go module proxy for go-nvml)",
-            );
-            binary
-        })
+        .get_or_init(|| go_build("go", "nvml-client", "go-nvml"))
         .clone()
 }
 
@@ -546,25 +549,7 @@ fn go_nvml_matrix() {
 fn allocator_client() -> PathBuf {
     static CLIENT: OnceLock<PathBuf> = OnceLock::new();
     CLIENT
-        .get_or_init(|| {
-            let go = require_program(
-                "go",
-                "install Go 1.22+ (https://go.dev/doc/install or apt-get install golang)",
-            );
-            let binary = repo_root().join("target/nvml-go/nvml-allocator");
-            checked(
-                Command::new(go)
-                    .current_dir(repo_root().join("tests/nvml/allocator"))
-                    .env("CGO_ENABLED", "1")
-                    .env("GOFLAGS", "-mod=readonly")
-                    .args(["build", "-o"])
-                    .arg(&binary)
-                    .arg(".")
-                    .output(),
-                "go build tests/nvml/allocator (needs the Go module proxy for go-gpuallocator)",
-            );
-            binary
-        })
+        .get_or_init(|| go_build("allocator", "nvml-allocator", "go-gpuallocator"))
         .clone()
 }
 
