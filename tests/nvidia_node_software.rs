@@ -1,8 +1,9 @@
 //! NVIDIA's own node software against the staged mock driver root, run for real:
 //! go-nvlib's device library at two versions (`tests/nvlib`, v0.13.0 and v0.10.0, the one the
 //! DRA driver vendors), `nvidia-ctk cdi generate` (nvidia-container-toolkit from the module
-//! proxy) and the DRA driver's compute-domain kubelet plugin, built from the snapshot in the
-//! peers directory. Pins: `manifests/versions.toml` `[peers]`.
+//! proxy), GPU feature discovery (`gpu-feature-discovery --oneshot` of the device plugin's
+//! module, from the module proxy) and the DRA driver's compute-domain kubelet plugin, built from
+//! the snapshot in the peers directory. Pins: `manifests/versions.toml` `[peers]`.
 //!
 //! Every consumer gets only the staged tree and none of the mock's variables (`env -i`), as in
 //! the DRA driver's containers: the library must find its profile and topology from its own
@@ -243,6 +244,124 @@ fn go_nvlib_v0_13_enumerates_the_four_gpus_without_our_variables() {
 #[test]
 fn go_nvlib_v0_10_the_dra_drivers_enumerates_the_four_gpus() {
     go_nvlib_enumerates(&peer_pin("go_nvlib_old"));
+}
+
+// ---------------------------------------------------------------- GPU feature discovery
+
+fn gpu_feature_discovery() -> PathBuf {
+    let version = peer_pin("k8s_device_plugin");
+    let binary = "gpu-feature-discovery";
+    cached_go_binary(&format!("{binary}-{version}"), binary, |out| {
+        checked(
+            Command::new(go())
+                .env("GOBIN", out)
+                .env("GOTOOLCHAIN", "local")
+                .env("GOFLAGS", "-mod=mod")
+                .env("CGO_ENABLED", "1")
+                .arg("install")
+                .arg(format!(
+                    "github.com/NVIDIA/k8s-device-plugin/cmd/{binary}@{version}"
+                ))
+                .output(),
+            "go install gpu-feature-discovery (needs the Go module proxy)",
+        );
+    })
+}
+
+/// GFD's labels for `node`, run once on the node's staged tree (the library found on the
+/// loader path, as in GFD's container, and none of the mock's variables).
+fn gfd_labels(node: &str) -> std::collections::BTreeMap<String, String> {
+    let staged = stage(&topology::demo(&workers()), node);
+    let output_file = staged.dir.path().join("gfd-labels");
+    checked(
+        Command::new(gpu_feature_discovery())
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .env("LD_LIBRARY_PATH", staged.lib_dir())
+            .env("NODE_NAME", node)
+            .args([
+                "--oneshot",
+                "--no-timestamp",
+                "--use-node-feature-api=false",
+                "--fail-on-init-error",
+            ])
+            .arg(format!("--output-file={}", output_file.display()))
+            .output(),
+        &format!("gpu-feature-discovery --oneshot on {node}"),
+    );
+    let text = std::fs::read_to_string(&output_file)
+        .unwrap_or_else(|err| panic!("GFD wrote no {}: {err}", output_file.display()));
+    text.lines()
+        .filter_map(|line| line.split_once('='))
+        .map(|(key, value)| (key.to_owned(), value.to_owned()))
+        .collect()
+}
+
+#[test]
+fn gpu_feature_discovery_labels_each_tray_from_the_profile_and_its_clique() {
+    let profile = profile();
+    let device = &profile.devices()[0];
+    let system = profile.system();
+    let topology = topology::demo(&workers());
+    let cuda = system.cuda_driver_version;
+    let (driver_major, driver_rest) = system
+        .driver_version
+        .split_once('.')
+        .unwrap_or_else(|| panic!("driver version {}", system.driver_version));
+    // Two trays in different cliques: the clique label must follow each one's.
+    for node in [&workers()[0], &workers()[2]] {
+        let labels = gfd_labels(node);
+        let identity = topology
+            .resolve(node)
+            .unwrap_or_else(|| panic!("{node} is not in the demo topology"));
+        let expected = [
+            ("nvidia.com/gpu.product", device.name.replace(' ', "-")),
+            ("nvidia.com/gpu.count", profile.devices().len().to_string()),
+            (
+                "nvidia.com/gpu.memory",
+                (device.memory.total / (1024 * 1024)).to_string(),
+            ),
+            (
+                "nvidia.com/gpu.family",
+                format!("{:?}", device.architecture).to_lowercase(),
+            ),
+            (
+                "nvidia.com/gpu.compute.major",
+                device.compute_capability.major.to_string(),
+            ),
+            (
+                "nvidia.com/gpu.compute.minor",
+                device.compute_capability.minor.to_string(),
+            ),
+            (
+                "nvidia.com/cuda.driver-version.full",
+                system.driver_version.clone(),
+            ),
+            (
+                "nvidia.com/cuda.driver-version.major",
+                driver_major.to_owned(),
+            ),
+            (
+                "nvidia.com/cuda.runtime-version.full",
+                format!("{}.{}", cuda / 1000, (cuda % 1000) / 10),
+            ),
+            (
+                "nvidia.com/mig.capable",
+                device.mig_mode.is_some().to_string(),
+            ),
+            (
+                "nvidia.com/gpu.clique",
+                format!("{}.{}", identity.cluster_uuid, identity.clique_id),
+            ),
+        ];
+        for (key, value) in expected {
+            assert_eq!(
+                labels.get(key),
+                Some(&value),
+                "GFD's {key} on {node} (driver {driver_major}.{driver_rest}): {labels:#?}"
+            );
+        }
+    }
 }
 
 // ---------------------------------------------------------------- nvidia-ctk
