@@ -55,4 +55,10 @@ pub const EXPORTS: &[&str] = &[
     "nvmlDeviceIsMigDeviceHandle",
     "nvmlDeviceGetGpuInstanceProfileInfo",
     "nvmlDeviceGetAddressingMode",
+    "nvmlEventSetCreate",
+    "nvmlEventSetFree",
+    "nvmlDeviceRegisterEvents",
+    "nvmlDeviceGetSupportedEventTypes",
+    "nvmlEventSetWait_v2",
+    "nvmlEventSetWait",
 ];
