@@ -116,7 +116,8 @@ fn an_injection_written_during_a_wait_is_delivered_once() {
     let (code, _, elapsed) = wait_v2(set, 300);
     assert_eq!(code, abi::ERROR_TIMEOUT);
     assert!(
-        elapsed >= Duration::from_millis(300) && elapsed < Duration::from_millis(600),
+        // The upper bound only leaves room for a loaded machine's scheduling.
+        elapsed >= Duration::from_millis(300) && elapsed < Duration::from_millis(1500),
         "{elapsed:?}"
     );
 
@@ -127,7 +128,10 @@ fn an_injection_written_during_a_wait_is_delivered_once() {
     let (code, data, elapsed) = wait_v2(set, 5_000);
     writer.join().unwrap();
     assert_eq!(code, abi::SUCCESS);
-    assert!(elapsed < Duration::from_secs(1), "{elapsed:?}");
+    assert!(
+        elapsed < Duration::from_secs(3),
+        "returns when the line arrives: {elapsed:?}"
+    );
     assert_eq!(
         data,
         abi::EventData {
