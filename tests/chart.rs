@@ -62,8 +62,9 @@ fn assert_entrypoint(container: &Container, command: &str, expected_args: &[&str
     assert_eq!(args(container), expected_args);
 }
 
-/// The container's environment as name -> fieldRef path; every variable must be a fieldRef.
-fn field_env(container: &Container) -> BTreeMap<&str, &str> {
+/// The container's environment as name -> fieldRef path, or `=<value>` for a
+/// literal; any other source fails.
+fn field_env(container: &Container) -> BTreeMap<&str, String> {
     container
         .env
         .iter()
@@ -73,8 +74,9 @@ fn field_env(container: &Container) -> BTreeMap<&str, &str> {
                 .value_from
                 .as_ref()
                 .and_then(|from| from.field_ref.as_ref())
-                .map(|field| field.field_path.as_str())
-                .unwrap_or_else(|| panic!("env {} is not a fieldRef", var.name));
+                .map(|field| field.field_path.clone())
+                .or_else(|| var.value.as_ref().map(|value| format!("={value}")))
+                .unwrap_or_else(|| panic!("env {} is neither a fieldRef nor a value", var.name));
             (var.name.as_str(), field)
         })
         .collect()
@@ -194,6 +196,9 @@ fn defaults_render_no_nri_no_topology() {
             ("ClusterRoleBinding", "nvml-mock"),
             ("ConfigMap", "nvml-mock-config"),
             ("DaemonSet", "nvml-mock"),
+            // The stager reads its own DaemonSet on SIGTERM.
+            ("Role", "nvml-mock"),
+            ("RoleBinding", "nvml-mock"),
             ("ServiceAccount", "nvml-mock"),
         ],
     );
@@ -437,11 +442,14 @@ fn topology_with_no_domains_renders_an_empty_list() {
 }
 
 #[test]
-fn topology_disabled_renders_no_configmap_role_or_flag() {
+fn topology_disabled_renders_no_configmap_rule_or_flag() {
     let rendered = Template::demo().set("topology.enabled=false").render();
     assert!(!rendered.has("ConfigMap", "nvml-mock-topology"));
-    assert!(!rendered.has("Role", "nvml-mock"));
-    assert!(!rendered.has("RoleBinding", "nvml-mock"));
+    assert_eq!(
+        rendered.role("nvml-mock").rules,
+        Some(vec![owner_rule("nvml-mock")]),
+        "only the stager's own DaemonSet stays readable"
+    );
     let stager = rendered.daemon_set(STAGER);
     assert!(
         !args(stager_container(&stager))
@@ -513,8 +521,10 @@ fn stager_args_in_the_demo() {
     assert_eq!(
         field_env(container),
         BTreeMap::from([
-            ("NODE_NAME", "spec.nodeName"),
-            ("POD_NAMESPACE", "metadata.namespace")
+            ("NODE_NAME", "spec.nodeName".to_owned()),
+            ("POD_NAMESPACE", "metadata.namespace".to_owned()),
+            // SIGTERM cleans up only when this DaemonSet is being removed.
+            ("OWNER_DAEMONSET", "=nvml-mock".to_owned()),
         ])
     );
     assert_eq!(
@@ -701,7 +711,7 @@ fn nri_args_in_the_demo() {
     );
     assert_eq!(
         field_env(container),
-        BTreeMap::from([("NODE_NAME", "spec.nodeName")])
+        BTreeMap::from([("NODE_NAME", "spec.nodeName".to_owned())])
     );
     assert_eq!(
         mounts(container),
@@ -870,6 +880,14 @@ fn rule(resources: &[&str], names: Option<&[&str]>, verbs: &[&str]) -> PolicyRul
     }
 }
 
+/// The stager's `get` of its own DaemonSet (`name`).
+fn owner_rule(name: &str) -> PolicyRule {
+    PolicyRule {
+        api_groups: Some(owned(&["apps"])),
+        ..rule(&["daemonsets"], Some(&[name]), &["get"])
+    }
+}
+
 fn service_account_subject() -> Vec<Subject> {
     vec![Subject {
         kind: "ServiceAccount".to_owned(),
@@ -899,11 +917,14 @@ fn rbac_grants_exactly_what_the_stager_needs() {
     let role = rendered.role("nvml-mock");
     assert_eq!(
         role.rules,
-        Some(vec![rule(
-            &["configmaps"],
-            Some(&["nvml-mock-topology"]),
-            &["get", "list", "watch"]
-        )])
+        Some(vec![
+            owner_rule("nvml-mock"),
+            rule(
+                &["configmaps"],
+                Some(&["nvml-mock-topology"]),
+                &["get", "list", "watch"]
+            )
+        ])
     );
     let binding = rendered.role_binding("nvml-mock");
     assert_eq!(binding.role_ref.kind, "Role");
@@ -928,7 +949,7 @@ fn rbac_role_follows_the_fullname() {
         .into_iter()
         .flat_map(|rule| rule.resource_names.unwrap_or_default())
         .collect::<Vec<_>>();
-    assert_eq!(names, ["lab-nvml-mock-topology"]);
+    assert_eq!(names, ["lab-nvml-mock", "lab-nvml-mock-topology"]);
     assert!(rendered.has("ConfigMap", "lab-nvml-mock-topology"));
     let binding = rendered.cluster_role_binding("lab-nvml-mock");
     assert_eq!(

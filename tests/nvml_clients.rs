@@ -5,7 +5,9 @@
 //! Matrix: the four demo workers under the demo topology (`tests/nvml/topology-demo.yaml`)
 //! report clique 0, 0, 1, 1, uuid `…00ab`, state COMPLETED on every GPU through v1, V/v2 and V/v3;
 //! a node absent from the topology reports the profile's defaults; the h100 profile reports
-//! NOT_SUPPORTED; a bad version tag gives ARGUMENT_VERSION_MISMATCH and writes nothing. Strings,
+//! NOT_SUPPORTED; a bad version tag gives ARGUMENT_VERSION_MISMATCH and writes nothing. Through
+//! go-nvml also what go-gpuallocator reads for the device plugin's preferred allocation (topology
+//! levels, NVLink far ends: NVSwitches). Strings,
 //! PCI info and memory are compared with the parsed profile YAML.
 //!
 //! Prerequisites fail loudly: `cargo build -p mock-nvml` first; python3 with venv/pip (the test
@@ -21,7 +23,7 @@ use std::{
 use integration_tests::{
     checked, mock_nvml_lib_dir, mock_nvml_library, repo_root, require_program,
 };
-use nvml_profile::{Architecture, Device, Profile};
+use nvml_profile::{Architecture, Device, PciBusId, Profile, TopologyLevel};
 use serde_json::Value;
 
 #[path = "nvml/wrapper.rs"]
@@ -536,6 +538,186 @@ fn go_nvml_matrix() {
         );
         assert_eq!(text(&report, "client"), "go-nvml");
         check_report(&report, &scenario);
+        check_topology(&report, &scenario.profile, &scenario.label);
+    }
+}
+
+/// The go-gpuallocator probe (`tests/nvml/allocator`), built once.
+fn allocator_client() -> PathBuf {
+    static CLIENT: OnceLock<PathBuf> = OnceLock::new();
+    CLIENT
+        .get_or_init(|| {
+            let go = require_program(
+                "go",
+                "install Go 1.22+ (https://go.dev/doc/install or apt-get install golang)",
+            );
+            let binary = repo_root().join("target/nvml-go/nvml-allocator");
+            checked(
+                Command::new(go)
+                    .current_dir(repo_root().join("tests/nvml/allocator"))
+                    .env("CGO_ENABLED", "1")
+                    .env("GOFLAGS", "-mod=readonly")
+                    .args(["build", "-o"])
+                    .arg(&binary)
+                    .arg(".")
+                    .output(),
+                "go build tests/nvml/allocator (needs the Go module proxy for go-gpuallocator)",
+            );
+            binary
+        })
+        .clone()
+}
+
+/// go-gpuallocator's name for the PCIe link of a topology level (its `GetP2PLink`).
+fn p2p_link_name(level: TopologyLevel) -> &'static str {
+    match level {
+        TopologyLevel::Internal => "P2PLinkSameBoard",
+        TopologyLevel::Single => "P2PLinkSingleSwitch",
+        TopologyLevel::Multiple => "P2PLinkMultiSwitch",
+        TopologyLevel::HostBridge => "P2PLinkHostBridge",
+        TopologyLevel::Node => "P2PLinkSameCPU",
+        TopologyLevel::System => "P2PLinkCrossCPU",
+    }
+}
+
+/// The device plugin's preferred-allocation path, through NVIDIA's go-gpuallocator at the
+/// versions device plugin v0.19.3 pins: `NewDevices` builds its link matrix without an error
+/// (it fails on any common-ancestor or remote-PCI-info error), each pair carries exactly the
+/// PCIe link of the profile's topology level and no NVLink entry (every link ends at an NVSwitch,
+/// as on NVSwitch systems), and a 2-GPU request gets a pair at the nearest level there is.
+#[test]
+fn go_gpuallocator_builds_its_link_matrix() {
+    mock_nvml_library();
+    let lib_dir = mock_nvml_lib_dir();
+    let client = allocator_client();
+    for scenario in scenarios()
+        .into_iter()
+        .filter(|row| row.label.ends_with("topology") || row.label.starts_with("h100"))
+    {
+        let what = format!("go-gpuallocator, {}", scenario.label);
+        let report = run_json(client_command(&client, lib_dir.path(), &scenario), &what);
+        let pcie = scenario
+            .profile
+            .pcie_topology()
+            .expect("shipped profiles have a topology");
+        let count = scenario.profile.device_count();
+        assert_eq!(uint(&report, "count"), count as u64, "{what}");
+        for i in 0..count {
+            for j in 0..count {
+                let expected: Vec<&str> = match i == j {
+                    true => vec![],
+                    false => vec![p2p_link_name(pcie.level(i, j).expect("a visible pair"))],
+                };
+                assert_eq!(
+                    report["links"][i][j],
+                    Value::from(expected),
+                    "{what}: {i} to {j}"
+                );
+            }
+        }
+        let pair = &report["allocated"]["2"];
+        let (a, b) = (
+            pair[0].as_u64().expect("an index") as usize,
+            pair[1].as_u64().expect("an index") as usize,
+        );
+        let nearest = (0..count)
+            .flat_map(|i| (0..count).filter(move |&j| j != i).map(move |j| (i, j)))
+            .filter_map(|(i, j)| pcie.level(i, j))
+            .min();
+        assert_eq!(pcie.level(a, b), nearest, "{what}: allocated {pair}");
+        assert_eq!(
+            report["allocated"][count.to_string()]
+                .as_array()
+                .map(Vec::len),
+            Some(count),
+            "{what}"
+        );
+    }
+}
+
+/// `nvmlGpuTopologyLevel_t` of a level.
+fn level_code(level: TopologyLevel) -> i64 {
+    match level {
+        TopologyLevel::Internal => 0,
+        TopologyLevel::Single => 10,
+        TopologyLevel::Multiple => 20,
+        TopologyLevel::HostBridge => 30,
+        TopologyLevel::Node => 40,
+        TopologyLevel::System => 50,
+    }
+}
+
+/// What go-gpuallocator reads through go-nvml, against the profile: each pair's common ancestor,
+/// the nearest GPUs, a CPU's GPUs, and every active link's far end, an NVSwitch that is no GPU
+/// (so the allocator counts no direct GPU-to-GPU NVLinks, as on NVSwitch systems); a value or
+/// minus its NVML return code.
+fn check_topology(report: &Value, profile: &Profile, what: &str) {
+    let not_supported = Value::from(-NVML_ERROR_NOT_SUPPORTED);
+    let pcie = profile.pcie_topology();
+    let devices = profile.devices();
+    let gpu_bus_ids: Vec<PciBusId> = devices.iter().map(|device| device.pci_bus_id).collect();
+    let as_list = |indexes: Vec<usize>| Value::from(indexes);
+    assert_eq!(
+        report["gpu_set_cpu0"],
+        pcie.as_ref().map_or(not_supported.clone(), |pcie| as_list(
+            pcie.gpus_of_cpu(0).expect("CPU 0 is listed")
+        )),
+        "{what}: GPU set of CPU 0"
+    );
+    for (i, device) in devices.iter().enumerate() {
+        let got = &report["devices"][i]["topology"];
+        let what = format!("{what}, GPU {i}");
+        let levels: Vec<Value> = (0..devices.len())
+            .map(|j| {
+                pcie.as_ref().map_or(not_supported.clone(), |pcie| {
+                    Value::from(level_code(pcie.level(i, j).expect("a visible pair")))
+                })
+            })
+            .collect();
+        assert_eq!(got["levels"], Value::from(levels), "{what}: levels");
+        let nearest = pcie.as_ref().map_or(not_supported.clone(), |pcie| {
+            as_list(
+                pcie.nearest(i, TopologyLevel::System)
+                    .expect("a visible GPU"),
+            )
+        });
+        assert_eq!(got["nearest_system"], nearest, "{what}: nearest");
+        let remotes = got["nvlink_remotes"].as_array().expect("nvlink_remotes");
+        assert_eq!(
+            remotes.len(),
+            device.nvlink.active as usize,
+            "{what}: active links"
+        );
+        for (link, remote) in remotes.iter().enumerate() {
+            let switch = device.nvlink.switch_of(link as u32).expect("a switch");
+            let bus_id = PciBusId::parse(remote.as_str().expect("a bus id")).expect("a PCI bus id");
+            assert_eq!(
+                bus_id,
+                PciBusId::parse(&switch.pci_bus_id).expect("validated"),
+                "{what}: link {link}"
+            );
+            assert!(
+                !gpu_bus_ids.contains(&bus_id),
+                "{what}: link {link} ends at a GPU"
+            );
+        }
+        let switch0 = device.nvlink.switch_of(0).is_some();
+        let expected_type = if switch0 {
+            2
+        } else {
+            -NVML_ERROR_NOT_SUPPORTED
+        };
+        assert_eq!(
+            int(got, "remote_type0"),
+            expected_type,
+            "{what}: remote device type"
+        );
+        // nvmlNvlinkVersion_t numbers the versions 1.0, 2.0, 2.2, 3.0, 3.1, 4.0, 5.0 as 1..=7.
+        let version = match device.nvlink.version {
+            Some(version) if device.nvlink.links > 0 => version as i64 + 1,
+            _ => -NVML_ERROR_NOT_SUPPORTED,
+        };
+        assert_eq!(int(got, "version0"), version, "{what}: NVLink version");
     }
 }
 

@@ -53,6 +53,9 @@ pub const GPU_INSTANCE_PROFILE_COUNT: u32 = 0x11;
 /// `NVML_NVLINK_MAX_LINKS`.
 pub const NVLINK_MAX_LINKS: u32 = 36;
 
+/// `NVML_NVLINK_DEVICE_TYPE_SWITCH` (`nvmlIntNvLinkDeviceType_t`).
+pub const NVLINK_DEVICE_TYPE_SWITCH: u32 = 2;
+
 /// `nvmlPciInfo_t` (GetPciInfo v1/v2/v3 all fill this type).
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

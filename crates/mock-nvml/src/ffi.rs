@@ -1,5 +1,5 @@
 //! The exported NVML entry points: the only module tree with `unsafe` (this module's helpers and
-//! macros; the exports themselves in `system`, `device`, `events` and `structs`, and the generated stubs
+//! macros; the exports themselves in `system`, `device`, `events`, `structs` and `topo`, and the generated stubs
 //! and aliases in [`stubs`], for every other function of `nvml-functions.txt`).
 //!
 //! Every export runs its body inside [`guard`] (`catch_unwind`), so no panic unwinds into C;
@@ -7,7 +7,8 @@
 //! (UNINITIALIZED), handle issued (INVALID_ARGUMENT, decided by address arithmetic before anything
 //! is dereferenced), output pointers non-NULL (INVALID_ARGUMENT), then version tags
 //! (ARGUMENT_VERSION_MISMATCH), then capability (NOT_SUPPORTED) and buffer size
-//! (INSUFFICIENT_SIZE). Nothing is written to the caller unless the call succeeds.
+//! (INSUFFICIENT_SIZE). Nothing is written to the caller unless the call succeeds, except the
+//! needed count of a device list that does not fit (nvml.h's count protocol, `ffi/topo.rs`).
 //!
 //! Pointer access goes through four helpers ([`put`], [`put_str`], [`get_str`], [`get_u32`]);
 //! each call site states why the pointer satisfies the helper's contract.
@@ -167,12 +168,14 @@ mod events;
 mod structs;
 pub mod stubs;
 mod system;
+mod topo;
 
 pub use device::*;
 pub use events::*;
 pub use structs::*;
 pub use stubs::*;
 pub use system::*;
+pub use topo::*;
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]

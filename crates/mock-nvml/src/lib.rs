@@ -17,6 +17,7 @@
 //!   checks the real library makes first.
 //! - [`state`]: the reference count, the loaded snapshot and the device handles.
 //! - [`query`]: pure functions from a profile device to NVML values and structs.
+//! - [`topo`]: the same for the PCIe topology and NVLink queries (one owner of the link checks).
 //! - [`abi`]: return codes and `#[repr(C)]` layouts, pinned by tests.
 //! - [`events`]: event sets, Xid delivery from the injection control file, the bounded wait.
 //! - [`config`]: reading and overlaying the profile and topology.
@@ -40,6 +41,7 @@ pub mod ffi;
 pub mod locate;
 pub mod query;
 pub mod state;
+pub mod topo;
 
 /// Serialises the unit tests that set the process environment and drive the process-wide state.
 #[cfg(test)]

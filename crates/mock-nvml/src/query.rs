@@ -144,19 +144,28 @@ pub fn bus_id(bus_id: &PciBusId) -> String {
     )
 }
 
-/// `nvmlPciInfo_t`.
+/// `nvmlPciInfo_t` of a GPU.
 pub fn pci_info(device: &Device) -> PciInfo {
+    pci_info_of(
+        &device.pci_bus_id,
+        device.pci.device_id,
+        device.pci.subsystem_id,
+    )
+}
+
+/// `nvmlPciInfo_t` of any PCI function (a GPU, or the NVSwitch at the far end of a link).
+pub fn pci_info_of(address: &PciBusId, device_id: u32, subsystem_id: u32) -> PciInfo {
     let mut info = PciInfo {
         bus_id_legacy: [0; 16],
-        domain: device.pci_bus_id.domain,
-        bus: u32::from(device.pci_bus_id.bus),
-        device: u32::from(device.pci_bus_id.device),
-        pci_device_id: device.pci.device_id,
-        pci_sub_system_id: device.pci.subsystem_id,
+        domain: address.domain,
+        bus: u32::from(address.bus),
+        device: u32::from(address.device),
+        pci_device_id: device_id,
+        pci_sub_system_id: subsystem_id,
         bus_id: [0; 32],
     };
-    copy_nul_terminated(&mut info.bus_id_legacy, &bus_id_legacy(&device.pci_bus_id));
-    copy_nul_terminated(&mut info.bus_id, &bus_id(&device.pci_bus_id));
+    copy_nul_terminated(&mut info.bus_id_legacy, &bus_id_legacy(address));
+    copy_nul_terminated(&mut info.bus_id, &bus_id(address));
     info
 }
 
@@ -223,14 +232,6 @@ pub fn fabric_v2(device: &Device) -> Result<GpuFabricInfoV2, NvmlReturn> {
         _pad: [0; 3],
         health_mask: v3.health_mask,
     })
-}
-
-/// `nvmlDeviceGetNvLinkState`: INVALID_ARGUMENT for a link the GPU does not have.
-pub fn nvlink_active(device: &Device, link: u32) -> Result<bool, NvmlReturn> {
-    if link >= abi::NVLINK_MAX_LINKS || link >= device.nvlink.links {
-        return Err(abi::ERROR_INVALID_ARGUMENT);
-    }
-    Ok(link < device.nvlink.active)
 }
 
 /// The index of the device whose bus id matches `text` (any form NVML accepts).
@@ -415,12 +416,8 @@ mod tests {
     }
 
     #[test]
-    fn nvlink_links() {
+    fn clocks() {
         let device = &gb200()[0];
-        assert_eq!(nvlink_active(device, 0), Ok(true));
-        assert_eq!(nvlink_active(device, 17), Ok(true));
-        assert_eq!(nvlink_active(device, 18), Err(abi::ERROR_INVALID_ARGUMENT));
-        assert_eq!(nvlink_active(device, 36), Err(abi::ERROR_INVALID_ARGUMENT));
         assert_eq!(clock(device, ClockType::Mem), device.clocks.mem);
         assert_eq!(ClockType::from_raw(4), Err(abi::ERROR_INVALID_ARGUMENT));
     }

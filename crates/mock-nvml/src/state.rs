@@ -8,7 +8,7 @@
 
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-use nvml_profile::{Device, System};
+use nvml_profile::{Device, PcieTopology, System};
 
 use crate::{
     abi::{self, NvmlReturn},
@@ -22,6 +22,8 @@ pub struct Loaded {
     pub system: System,
     /// The visible GPUs, in index order.
     pub devices: Vec<Device>,
+    /// The PCIe topology over them, if the profile gives one.
+    pub pcie: Option<PcieTopology>,
 }
 
 struct State {
@@ -87,6 +89,7 @@ pub fn init() -> NvmlReturn {
     let loaded = state.cache.load(|profile| Loaded {
         system: profile.system().clone(),
         devices: profile.devices(),
+        pcie: profile.pcie_topology(),
     });
     match loaded {
         Ok((loaded, warnings)) => {

@@ -1,12 +1,13 @@
-//! The stager's two uses of the Kubernetes API: its node's label, and the
-//! topology ConfigMap it watches.
+//! The stager's uses of the Kubernetes API: its node's label, the topology
+//! ConfigMap it watches, and, when it terminates, whether its DaemonSet remains.
 //!
-//! RBAC: `nodes` get/patch (cluster), and `configmaps` get/list/watch on the one
+//! RBAC: `nodes` get/patch (cluster), `configmaps` get/list/watch on the one
 //! topology ConfigMap (the watch carries a `metadata.name` field selector so a
-//! `resourceNames` rule admits it).
+//! `resourceNames` rule admits it), and `daemonsets` get on its own DaemonSet.
 
 use anyhow::{Context, Result};
 use futures::StreamExt;
+use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{ConfigMap, Node};
 use kube::{
     api::{Patch, PatchParams},
@@ -53,6 +54,37 @@ async fn merge_patch_node(
         .patch(node, &PatchParams::default(), &Patch::Merge(patch))
         .await?;
     Ok(())
+}
+
+/// Why a stager pod terminates, as its DaemonSet shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Departure {
+    /// The DaemonSet remains (a pod deleted, a rollout, a node restart): another
+    /// pod takes over, so the staged tree and the node's labels stay, and
+    /// running workloads keep their mock.
+    Restart,
+    /// The DaemonSet is gone or being deleted (`helm uninstall`): clean up.
+    Uninstall,
+}
+
+impl Departure {
+    /// Decides from the DaemonSet: `None` gone, `Some(true)` being deleted.
+    pub fn from_owner(being_deleted: Option<bool>) -> Departure {
+        match being_deleted {
+            Some(false) => Departure::Restart,
+            None | Some(true) => Departure::Uninstall,
+        }
+    }
+}
+
+/// Whether the DaemonSet `namespace/name` exists (`Some`) and is being deleted (`true`).
+pub async fn owner_state(client: Client, namespace: &str, name: &str) -> Result<Option<bool>> {
+    let api: Api<DaemonSet> = Api::namespaced(client, namespace);
+    let found = api
+        .get_opt(name)
+        .await
+        .with_context(|| format!("cannot read the DaemonSet {namespace}/{name}"))?;
+    Ok(found.map(|ds| ds.metadata.deletion_timestamp.is_some()))
 }
 
 /// The ConfigMap key holding the topology document.
@@ -220,6 +252,56 @@ mod tests {
         .await;
         assert!(matches!(result, Ok(Ok(()))), "{result:?}");
         server.await.unwrap_or_else(|err| panic!("{err}"));
+    }
+
+    /// `owner_state` of `mokka/nvml-mock` when the API answers `status` with `body`.
+    async fn owner_state_when(status: u16, body: serde_json::Value) -> Result<Option<bool>> {
+        let (client, mut handle) = mock_client();
+        let server = tokio::spawn(async move {
+            let (request, send) = handle.next_request().await.expect("a request");
+            assert_eq!(request.method(), Method::GET);
+            assert_eq!(
+                request.uri().path(),
+                "/apis/apps/v1/namespaces/mokka/daemonsets/nvml-mock"
+            );
+            send.send_response(
+                Response::builder()
+                    .status(status)
+                    .body(Body::from(serde_json::to_vec(&body).unwrap_or_default()))
+                    .unwrap_or_else(|err| panic!("{err}")),
+            );
+        });
+        let state = owner_state(client, "mokka", "nvml-mock").await;
+        server.await.unwrap_or_else(|err| panic!("{err}"));
+        state
+    }
+
+    #[tokio::test]
+    async fn a_remaining_daemonset_means_a_restart_a_gone_or_deleting_one_an_uninstall() {
+        let ds = |deleting: bool| {
+            let mut metadata = serde_json::json!({"name": "nvml-mock", "namespace": "mokka"});
+            if deleting {
+                metadata["deletionTimestamp"] = "2026-12-04T12:00:00Z".into();
+            }
+            serde_json::json!({"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": metadata})
+        };
+        let state = owner_state_when(200, ds(false)).await.expect("read");
+        assert_eq!(state, Some(false));
+        assert_eq!(Departure::from_owner(state), Departure::Restart);
+        let state = owner_state_when(200, ds(true)).await.expect("read");
+        assert_eq!(Departure::from_owner(state), Departure::Uninstall);
+        let gone = serde_json::json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+            "reason": "NotFound", "code": 404, "message": "daemonsets.apps \"nvml-mock\" not found"});
+        let state = owner_state_when(404, gone)
+            .await
+            .expect("a 404 is an answer");
+        assert_eq!(Departure::from_owner(state), Departure::Uninstall);
+        let forbidden = serde_json::json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+            "reason": "Forbidden", "code": 403, "message": "forbidden"});
+        let err = owner_state_when(403, forbidden)
+            .await
+            .expect_err("forbidden");
+        assert!(format!("{err:#}").contains("cannot read the DaemonSet mokka/nvml-mock"));
     }
 
     #[tokio::test]

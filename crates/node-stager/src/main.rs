@@ -4,7 +4,8 @@
 //! (library, check-fabric, profile, device nodes, the IMEX surface) into the
 //! host overlay dir, stages the topology, labels its node, then restages the
 //! topology whenever its source changes (the ConfigMap through the API, or a
-//! file). On SIGTERM it removes the tree and the label.
+//! file). On SIGTERM it removes the tree and the label, unless its DaemonSet
+//! (`--owner-daemonset`) remains: a replaced pod leaves both to the next one.
 //!
 //! - [`plan`]: what the tree consists of (pure).
 //! - [`stage`]: applying a plan, atomic writes, cleanup.
@@ -90,6 +91,11 @@ struct Args {
     /// Do not label the node (no API access; for tests).
     #[arg(long)]
     no_label: bool,
+    /// This pod's DaemonSet (in --namespace): on SIGTERM the tree and labels are
+    /// removed only if it is gone or being deleted (an uninstall), not when a
+    /// pod is merely replaced. Without it, SIGTERM always cleans up.
+    #[arg(long, env = "OWNER_DAEMONSET")]
+    owner_daemonset: Option<String>,
     /// Stage once and exit.
     #[arg(long)]
     once: bool,
@@ -268,8 +274,34 @@ fn follow_topology(args: &Args, client: Option<&kube::Client>) -> mpsc::Receiver
     receiver
 }
 
-/// On SIGTERM or SIGINT: removes the staged tree, then the node's labels.
+/// Whether this termination is an uninstall (see [`kube_api::Departure`]);
+/// without an owner DaemonSet or API access it counts as one.
+async fn departure(args: &Args, client: Option<&kube::Client>) -> kube_api::Departure {
+    let (Some(client), Some(name), Some(namespace)) =
+        (client, &args.owner_daemonset, &args.namespace)
+    else {
+        return kube_api::Departure::Uninstall;
+    };
+    match kube_api::owner_state(client.clone(), namespace, name).await {
+        Ok(state) => kube_api::Departure::from_owner(state),
+        Err(err) => {
+            tracing::warn!("{err:#}: cleaning up as for an uninstall");
+            kube_api::Departure::Uninstall
+        }
+    }
+}
+
+/// On SIGTERM or SIGINT: removes the staged tree, then the node's labels,
+/// unless the DaemonSet remains (a restart: the next pod takes over).
 async fn clean_up(args: &Args, layout: &Layout, client: Option<kube::Client>) -> Result<()> {
+    if departure(args, client.as_ref()).await == kube_api::Departure::Restart {
+        tracing::info!(
+            daemonset = args.owner_daemonset.as_deref().unwrap_or_default(),
+            "terminating while the DaemonSet remains (a pod replaced, not an uninstall): \
+             keeping the staged tree and the node's labels for the next pod, so running workloads keep their mock"
+        );
+        return Ok(());
+    }
     tracing::info!("terminating: removing the staged tree and the label");
     let removed = stage::remove_tree(layout).with_context(|| {
         format!(

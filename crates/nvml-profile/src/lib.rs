@@ -17,14 +17,17 @@
 //! ```
 
 mod ids;
+mod pcie;
 mod schema;
 mod validate;
 
 pub use ids::{FabricUuid, PciBusId};
+pub use pcie::{PcieTopology, TopologyLevel};
 pub use schema::{
     AddressingMode, Architecture, Brand, Clocks, ComputeCapability, ComputeMode, Ecc, Fabric,
     FabricState, GpuInstanceProfile, GpuInstanceProfiles, HealthSummary, Memory, MigMode, NvLink,
-    Pci, Pcie, System, Unknown, Utilization, HEALTHY_MASK,
+    NvLinkCapability, NvLinkVersion, NvSwitch, Pci, Pcie, System, Unknown, Utilization,
+    HEALTHY_MASK,
 };
 
 use schema::Document;
@@ -214,6 +217,13 @@ impl Profile {
         Profile { doc }
     }
 
+    /// The PCIe topology over the visible GPUs; `None` when the profile gives none.
+    pub fn pcie_topology(&self) -> Option<PcieTopology> {
+        let doc = self.doc.pcie_topology.as_ref()?;
+        // Validation resolved this document already, so it cannot fail here.
+        pcie::resolve(doc, self.doc.devices.len(), self.device_count()).ok()
+    }
+
     /// The visible GPUs (the first [`Profile::device_count`]), defaults resolved.
     pub fn devices(&self) -> Vec<Device> {
         (0..self.device_count())
@@ -256,7 +266,10 @@ impl Profile {
                 .or_else(|| defaults.gpu_instance_profiles.clone()),
             addressing_mode: entry.addressing_mode.or(defaults.addressing_mode),
             ecc: entry.ecc.or(defaults.ecc),
-            nvlink: entry.nvlink.unwrap_or(defaults.nvlink),
+            nvlink: entry
+                .nvlink
+                .clone()
+                .unwrap_or_else(|| defaults.nvlink.clone()),
             fabric: entry.fabric.or(defaults.fabric),
         })
     }

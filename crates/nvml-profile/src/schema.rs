@@ -16,6 +16,9 @@ pub(crate) struct Document {
     pub(crate) system: System,
     pub(crate) device_defaults: DeviceDefaults,
     pub(crate) devices: Vec<DeviceEntry>,
+    /// The node's PCIe topology; absent: topology queries are NOT_SUPPORTED.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) pcie_topology: Option<crate::pcie::PcieTopologyDoc>,
 }
 
 /// Driver-wide facts.
@@ -340,13 +343,88 @@ pub struct Ecc {
 }
 
 /// NVLink links: links `0..active` are up, `active..links` are down, the rest do not exist.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// `links: 0` means the GPU has no NVLink (every NVLink query is NOT_SUPPORTED).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NvLink {
     /// How many links the GPU has (at most 36).
     pub links: u32,
     /// How many of them are active.
     pub active: u32,
+    /// The links' NVLink version; absent: `nvmlDeviceGetNvLinkVersion` is NOT_SUPPORTED.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<NvLinkVersion>,
+    /// The capabilities every link reports true (`nvmlDeviceGetNvLinkCapability`); the others are
+    /// false. Absent: the query is NOT_SUPPORTED.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capabilities: Option<Vec<NvLinkCapability>>,
+    /// The NVSwitches the links go to, in link order: the first `switches[0].links` links go to
+    /// `switches[0]`, and so on; the counts add up to `links`. Empty: the remote end is not known
+    /// (remote queries are NOT_SUPPORTED).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub switches: Vec<NvSwitch>,
+}
+
+impl NvLink {
+    /// The switch link `link` goes to; `None` past the last switch's links or without switches.
+    pub fn switch_of(&self, link: u32) -> Option<&NvSwitch> {
+        let mut first = 0;
+        self.switches.iter().find(|switch| {
+            let found = (first..first + switch.links).contains(&link);
+            first += switch.links;
+            found
+        })
+    }
+}
+
+/// `nvmlNvlinkVersion_t`, written as the version number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[allow(missing_docs)]
+pub enum NvLinkVersion {
+    #[serde(rename = "1.0")]
+    V1_0,
+    #[serde(rename = "2.0")]
+    V2_0,
+    #[serde(rename = "2.2")]
+    V2_2,
+    #[serde(rename = "3.0")]
+    V3_0,
+    #[serde(rename = "3.1")]
+    V3_1,
+    #[serde(rename = "4.0")]
+    V4_0,
+    #[serde(rename = "5.0")]
+    V5_0,
+}
+
+/// `nvmlNvLinkCapability_t`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NvLinkCapability {
+    /// `NVML_NVLINK_CAP_P2P_SUPPORTED` (0).
+    P2pSupported,
+    /// `NVML_NVLINK_CAP_SYSMEM_ACCESS` (1).
+    SysmemAccess,
+    /// `NVML_NVLINK_CAP_P2P_ATOMICS` (2).
+    P2pAtomics,
+    /// `NVML_NVLINK_CAP_SYSMEM_ATOMICS` (3).
+    SysmemAtomics,
+    /// `NVML_NVLINK_CAP_SLI_BRIDGE` (4).
+    SliBridge,
+    /// `NVML_NVLINK_CAP_VALID` (5).
+    Valid,
+}
+
+/// An NVSwitch at the far end of some NVLinks.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NvSwitch {
+    /// Its PCI address (`nvmlDeviceGetNvLinkRemotePciInfo_v2`); never a GPU's.
+    pub pci_bus_id: String,
+    /// `(device id << 16) | vendor id`, as in [`Pci::device_id`].
+    pub device_id: u32,
+    /// How many of the GPU's links go to it (at least 1).
+    pub links: u32,
 }
 
 /// The GPU's NVLink fabric registration; absent means no fabric support (NOT_SUPPORTED).

@@ -410,3 +410,90 @@ fn gpu_instance_profile_tables_parse_and_validate() {
     ))
     .is_err());
 }
+
+#[test]
+fn nvswitch_wiring_is_checked() {
+    let cases = [
+        (
+            "switches: [{pci_bus_id: \"0100:00:00.0\", device_id: 1, links: 9}]",
+            "device_defaults.nvlink.switches",
+            "carry 9 links, but links is 18: each link goes to exactly one switch",
+        ),
+        (
+            "switches: [{pci_bus_id: \"0000:02:00.0\", device_id: 1, links: 18}]",
+            "device_defaults.nvlink.switches[0].pci_bus_id",
+            "\"0000:02:00.0\" is devices[1].pci_bus_id: an NVSwitch needs its own address",
+        ),
+        (
+            "switches: [{pci_bus_id: \"01:00.0\", device_id: 1, links: 9}, {pci_bus_id: \"0000:01:00.0\", device_id: 1, links: 9}]",
+            "device_defaults.nvlink.switches[1].pci_bus_id",
+            "\"0000:01:00.0\" is also device_defaults.nvlink.switches[0].pci_bus_id",
+        ),
+        (
+            "switches: [{pci_bus_id: \"0100:00:00.0\", device_id: 1, links: 18}, {pci_bus_id: \"0100:01:00.0\", device_id: 1, links: 0}]",
+            "device_defaults.nvlink.switches[1].links",
+            "must be at least 1",
+        ),
+        (
+            "switches: [{pci_bus_id: \"nope\", device_id: 1, links: 18}]",
+            "device_defaults.nvlink.switches[0].pci_bus_id",
+            "",
+        ),
+        (
+            "capabilities: [p2p_supported, valid, p2p_supported]",
+            "device_defaults.nvlink.capabilities[2]",
+            "P2pSupported is listed twice",
+        ),
+    ];
+    for (extra, field, message) in cases {
+        let text = MINIMAL.replace(
+            "nvlink: {links: 18, active: 18}",
+            &format!("nvlink: {{links: 18, active: 18, {extra}}}"),
+        );
+        let (got_field, got_message) = invalid_field(&text);
+        assert_eq!(got_field, field, "{extra}");
+        assert!(got_message.contains(message), "{extra}: {got_message}");
+    }
+}
+
+#[test]
+fn shipped_nvlinks_go_to_switches() {
+    let gb200 = Profile::parse(GB200).unwrap().devices()[0].nvlink.clone();
+    assert_eq!(gb200.version, Some(NvLinkVersion::V5_0));
+    assert_eq!(gb200.switches.len(), 18);
+    assert_eq!(gb200.switch_of(17).unwrap().pci_bus_id, "0100:11:00.0");
+    assert!(gb200.switch_of(18).is_none());
+    let h100 = Profile::parse(H100).unwrap().devices()[7].nvlink.clone();
+    assert_eq!(h100.version, Some(NvLinkVersion::V4_0));
+    let buses: Vec<&str> = [0, 4, 5, 8, 9, 12, 13, 17]
+        .map(|link| h100.switch_of(link).unwrap().pci_bus_id.as_str())
+        .to_vec();
+    assert_eq!(
+        buses,
+        [
+            "0000:05:00.0",
+            "0000:05:00.0",
+            "0000:06:00.0",
+            "0000:06:00.0",
+            "0000:07:00.0",
+            "0000:07:00.0",
+            "0000:08:00.0",
+            "0000:08:00.0"
+        ]
+    );
+    assert!(h100
+        .capabilities
+        .unwrap()
+        .contains(&NvLinkCapability::P2pSupported));
+}
+
+#[test]
+fn profiles_round_trip_with_topology_and_switches() {
+    for text in [GB200, H100] {
+        let profile = Profile::parse(text).unwrap();
+        assert_eq!(
+            Profile::parse(&profile.to_yaml().unwrap()).unwrap(),
+            profile
+        );
+    }
+}

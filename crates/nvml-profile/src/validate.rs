@@ -66,6 +66,10 @@ pub(crate) fn document(doc: &Document) -> Result<()> {
             );
         }
     }
+    nvswitches_are_not_gpus(doc, &bus_ids)?;
+    if let Some(topology) = &doc.pcie_topology {
+        crate::pcie::resolve(topology, doc.devices.len(), doc.devices.len())?;
+    }
     if let Some(cap) = doc.system.num_devices {
         if cap == 0 || cap as usize > doc.devices.len() {
             return invalid(
@@ -309,6 +313,85 @@ fn nvlink(field: &str, nvlink: &NvLink) -> Result<()> {
         return invalid(
             format!("{field}.active"),
             format!("is {}, more than links ({})", nvlink.active, nvlink.links),
+        );
+    }
+    if let Some(capabilities) = &nvlink.capabilities {
+        for (c, capability) in capabilities.iter().enumerate() {
+            if capabilities[..c].contains(capability) {
+                return invalid(
+                    format!("{field}.capabilities[{c}]"),
+                    format!("{capability:?} is listed twice"),
+                );
+            }
+        }
+    }
+    nvswitches(field, nvlink)
+}
+
+/// No NVSwitch sits at a GPU's PCI address (remote PCI info must tell a switch from a GPU).
+fn nvswitches_are_not_gpus(doc: &Document, gpus: &HashMap<PciBusId, usize>) -> Result<()> {
+    let defaults = std::iter::once((
+        "device_defaults.nvlink".to_owned(),
+        &doc.device_defaults.nvlink,
+    ));
+    let overrides = doc
+        .devices
+        .iter()
+        .enumerate()
+        .filter_map(|(position, entry)| {
+            let nvlink = entry.nvlink.as_ref()?;
+            Some((format!("devices[{position}].nvlink"), nvlink))
+        });
+    for (field, nvlink) in defaults.chain(overrides) {
+        for (s, switch) in nvlink.switches.iter().enumerate() {
+            // `nvlink` checked that it parses.
+            let Ok(bus_id) = PciBusId::parse(&switch.pci_bus_id) else {
+                continue;
+            };
+            if let Some(gpu) = gpus.get(&bus_id) {
+                return invalid(
+                    format!("{field}.switches[{s}].pci_bus_id"),
+                    format!(
+                        "{:?} is devices[{gpu}].pci_bus_id: an NVSwitch needs its own address",
+                        switch.pci_bus_id
+                    ),
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+fn nvswitches(field: &str, nvlink: &NvLink) -> Result<()> {
+    let mut seen = HashMap::new();
+    let mut total: u32 = 0;
+    for (s, switch) in nvlink.switches.iter().enumerate() {
+        let at = format!("{field}.switches[{s}]");
+        let bus_id = PciBusId::parse(&switch.pci_bus_id).map_err(|message| Error::Invalid {
+            field: format!("{at}.pci_bus_id"),
+            message,
+        })?;
+        if let Some(first) = seen.insert(bus_id, s) {
+            return invalid(
+                format!("{at}.pci_bus_id"),
+                format!(
+                    "{:?} is also {field}.switches[{first}].pci_bus_id",
+                    switch.pci_bus_id
+                ),
+            );
+        }
+        if switch.links == 0 {
+            return invalid(format!("{at}.links"), "must be at least 1");
+        }
+        total = total.saturating_add(switch.links);
+    }
+    if !nvlink.switches.is_empty() && total != nvlink.links {
+        return invalid(
+            format!("{field}.switches"),
+            format!(
+                "carry {total} links, but links is {}: each link goes to exactly one switch",
+                nvlink.links
+            ),
         );
     }
     Ok(())

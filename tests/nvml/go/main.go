@@ -87,6 +87,59 @@ func fabricOf(ret nvml.Return, uuid [16]uint8, clique uint32, state uint8, statu
 	return fabric{Ret: 0, ClusterUUID: &text, CliqueID: &clique, State: &state, Status: &status}
 }
 
+// codeOr is the value on SUCCESS, else minus the return code.
+func codeOr(value int, ret nvml.Return) int {
+	if ret != nvml.SUCCESS {
+		return -int(ret)
+	}
+	return value
+}
+
+// indexesOr is the devices' indexes on SUCCESS, else minus the return code.
+func indexesOr(devices []nvml.Device, ret nvml.Return) any {
+	if ret != nvml.SUCCESS {
+		return -int(ret)
+	}
+	indexes := []int{}
+	for _, d := range devices {
+		indexes = append(indexes, must(d.GetIndex()))
+	}
+	return indexes
+}
+
+// topologyOf is what NVIDIA's go-gpuallocator (the device plugin's preferred allocation) reads:
+// the common ancestor with every GPU, and the remote PCI bus id of every active NVLink, walked
+// as its getAllNvLinkRemotePciInfo walks them (NOT_SUPPORTED and INVALID_ARGUMENT skip a link).
+func topologyOf(d nvml.Device, count int) map[string]any {
+	levels := []int{}
+	for j := 0; j < count; j++ {
+		level, ret := d.GetTopologyCommonAncestor(must(nvml.DeviceGetHandleByIndex(j)))
+		levels = append(levels, codeOr(int(level), ret))
+	}
+	remotes := []any{}
+	for link := 0; link < nvml.NVLINK_MAX_LINKS; link++ {
+		state, ret := d.GetNvLinkState(link)
+		if ret == nvml.ERROR_NOT_SUPPORTED || ret == nvml.ERROR_INVALID_ARGUMENT || (ret == nvml.SUCCESS && state != nvml.FEATURE_ENABLED) {
+			continue
+		}
+		pci, ret := d.GetNvLinkRemotePciInfo(link)
+		if ret != nvml.SUCCESS {
+			remotes = append(remotes, -int(ret))
+			continue
+		}
+		remotes = append(remotes, cString(pci.BusId[:]))
+	}
+	remoteType, ret := d.GetNvLinkRemoteDeviceType(0)
+	version, retVersion := d.GetNvLinkVersion(0)
+	return map[string]any{
+		"levels":         levels,
+		"nearest_system": indexesOr(d.GetTopologyNearestGpus(nvml.TOPOLOGY_SYSTEM)),
+		"nvlink_remotes": remotes,
+		"remote_type0":   codeOr(int(remoteType), ret),
+		"version0":       codeOr(int(version), retVersion),
+	}
+}
+
 func main() {
 	// As the DRA compute-domain kubelet plugin does: nvmlInitWithFlags(NVML_INIT_FLAG_NO_GPUS).
 	if ret := nvml.InitWithFlags(nvml.INIT_FLAG_NO_GPUS); ret != nvml.SUCCESS {
@@ -165,9 +218,11 @@ func main() {
 			"max_sm_clock":       must(d.GetMaxClockInfo(nvml.CLOCK_SM)),
 			"nvlink0_active":     must(d.GetNvLinkState(0)),
 			"pcie":               []int{must(d.GetCurrPcieLinkGeneration()), must(d.GetCurrPcieLinkWidth())},
+			"topology":           topologyOf(d, count),
 		})
 	}
 	doc["devices"] = devices
+	doc["gpu_set_cpu0"] = indexesOr(nvml.SystemGetTopologyGpuSet(0))
 	out := json.NewEncoder(os.Stdout)
 	out.SetIndent("", " ")
 	if err := out.Encode(doc); err != nil {

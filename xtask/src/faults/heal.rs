@@ -75,12 +75,7 @@ fn until_passing(
         for scenario in scenarios {
             let out = xtask(&[scenario, "--cluster-name", cluster.name()])?;
             if !out.status.success() {
-                let stderr = String::from_utf8_lossy(&out.stderr);
-                let tail: Vec<&str> = stderr.lines().rev().take(6).collect();
-                failure = Some(format!(
-                    "{scenario}: {}",
-                    tail.into_iter().rev().collect::<Vec<_>>().join("\n      ")
-                ));
+                failure = Some(format!("{scenario}: {}", why_failed(&out.stderr)));
                 break;
             }
         }
@@ -94,12 +89,24 @@ fn until_passing(
             );
         }
         eprintln!(
-            "    {:.0} s: not passing yet (attempt {attempt}): {}",
+            "    {:.0} s: not passing yet (attempt {attempt}): {failure}",
             since.elapsed().as_secs_f64(),
-            failure.lines().next().unwrap_or_default()
         );
         std::thread::sleep(RETRY);
     }
+}
+
+/// The line of a failed scenario's stderr that says why: its first `ERROR:`
+/// line other than the summary's `ERROR: FAILED: …`, else the last line.
+fn why_failed(stderr: &[u8]) -> String {
+    let stderr = String::from_utf8_lossy(stderr);
+    let lines: Vec<&str> = stderr.lines().map(str::trim).collect();
+    lines
+        .iter()
+        .find(|it| it.starts_with("ERROR:") && !it.starts_with("ERROR: FAILED:"))
+        .or(lines.last())
+        .map(|it| (*it).to_owned())
+        .unwrap_or_default()
 }
 
 /// The pods matching `selector` in `ns` on `node`.
@@ -211,18 +218,22 @@ async fn malformed_topology(sh: &Shell, cluster: &KindCluster) -> anyhow::Result
         "helm accepted a malformed topology:\n{}",
         out.stderr
     );
-    let why = out
-        .stderr
-        .lines()
-        .find(|line| line.contains("schema"))
+    let lines: Vec<&str> = out.stderr.lines().map(str::trim).collect();
+    let at = lines
+        .iter()
+        .position(|line| line.contains("schema"))
         .with_context(|| {
             format!(
                 "helm refused the topology but not by the schema:\n{}",
                 out.stderr
             )
-        })?
-        .trim()
-        .to_owned();
+        })?;
+    let why = lines[at..]
+        .iter()
+        .take(3)
+        .copied()
+        .collect::<Vec<_>>()
+        .join(" ");
     let after = revision()?;
     anyhow::ensure!(
         before == after,
@@ -308,13 +319,10 @@ async fn stager_deleted_during_rebind(cluster: &KindCluster) -> anyhow::Result<S
     let during = if status.success() {
         "scenario3 passed through the fault".to_owned()
     } else {
-        let last = seen
-            .iter()
-            .rev()
-            .find(|it| it.contains("ERROR") || it.contains("FAILED"))
-            .cloned()
-            .unwrap_or_else(|| seen.last().cloned().unwrap_or_default());
-        format!("scenario3 failed during the fault with: {}", last.trim())
+        format!(
+            "scenario3 failed during the fault with: {}",
+            why_failed(seen.join("\n").as_bytes())
+        )
     };
     eprintln!("    {during}");
     let took = until_passing(cluster, &["scenario3", "scenario1"], since, HEAL_LIMIT)?;

@@ -208,10 +208,33 @@ async fn not_recycled<W: Workload>(
     match workload.pod_uids().await.map_err(|err| format!("{err:#}")) {
         Ok(after) if after == *before => Ok(()),
         Ok(after) => Err(format!(
-            "pods were recycled during the rebind: before {before:?}, after {after:?}"
+            "pods were recycled during the rebind: {}",
+            recycled(before, &after)
         )),
         Err(err) => Err(err),
     }
+}
+
+/// The pods that changed between two `pod name -> uid` maps: gone, new, or
+/// the same name with another uid.
+fn recycled(before: &BTreeMap<String, String>, after: &BTreeMap<String, String>) -> String {
+    let mut changes = Vec::new();
+    for (name, uid) in before {
+        match after.get(name) {
+            None => changes.push(format!("{name} gone")),
+            Some(now) if now != uid => {
+                changes.push(format!("{name} recreated (uid {uid} -> {now})"))
+            }
+            Some(_) => {}
+        }
+    }
+    changes.extend(
+        after
+            .keys()
+            .filter(|name| !before.contains_key(*name))
+            .map(|name| format!("{name} new")),
+    );
+    changes.join(", ")
 }
 
 async fn scenario3_inner<W: Workload, R: Runner>(
@@ -289,4 +312,25 @@ async fn scenario3_inner<W: Workload, R: Runner>(
     rebind_res.map_err(|err| format!("rebind: {err}"))?;
     recycled?;
     restored.map_err(|err| format!("restoring the demo topology: {err}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn recycled_names_only_the_pods_that_changed() {
+        let map = |items: &[(&str, &str)]| -> BTreeMap<String, String> {
+            items
+                .iter()
+                .map(|(name, uid)| ((*name).to_owned(), (*uid).to_owned()))
+                .collect()
+        };
+        let before = map(&[("stager-a", "1"), ("work-a", "2"), ("work-b", "3")]);
+        let after = map(&[("stager-b", "4"), ("work-a", "2"), ("work-b", "5")]);
+        assert_eq!(
+            recycled(&before, &after),
+            "stager-a gone, work-b recreated (uid 3 -> 5), stager-b new"
+        );
+    }
 }

@@ -366,7 +366,10 @@ async fn scenario3_fails_when_pods_are_recycled_and_still_restores() {
     let dir = tempfile::tempdir().expect("tempdir");
     let result = scenario3_on(&sim, &runner, dir.path()).await;
     let reason = failure(&result);
-    assert_contains(reason, "pods were recycled");
+    assert_contains(
+        reason,
+        "pods were recycled during the rebind: pod-w recreated (uid old -> new)",
+    );
     assert_eq!(
         runner.fake.remaining(),
         0,

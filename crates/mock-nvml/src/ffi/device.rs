@@ -328,23 +328,3 @@ pub unsafe extern "C" fn nvmlDeviceGetMaxClockInfo(
         unsafe { put(clock, value) }
     })
 }
-
-/// `nvmlDeviceGetNvLinkState`: INVALID_ARGUMENT for a link the GPU does not have.
-///
-/// # Safety
-/// `is_active` must be NULL or valid for writing an `nvmlEnableState_t`.
-#[no_mangle]
-pub unsafe extern "C" fn nvmlDeviceGetNvLinkState(
-    device: nvmlDevice_t,
-    link: c_uint,
-    is_active: *mut c_uint,
-) -> NvmlReturn {
-    guard(|| {
-        let active = with_device(device, |_, device| {
-            non_null([is_active.cast_const().cast()])?;
-            query::nvlink_active(device, link)
-        })?;
-        // SAFETY: forwarded from this function's contract.
-        unsafe { put(is_active, c_uint::from(active)) }
-    })
-}

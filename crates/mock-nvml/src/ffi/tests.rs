@@ -169,6 +169,18 @@ macro_rules! scalar {
     };
 }
 
+/// A per-link export `f(device, link 3, *mut T)`.
+macro_rules! link {
+    ($name:ident, $ty:ty) => {
+        entry!($name, handle, |device, mode| {
+            // SAFETY: zeroed plain-old-data C struct or integer.
+            let mut value: $ty = unsafe { std::mem::zeroed() };
+            // SAFETY: `out` is NULL or points at `value`.
+            unsafe { $name(device, 3, out(&mut value, mode)) }
+        })
+    };
+}
+
 /// A string export `f(device, char *, unsigned)`.
 macro_rules! device_string {
     ($name:ident) => {
@@ -337,11 +349,6 @@ fn table() -> Vec<Entry> {
             unsafe { nvmlDeviceGetMaxClockInfo(device, 2, out(&mut value, mode)) }
         }),
         scalar!(nvmlDeviceGetUtilizationRates, abi::Utilization),
-        entry!(nvmlDeviceGetNvLinkState, handle, |device, mode| {
-            let mut value: c_uint = 9;
-            // SAFETY: NULL or a valid unsigned.
-            unsafe { nvmlDeviceGetNvLinkState(device, 3, out(&mut value, mode)) }
-        }),
         scalar!(nvmlDeviceGetGpuFabricInfo, abi::GpuFabricInfo),
         entry!(nvmlDeviceGetGpuFabricInfoV, handle, |device, mode| {
             // SAFETY: zeroed plain-old-data C struct.
@@ -392,6 +399,44 @@ fn table() -> Vec<Entry> {
             value.version = abi::DEVICE_ADDRESSING_MODE_V1;
             // SAFETY: NULL or a valid struct.
             unsafe { nvmlDeviceGetAddressingMode(device, out(&mut value, mode)) }
+        }),
+        entry!(
+            nvmlDeviceGetTopologyCommonAncestor,
+            handle,
+            |device, mode| {
+                let mut value: c_uint = 99;
+                // SAFETY: NULL or a valid unsigned.
+                unsafe {
+                    nvmlDeviceGetTopologyCommonAncestor(device, device, out(&mut value, mode))
+                }
+            }
+        ),
+        entry!(nvmlDeviceGetTopologyNearestGpus, handle, |device, mode| {
+            let (mut count, mut array) = (8, [null_mut(); 8]);
+            // SAFETY: NULL or a valid unsigned; an array of `count` handles.
+            unsafe {
+                nvmlDeviceGetTopologyNearestGpus(
+                    device,
+                    50,
+                    out(&mut count, mode),
+                    array.as_mut_ptr(),
+                )
+            }
+        }),
+        entry!(nvmlSystemGetTopologyGpuSet, |_device, mode| {
+            let (mut count, mut array) = (8, [null_mut(); 8]);
+            // SAFETY: NULL or a valid unsigned; an array of `count` handles.
+            unsafe { nvmlSystemGetTopologyGpuSet(0, out(&mut count, mode), array.as_mut_ptr()) }
+        }),
+        link!(nvmlDeviceGetNvLinkState, c_uint),
+        link!(nvmlDeviceGetNvLinkVersion, c_uint),
+        link!(nvmlDeviceGetNvLinkRemotePciInfo_v2, abi::PciInfo),
+        link!(nvmlDeviceGetNvLinkRemotePciInfo, abi::PciInfo),
+        link!(nvmlDeviceGetNvLinkRemoteDeviceType, c_uint),
+        entry!(nvmlDeviceGetNvLinkCapability, handle, |device, mode| {
+            let mut value: c_uint = 9;
+            // SAFETY: NULL or a valid unsigned.
+            unsafe { nvmlDeviceGetNvLinkCapability(device, 3, 0, out(&mut value, mode)) }
         }),
         entry!(nvmlEventSetCreate, |_device, mode| {
             let mut set = null_mut();
@@ -921,6 +966,161 @@ fn addressing_mode_and_mig_tables_follow_other_profiles() {
 
 #[path = "stubs_tests.rs"]
 mod stubs_tests;
+
+#[test]
+fn topology_levels_and_gpu_sets_through_the_c_functions() {
+    let _session = Session::new(H100, None);
+    assert_eq!(nvmlInit_v2(), abi::SUCCESS);
+    let gpus: Vec<nvmlDevice_t> = (0..8).map(handle).collect();
+    let level = |a: usize, b: usize| {
+        let mut value: c_uint = 99;
+        // SAFETY: a valid unsigned.
+        let code = unsafe { nvmlDeviceGetTopologyCommonAncestor(gpus[a], gpus[b], &mut value) };
+        (code, value)
+    };
+    assert_eq!(level(3, 3), (abi::SUCCESS, 0));
+    assert_eq!(level(0, 1), (abi::SUCCESS, 10));
+    assert_eq!(level(1, 2), (abi::SUCCESS, 40));
+    assert_eq!(level(7, 0), (abi::SUCCESS, 50));
+    let mut value: c_uint = 99;
+    // SAFETY: a valid unsigned; the second handle is foreign.
+    let code =
+        unsafe { nvmlDeviceGetTopologyCommonAncestor(gpus[0], 8 as nvmlDevice_t, &mut value) };
+    assert_eq!((code, value), (abi::ERROR_INVALID_ARGUMENT, 99));
+
+    let mut count: c_uint = 0;
+    // SAFETY: a valid unsigned; NULL array with count 0, as nvml.h allows.
+    let code = unsafe { nvmlDeviceGetTopologyNearestGpus(gpus[0], 50, &mut count, null_mut()) };
+    assert_eq!(
+        (code, count),
+        (abi::SUCCESS, 7),
+        "count 0 asks for the size"
+    );
+    let mut array = [null_mut(); 8];
+    count = 3;
+    // SAFETY: an array of 8 >= count handles.
+    let code =
+        unsafe { nvmlDeviceGetTopologyNearestGpus(gpus[0], 50, &mut count, array.as_mut_ptr()) };
+    assert_eq!((code, count), (abi::ERROR_INSUFFICIENT_SIZE, 7));
+    assert!(array.iter().all(|slot| slot.is_null()), "untouched");
+    count = 8;
+    // SAFETY: as above.
+    let code =
+        unsafe { nvmlDeviceGetTopologyNearestGpus(gpus[0], 50, &mut count, array.as_mut_ptr()) };
+    assert_eq!((code, count), (abi::SUCCESS, 7));
+    assert_eq!(array[..7], gpus[1..]);
+    assert!(array[7].is_null());
+    count = 8;
+    // SAFETY: as above.
+    let code =
+        unsafe { nvmlDeviceGetTopologyNearestGpus(gpus[5], 10, &mut count, array.as_mut_ptr()) };
+    assert_eq!((code, count, array[0]), (abi::SUCCESS, 1, gpus[4]));
+    for (level, array) in [(45, array.as_mut_ptr()), (50, null_mut())] {
+        count = 8;
+        // SAFETY: a valid unsigned; NULL or an array of 8 handles.
+        let code = unsafe { nvmlDeviceGetTopologyNearestGpus(gpus[0], level, &mut count, array) };
+        assert_eq!(
+            (code, count),
+            (abi::ERROR_INVALID_ARGUMENT, 8),
+            "level {level}"
+        );
+    }
+
+    let mut array = [null_mut(); 8];
+    count = 4;
+    // SAFETY: an array of 8 >= count handles.
+    let code = unsafe { nvmlSystemGetTopologyGpuSet(170, &mut count, array.as_mut_ptr()) };
+    assert_eq!((code, count), (abi::SUCCESS, 4));
+    assert_eq!(array[..4], gpus[4..]);
+    // SAFETY: as above.
+    let code = unsafe { nvmlSystemGetTopologyGpuSet(224, &mut count, array.as_mut_ptr()) };
+    assert_eq!(code, abi::ERROR_INVALID_ARGUMENT, "no such CPU");
+}
+
+#[test]
+fn nvlinks_lead_to_nvswitches_through_the_c_functions() {
+    let _session = Session::new(GB200, None);
+    assert_eq!(nvmlInit_v2(), abi::SUCCESS);
+    let gpu = handle(2);
+    // SAFETY: zeroed plain-old-data C struct.
+    let mut pci: abi::PciInfo = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid struct.
+    assert_eq!(
+        unsafe { nvmlDeviceGetNvLinkRemotePciInfo_v2(gpu, 3, &mut pci) },
+        abi::SUCCESS
+    );
+    let bus_id = CStr::from_bytes_until_nul(&pci.bus_id).unwrap();
+    assert_eq!(bus_id, c"00000100:03:00.0");
+    let mut value: c_uint = 99;
+    // SAFETY: a valid unsigned.
+    assert_eq!(
+        unsafe { nvmlDeviceGetNvLinkRemoteDeviceType(gpu, 3, &mut value) },
+        abi::SUCCESS
+    );
+    assert_eq!(value, abi::NVLINK_DEVICE_TYPE_SWITCH);
+    // SAFETY: a valid unsigned.
+    assert_eq!(
+        unsafe { nvmlDeviceGetNvLinkVersion(gpu, 17, &mut value) },
+        abi::SUCCESS
+    );
+    assert_eq!(value, 7, "NVML_NVLINK_VERSION_5_0");
+    // SAFETY: a valid unsigned.
+    assert_eq!(
+        unsafe { nvmlDeviceGetNvLinkCapability(gpu, 0, 0, &mut value) },
+        abi::SUCCESS
+    );
+    assert_eq!(value, 1, "P2P supported");
+    value = 99;
+    for code in [
+        // SAFETY: valid outputs throughout.
+        unsafe { nvmlDeviceGetNvLinkRemotePciInfo_v2(gpu, 18, &mut pci) },
+        unsafe { nvmlDeviceGetNvLinkRemoteDeviceType(gpu, 36, &mut value) },
+        unsafe { nvmlDeviceGetNvLinkCapability(gpu, 0, 6, &mut value) },
+        unsafe { nvmlDeviceGetNvLinkVersion(gpu, 18, &mut value) },
+    ] {
+        assert_eq!(code, abi::ERROR_INVALID_ARGUMENT);
+    }
+    assert_eq!(value, 99, "nothing written");
+}
+
+#[test]
+fn a_profile_without_topology_or_nvlink_is_not_supported() {
+    let text = GB200.split("\npcie_topology:").next().unwrap().replace(
+        "    links: 18\n    active: 18\n",
+        "    links: 0\n    active: 0\n",
+    );
+    let start = text.find("    version: \"5.0\"").unwrap();
+    let end = text.find("  fabric:\n").unwrap();
+    let text = format!("{}{}", &text[..start], &text[end..]);
+    let _session = Session::new(&text, None);
+    assert_eq!(nvmlInit_v2(), abi::SUCCESS);
+    let gpu = handle(0);
+    let (mut value, mut count) = (99, 0);
+    // SAFETY: valid outputs throughout.
+    unsafe {
+        assert_eq!(
+            nvmlDeviceGetTopologyCommonAncestor(gpu, gpu, &mut value),
+            abi::ERROR_NOT_SUPPORTED
+        );
+        assert_eq!(
+            nvmlDeviceGetTopologyNearestGpus(gpu, 50, &mut count, null_mut()),
+            abi::ERROR_NOT_SUPPORTED
+        );
+        assert_eq!(
+            nvmlSystemGetTopologyGpuSet(0, &mut count, null_mut()),
+            abi::ERROR_NOT_SUPPORTED
+        );
+        assert_eq!(
+            nvmlDeviceGetNvLinkState(gpu, 0, &mut value),
+            abi::ERROR_NOT_SUPPORTED
+        );
+        assert_eq!(
+            nvmlDeviceGetNvLinkRemoteDeviceType(gpu, 0, &mut value),
+            abi::ERROR_NOT_SUPPORTED
+        );
+    }
+    assert_eq!((value, count), (99, 0));
+}
 
 #[path = "events_tests.rs"]
 mod events_tests;
