@@ -61,6 +61,13 @@ pub enum Command {
     Doctor,
     /// What is deployed and whether it is healthy.
     Status(ClusterArgs),
+    /// Inject an Xid fault on one GPU of a node, or clear every fault of the node.
+    ///
+    /// Runs `nvml-mock-stager inject` in the node's stager container, which writes the Xid
+    /// injection control file of the staged tree; the mock library reports each injection once
+    /// as an `nvmlEventTypeXidCriticalError` event to every event set registered on that GPU
+    /// (NVIDIA's device plugin then marks the GPU unhealthy).
+    Inject(InjectArgs),
     /// Fault checks against the running demo cluster: a concurrent run, an
     /// incompatible cluster, a worker stopped mid-run (it is restarted).
     Faults(KindArgs),
@@ -90,6 +97,36 @@ pub enum Command {
     /// Regenerates the mock library's NVML function list (crates/mock-nvml/nvml-functions.txt)
     /// from go-nvml's nvml.h and upstream's snapshot, and upstream's export list.
     NvmlFunctions(NvmlFunctionsArgs),
+}
+
+/// Options for `inject`.
+#[derive(Debug, Clone, Args)]
+pub struct InjectArgs {
+    /// kind cluster name.
+    #[arg(long, default_value = crate::names::DEFAULT_CLUSTER)]
+    pub cluster_name: String,
+    /// The node (its kind container name: `<cluster>-worker2` and so on).
+    #[arg(long)]
+    pub node: String,
+    /// The GPU's index on the node.
+    #[arg(long, requires = "xid", required_unless_present = "clear")]
+    pub gpu: Option<u32>,
+    /// The Xid code (decimal), e.g. 79 (GPU has fallen off the bus).
+    #[arg(long, requires = "gpu")]
+    pub xid: Option<u64>,
+    /// Clear every injection on the node (a later injection is a new event).
+    #[arg(long, conflicts_with_all = ["gpu", "xid"])]
+    pub clear: bool,
+}
+
+impl InjectArgs {
+    /// What to do, as the harness takes it.
+    pub fn action(&self) -> crate::inject::XidAction {
+        match (self.gpu, self.xid) {
+            (Some(gpu), Some(xid)) if !self.clear => crate::inject::XidAction::Inject { gpu, xid },
+            _ => crate::inject::XidAction::Clear,
+        }
+    }
 }
 
 /// Options for `nvml-functions`.

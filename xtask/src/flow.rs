@@ -31,7 +31,7 @@ mod status;
 mod target;
 
 use kind::{demo_inner, print_summary};
-use status::docker_only;
+pub(crate) use status::docker_only;
 pub use status::{down, heal_workload, status};
 use target::{chosen_topology, first_shared_clique, target, Target};
 

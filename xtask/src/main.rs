@@ -27,7 +27,9 @@ mod tools;
 
 pub use xtask_support::{dirs, project_root};
 
-use harness::{cluster, fabric, k8s, names, plan, report, runner, scenario4, scenarios, workers};
+use harness::{
+    cluster, fabric, inject, k8s, names, plan, report, runner, scenario4, scenarios, workers,
+};
 
 use std::process::ExitCode;
 
@@ -89,6 +91,13 @@ fn run(flags: flags::Xtask) -> anyhow::Result<()> {
         Command::Down(args) => flow::down(&sh, &args),
         Command::Doctor => doctor::run(&sh),
         Command::Status(args) => runtime.block_on(flow::status(&sh, &args)),
+        Command::Inject(args) => {
+            let cluster = names::KindCluster::new(&args.cluster_name)?;
+            inject::check_node(&cluster, &args.node)?;
+            let done = inject::run(&flow::docker_only(&sh), &cluster, &args.node, args.action())?;
+            println!("{}: {done}", args.node);
+            Ok(())
+        }
         Command::Faults(args) => {
             let lines = runtime.block_on(faults::fault_checks(&sh, &args.cluster_name))?;
             for line in lines {

@@ -16,6 +16,7 @@
 pub mod cluster;
 pub mod fabric;
 pub mod imex;
+pub mod inject;
 pub mod k8s;
 pub mod names;
 pub mod plan;

@@ -11,6 +11,10 @@ pub const CHART: &str = "manifests/helm/nvml-mock";
 pub const MOCK_NS: &str = "mokka";
 /// The staging DaemonSet.
 pub const STAGER_DS: &str = "nvml-mock";
+/// The stager's container in the staging DaemonSet's pods (the chart's `daemonset.yaml`).
+pub const STAGER_CONTAINER: &str = "stager";
+/// The stager binary in the mock image (the chart's `command`).
+pub const STAGER_BIN: &str = "/usr/local/bin/nvml-mock-stager";
 /// The NRI plugin DaemonSet.
 pub const NRI_DS: &str = "nvml-mock-nri";
 /// Namespace of the demo workload.

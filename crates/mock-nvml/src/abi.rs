@@ -25,6 +25,8 @@ pub const ERROR_NOT_FOUND: NvmlReturn = 6;
 pub const ERROR_INSUFFICIENT_SIZE: NvmlReturn = 7;
 /// `NVML_ERROR_DRIVER_NOT_LOADED`.
 pub const ERROR_DRIVER_NOT_LOADED: NvmlReturn = 9;
+/// `NVML_ERROR_TIMEOUT`: `nvmlEventSetWait*` with no event within the timeout.
+pub const ERROR_TIMEOUT: NvmlReturn = 10;
 /// `NVML_ERROR_ARGUMENT_VERSION_MISMATCH`.
 pub const ERROR_ARGUMENT_VERSION_MISMATCH: NvmlReturn = 25;
 /// `NVML_ERROR_UNKNOWN`.
@@ -176,6 +178,57 @@ pub struct DeviceAddressingMode {
     pub value: u32,
 }
 
+/// `nvmlEventTypeXidCriticalError`.
+pub const EVENT_TYPE_XID_CRITICAL_ERROR: u64 = 0x8;
+
+/// `nvmlEventTypeAll`: every event type nvml.h defines.
+pub const EVENT_TYPE_ALL: u64 = 0x1
+    | 0x2
+    | 0x4
+    | 0x8
+    | 0x10
+    | 0x80
+    | 0x100
+    | 0x200
+    | 0x400
+    | 0x800
+    | 0x1000
+    | 0x2000
+    | 0x4000
+    | 0x8000;
+
+/// `gpuInstanceId` / `computeInstanceId` of an event that is not attributable to an instance.
+pub const INSTANCE_ID_NONE: u32 = 0xFFFF_FFFF;
+
+/// `nvmlEventData_t` as `nvmlEventSetWait_v2` fills it.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EventData {
+    /// `nvmlDevice_t`: the handle `nvmlDeviceGetHandleByIndex` returns for the GPU.
+    pub device: usize,
+    /// `nvmlEventType*`.
+    pub event_type: u64,
+    /// The Xid for `nvmlEventTypeXidCriticalError`, else 0.
+    pub event_data: u64,
+    /// [`INSTANCE_ID_NONE`] unless attributable to a MIG GPU instance.
+    pub gpu_instance_id: u32,
+    /// [`INSTANCE_ID_NONE`] unless attributable to a MIG compute instance.
+    pub compute_instance_id: u32,
+}
+
+/// The leading fields of [`EventData`]: all that the v1 symbol `nvmlEventSetWait` (from before
+/// the instance ids were added) may write.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EventDataV1 {
+    /// As in [`EventData`].
+    pub device: usize,
+    /// As in [`EventData`].
+    pub event_type: u64,
+    /// As in [`EventData`].
+    pub event_data: u64,
+}
+
 /// `nvmlErrorString` texts (DCGM's table, which mirrors the library's); unknown codes give "Unknown Error".
 pub fn error_string(code: NvmlReturn) -> &'static CStr {
     match code {
@@ -278,6 +331,15 @@ mod tests {
             instance_count @ 12, ofa_count @ 36, memory_size_mb @ 40);
         assert_layout!(DeviceAddressingMode: size 8; value @ 4);
         assert_eq!(DEVICE_ADDRESSING_MODE_V1, 0x0100_0008);
+    }
+
+    #[test]
+    fn event_data_layouts() {
+        assert_layout!(EventData: size 32, align 8;
+            device @ 0, event_type @ 8, event_data @ 16, gpu_instance_id @ 24, compute_instance_id @ 28);
+        assert_layout!(EventDataV1: size 24; device @ 0, event_type @ 8, event_data @ 16);
+        assert_eq!(EVENT_TYPE_ALL, 0xFF9F);
+        assert_eq!(error_string(ERROR_TIMEOUT), c"Timeout");
     }
 
     #[test]

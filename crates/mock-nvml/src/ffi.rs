@@ -1,5 +1,5 @@
 //! The exported NVML entry points: the only module tree with `unsafe` (this module's helpers and
-//! macros; the exports themselves in `system`, `device`, `structs` and `topo`, and the generated stubs
+//! macros; the exports themselves in `system`, `device`, `events`, `structs` and `topo`, and the generated stubs
 //! and aliases in [`stubs`], for every other function of `nvml-functions.txt`).
 //!
 //! Every export runs its body inside [`guard`] (`catch_unwind`), so no panic unwinds into C;
@@ -164,12 +164,14 @@ macro_rules! string_getter {
 }
 
 mod device;
+mod events;
 mod structs;
 pub mod stubs;
 mod system;
 mod topo;
 
 pub use device::*;
+pub use events::*;
 pub use structs::*;
 pub use stubs::*;
 pub use system::*;

@@ -19,6 +19,7 @@
 //! - [`query`]: pure functions from a profile device to NVML values and structs.
 //! - [`topo`]: the same for the PCIe topology and NVLink queries (one owner of the link checks).
 //! - [`abi`]: return codes and `#[repr(C)]` layouts, pinned by tests.
+//! - [`events`]: event sets, Xid delivery from the injection control file, the bounded wait.
 //! - [`config`]: reading and overlaying the profile and topology.
 //! - [`locate`]: without the variables, the profile and topology beside the library's own
 //!   driver root (`<root>/usr/lib64/libnvidia-ml.so.*` → `<root>/config/config.yaml`,
@@ -34,6 +35,7 @@
 
 pub mod abi;
 pub mod config;
+pub mod events;
 #[allow(unsafe_code)]
 pub mod ffi;
 pub mod locate;

@@ -115,6 +115,7 @@ pub fn shutdown() -> NvmlReturn {
         1 => {
             state.refcount = 0;
             state.loaded = None;
+            crate::events::forget_all();
             abi::SUCCESS
         }
         _ => {

@@ -11,3 +11,5 @@ pub const MOCK_TOPOLOGY_CONFIG: &str = "MOCK_TOPOLOGY_CONFIG";
 pub const NODE_NAME: &str = "NODE_NAME";
 /// Any non-empty value makes an invalid topology fail init.
 pub const MOCK_NVML_STRICT: &str = "MOCK_NVML_STRICT";
+/// Overrides the Xid injection control file's path (`driver/config/xid-injections`).
+pub const MOCK_NVML_XID_FILE: &str = "MOCK_NVML_XID_FILE";

@@ -5,6 +5,7 @@
 //! - [`env`]: the mock library's environment variables, which the plugin sets.
 //! - [`proc_devices`]: the substitute `/proc/devices` and its major validation.
 //! - [`facts`]: the node-facts report the stager's probe prints for xtask.
+//! - [`xid`]: the Xid injection control file's format (parse, format, append).
 //!
 //! Pure: no I/O, so the stager and the plugin cannot disagree about a path.
 
@@ -13,3 +14,4 @@ pub mod env;
 pub mod facts;
 pub mod paths;
 pub mod proc_devices;
+pub mod xid;

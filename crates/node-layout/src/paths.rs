@@ -50,6 +50,10 @@ pub const CHECK_FABRIC: &str = "check-fabric";
 /// The mock driver's nvidia-smi, in [`Layout::bin_dir`].
 pub const NVIDIA_SMI: &str = "nvidia-smi";
 
+/// The Xid injection control file, relative to the driver root (`driver/`, which is what the
+/// mock library finds from its own location): see [`crate::xid`] for its format.
+pub const XID_INJECTIONS_IN_DRIVER: &str = "config/xid-injections";
+
 /// Every path of the staged tree relative to one root.
 ///
 /// The default is the host layout at [`DEFAULT_HOST_ROOT`].
@@ -129,6 +133,12 @@ impl Layout {
     /// `driver/config/config.yaml`: the profile (`MOCK_NVML_CONFIG`).
     pub fn config(&self) -> PathBuf {
         self.config_dir().join("config.yaml")
+    }
+
+    /// `driver/config/xid-injections`: the Xid faults the mock library reports as events
+    /// ([`crate::xid`]; `MOCK_NVML_XID_FILE` overrides it).
+    pub fn xid_injections(&self) -> PathBuf {
+        self.driver_dir().join(XID_INJECTIONS_IN_DRIVER)
     }
 
     /// `driver/dev`: the staged device nodes.
@@ -248,7 +258,11 @@ mod tests {
     #[test]
     fn host_layout_matches_the_architecture_table() {
         let layout = Layout::default();
-        let cases: [(PathBuf, &str); 17] = [
+        let cases: [(PathBuf, &str); 18] = [
+            (
+                layout.xid_injections(),
+                "/var/lib/nvml-mock/driver/config/xid-injections",
+            ),
             (
                 layout.nvidia_smi(),
                 "/var/lib/nvml-mock/driver/usr/bin/nvidia-smi",

@@ -12,8 +12,10 @@
 //! - [`kube_api`]: the node label and the ConfigMap watch.
 //! - [`topology_file`]: following a topology file.
 //! - [`facts`]: `nvml-mock-stager node-facts`, the probe `up --kube-context` runs on each node.
+//! - [`inject`]: `nvml-mock-stager inject --gpu N --xid X | --clear`, the Xid injection control file.
 
 mod facts;
+mod inject;
 mod kube_api;
 mod plan;
 mod stage;
@@ -38,7 +40,7 @@ use crate::kube_api::Label;
     version,
     about,
     long_about = None,
-    after_help = "`nvml-mock-stager node-facts` prints this node's NRI socket state and /proc/devices and exits (the probe of `cargo xtask up --kube-context`)."
+    after_help = "`nvml-mock-stager node-facts` prints this node's NRI socket state and /proc/devices and exits (the probe of `cargo xtask up --kube-context`).\n`nvml-mock-stager inject --gpu N --xid X` (or `--clear`) writes the Xid injection control file under the staged root (see `inject --help`)."
 )]
 struct Args {
     /// This node's name (labelled, and the topology's lookup key downstream).
@@ -115,6 +117,18 @@ fn main() -> std::process::ExitCode {
             Ok(()) => std::process::ExitCode::SUCCESS,
             Err(err) => {
                 eprintln!("nvml-mock-stager node-facts: {err:#}");
+                std::process::ExitCode::FAILURE
+            }
+        };
+    }
+    if std::env::args().nth(1).as_deref() == Some("inject") {
+        return match inject::run(std::env::args().skip(1)) {
+            Ok(done) => {
+                println!("{done}");
+                std::process::ExitCode::SUCCESS
+            }
+            Err(err) => {
+                eprintln!("nvml-mock-stager inject: {err:#}");
                 std::process::ExitCode::FAILURE
             }
         };

@@ -121,7 +121,7 @@ pub async fn status(sh: &Shell, args: &ClusterArgs) -> anyhow::Result<()> {
 }
 
 /// A runner for docker only (kind and helm are not resolved).
-pub(super) fn docker_only(sh: &Shell) -> ShellRunner<'_> {
+pub(crate) fn docker_only(sh: &Shell) -> ShellRunner<'_> {
     ShellRunner::new(sh, PathBuf::from("kind"), PathBuf::from("helm"))
 }
 

@@ -63,4 +63,10 @@ pub const EXPORTS: &[&str] = &[
     "nvmlDeviceGetNvLinkRemotePciInfo",
     "nvmlDeviceGetNvLinkRemoteDeviceType",
     "nvmlDeviceGetNvLinkCapability",
+    "nvmlEventSetCreate",
+    "nvmlEventSetFree",
+    "nvmlDeviceRegisterEvents",
+    "nvmlDeviceGetSupportedEventTypes",
+    "nvmlEventSetWait_v2",
+    "nvmlEventSetWait",
 ];

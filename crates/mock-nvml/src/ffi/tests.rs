@@ -31,6 +31,7 @@ impl Session {
         std::fs::write(&config, profile).unwrap();
         std::env::set_var("MOCK_NVML_CONFIG", &config);
         std::env::remove_var("MOCK_NVML_STRICT");
+        std::env::remove_var(node_layout::env::MOCK_NVML_XID_FILE);
         match topology {
             Some((text, node)) => {
                 let path = dir.path().join("topology.yaml");
@@ -437,7 +438,66 @@ fn table() -> Vec<Entry> {
             // SAFETY: NULL or a valid unsigned.
             unsafe { nvmlDeviceGetNvLinkCapability(device, 3, 0, out(&mut value, mode)) }
         }),
+        entry!(nvmlEventSetCreate, |_device, mode| {
+            let mut set = null_mut();
+            // SAFETY: NULL or a valid handle slot.
+            unsafe { nvmlEventSetCreate(out(&mut set, mode)) }
+        }),
+        entry!(nvmlEventSetFree, |_device, mode| nvmlEventSetFree(
+            event_set(mode)
+        )),
+        entry!(nvmlDeviceRegisterEvents, handle, |device, mode| {
+            nvmlDeviceRegisterEvents(device, abi::EVENT_TYPE_XID_CRITICAL_ERROR, event_set(mode))
+        }),
+        scalar!(nvmlDeviceGetSupportedEventTypes, u64),
+        // Nothing is injected, so the valid call times out (at once: timeout 0).
+        entry!(nvmlEventSetWait_v2, |_device, mode| {
+            // SAFETY: zeroed plain-old-data C struct.
+            let mut value: abi::EventData = unsafe { std::mem::zeroed() };
+            // SAFETY: NULL or a valid struct.
+            let code = unsafe { nvmlEventSetWait_v2(xid_set(), out(&mut value, mode), 0) };
+            timed_out_is_success(mode, code)
+        }),
+        entry!(nvmlEventSetWait, |_device, mode| {
+            // SAFETY: zeroed plain-old-data C struct.
+            let mut value: abi::EventDataV1 = unsafe { std::mem::zeroed() };
+            // SAFETY: NULL or a valid struct.
+            let code = unsafe { nvmlEventSetWait(xid_set(), out(&mut value, mode), 0) };
+            timed_out_is_success(mode, code)
+        }),
     ]
+}
+
+/// A new event set, or NULL in [`Mode::Null`] (and before init, when creation fails).
+fn event_set(mode: Mode) -> nvmlEventSet_t {
+    let mut set = null_mut();
+    if mode != Mode::Null {
+        // SAFETY: a valid handle slot.
+        unsafe { nvmlEventSetCreate(&mut set) };
+    }
+    set
+}
+
+/// A new event set registered for Xid on GPU 0 (NULL before init).
+fn xid_set() -> nvmlEventSet_t {
+    let set = event_set(Mode::Valid);
+    if let Some(device) = state::handle(0) {
+        nvmlDeviceRegisterEvents(
+            device.cast_mut().cast(),
+            abi::EVENT_TYPE_XID_CRITICAL_ERROR,
+            set,
+        );
+    }
+    set
+}
+
+/// A wait with nothing injected answers TIMEOUT: the table's Valid mode asks for what
+/// succeeds, so that is SUCCESS here (the checks before it still run).
+fn timed_out_is_success(mode: Mode, code: NvmlReturn) -> NvmlReturn {
+    match (mode, code) {
+        (Mode::Valid, abi::ERROR_TIMEOUT) => abi::SUCCESS,
+        _ => code,
+    }
 }
 
 /// Functions that work (or fail in their own way) without init.
@@ -1061,3 +1121,6 @@ fn a_profile_without_topology_or_nvlink_is_not_supported() {
     }
     assert_eq!((value, count), (99, 0));
 }
+
+#[path = "events_tests.rs"]
+mod events_tests;

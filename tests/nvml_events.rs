@@ -1,0 +1,169 @@
+//! NVML's event API on the mock library through go-nvml, as NVIDIA's device plugin drives it
+//! (`tests/nvml/go/events`: an event set, every GPU's supported types, registration for Xid
+//! critical errors, then `nvmlEventSetWait_v2`), with an Xid injected through the control file
+//! (`MOCK_NVML_XID_FILE`, format `node_layout::xid`) while the client's wait blocks.
+//!
+//! Asserted: a 1000 ms wait with nothing injected blocks about 1000 ms and answers TIMEOUT; an
+//! injection for GPU 1, Xid 79, written 200 ms into a 5000 ms wait, is delivered once, with GPU
+//! 1's handle (same uuid, same handle as `nvmlDeviceGetHandleByIndex(1)`), type Xid (8), data 79
+//! and both instance ids 0xFFFFFFFF; the next 1000 ms wait times out again; the whole run uses
+//! little CPU (the waits sleep, they do not spin).
+//!
+//! Prerequisites fail loudly: `cargo build -p mock-nvml` first; go (go-nvml from the module
+//! proxy or the module cache).
+
+use std::{
+    io::{BufRead, BufReader},
+    path::{Path, PathBuf},
+    process::{Command, Stdio},
+    time::{Duration, SystemTime},
+};
+
+use integration_tests::{
+    checked, mock_nvml_lib_dir, mock_nvml_library, repo_root, require_program,
+};
+use node_layout::xid;
+use nvml_profile::Profile;
+use serde_json::Value;
+
+const NVML_SUCCESS: i64 = 0;
+const NVML_ERROR_TIMEOUT: i64 = 10;
+const XID_CRITICAL_ERROR: u64 = 8;
+
+/// The Go client, built into target/.
+fn events_client() -> PathBuf {
+    let go = require_program(
+        "go",
+        "install Go 1.22+ (https://go.dev/doc/install or apt-get install golang)",
+    );
+    let binary = repo_root().join("target/nvml-go/nvml-events");
+    checked(
+        Command::new(go)
+            .current_dir(repo_root().join("tests/nvml/go"))
+            .env("CGO_ENABLED", "1")
+            .env("GOFLAGS", "-mod=readonly")
+            .args(["build", "-o"])
+            .arg(&binary)
+            .arg("./events")
+            .output(),
+        "go build tests/nvml/go/events (needs the Go module proxy for go-nvml)",
+    );
+    binary
+}
+
+fn gb200() -> (PathBuf, Profile) {
+    let path = repo_root().join("manifests/helm/nvml-mock/profiles/gb200.yaml");
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|err| panic!("cannot read {}: {err}", path.display()));
+    let profile = Profile::parse(&text).unwrap_or_else(|err| panic!("gb200: {err}"));
+    (path, profile)
+}
+
+/// Writes the control file as the stager does: the new text to a temporary file, then rename.
+fn inject(path: &Path, gpu: u32, code: u64) {
+    let now = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |since| since.as_nanos() as u64);
+    let text = xid::format(&xid::append(&[], gpu, code, now));
+    let temp = path.with_extension("tmp");
+    std::fs::write(&temp, text).expect("write the injection");
+    std::fs::rename(&temp, path).expect("rename the injection into place");
+}
+
+fn int(value: &Value, field: &str) -> i64 {
+    value[field]
+        .as_i64()
+        .unwrap_or_else(|| panic!("{field} in {value}"))
+}
+
+fn millis(value: &Value) -> Duration {
+    let ms = value["ms"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("ms in {value}"));
+    Duration::from_secs_f64(ms / 1000.0)
+}
+
+#[test]
+fn go_nvml_waits_block_time_out_and_deliver_an_injected_xid_once() {
+    mock_nvml_library();
+    let lib_dir = mock_nvml_lib_dir();
+    let client = events_client();
+    let (profile_path, profile) = gb200();
+    let gpu1_uuid = profile.devices()[1].uuid.clone();
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let xid_file = dir.path().join("xid-injections");
+
+    let mut child = Command::new(&client)
+        .args(["1000", "5000", "1000"])
+        .env("LD_LIBRARY_PATH", lib_dir.path())
+        .env("MOCK_NVML_CONFIG", &profile_path)
+        .env(node_layout::env::MOCK_NVML_XID_FILE, &xid_file)
+        .env_remove("MOCK_TOPOLOGY_CONFIG")
+        .env_remove("NODE_NAME")
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|err| panic!("cannot run {}: {err}", client.display()));
+    let stdout = child.stdout.take().expect("piped stdout");
+    let mut lines = Vec::new();
+    for line in BufReader::new(stdout).lines() {
+        let line = line.expect("a line from the client");
+        let value: Value =
+            serde_json::from_str(&line).unwrap_or_else(|err| panic!("{err}: {line}"));
+        if value["step"] == "waiting" && value["wait"] == 1 {
+            std::thread::sleep(Duration::from_millis(200));
+            inject(&xid_file, 1, 79);
+        }
+        eprintln!("client: {line}");
+        lines.push(value);
+    }
+    let status = child.wait().expect("the client's status");
+    assert!(status.success(), "the client failed: {status}");
+
+    let step = |name: &str, wait: Option<i64>| -> &Value {
+        lines
+            .iter()
+            .find(|line| {
+                line["step"] == name && wait.is_none_or(|wait| line["wait"].as_i64() == Some(wait))
+            })
+            .unwrap_or_else(|| panic!("no {name} {wait:?} in {lines:?}"))
+    };
+    let ready = step("ready", None);
+    assert_eq!(ready["gpu1_uuid"], gpu1_uuid.as_str());
+    assert_eq!(ready["supported"], serde_json::json!([8, 8, 8, 8]));
+
+    let quiet = step("waited", Some(0));
+    assert_eq!(int(quiet, "ret"), NVML_ERROR_TIMEOUT, "{quiet}");
+    let took = millis(quiet);
+    assert!(
+        took >= Duration::from_millis(1000) && took < Duration::from_millis(1300),
+        "a 1000 ms wait took {took:?}"
+    );
+
+    let event = step("waited", Some(1));
+    assert_eq!(int(event, "ret"), NVML_SUCCESS, "{event}");
+    assert_eq!(event["event_data"], 79);
+    assert_eq!(event["event_type"], XID_CRITICAL_ERROR);
+    assert_eq!(event["uuid"], gpu1_uuid.as_str());
+    assert_eq!(event["same_handle_as_gpu1"], true);
+    assert_eq!(event["gpu_instance_id"], 0xFFFF_FFFFu64);
+    assert_eq!(event["compute_instance_id"], 0xFFFF_FFFFu64);
+    let took = millis(event);
+    assert!(
+        took >= Duration::from_millis(150) && took < Duration::from_millis(1000),
+        "the injection arrived after {took:?}"
+    );
+
+    let again = step("waited", Some(2));
+    assert_eq!(
+        int(again, "ret"),
+        NVML_ERROR_TIMEOUT,
+        "delivered once: {again}"
+    );
+    assert!(millis(again) >= Duration::from_millis(1000), "{again}");
+
+    let cpu = step("done", None)["cpu_ms"].as_f64().expect("cpu_ms");
+    assert!(
+        cpu < 300.0,
+        "{cpu} ms of CPU over ~2.3 s of waits: a wait spins"
+    );
+}
