@@ -389,8 +389,10 @@ fn e2e_kube_context(sh: &Shell) -> Result<()> {
     Ok(())
 }
 
-/// The fault cases on the real cluster: a concurrent run is refused, an
-/// incompatible cluster is rejected with the fix, a stopped worker is named.
+/// The fault cases on the real cluster (`cargo xtask faults`): a concurrent
+/// run is refused, an incompatible cluster is rejected with the fix, a stopped
+/// worker is named, the self-healing cases each heal with no user step, and
+/// `inject` round-trips.
 fn e2e_faults(sh: &Shell) -> Result<()> {
     cmd!(sh, "cargo xtask faults").run()?;
     Ok(())

@@ -6,16 +6,17 @@
 //!    rejected with the fix, and nothing is deleted;
 //! 3. a worker node container stopped mid-run (`docker pause`: frozen, so it
 //!    keeps its IP and containers) gives a failure naming the node; the node
-//!    is resumed and scenario 1 passes again.
-//!
+//!    is resumed and scenario 1 passes again;
 //! 4. the self-healing cases of issue 25 ([`heal`]): plugin and workload pods
 //!    deleted together, every node restarted, containerd restarted, the
-//!    stager deleted during a rebind, a malformed topology.
+//!    stager deleted during a rebind, a malformed topology;
+//! 5. `cargo xtask inject` as a user runs it ([`inject`]).
 //!
 //! Each check drives the real `cargo xtask` binary as a subprocess, so it
 //! exercises exactly what a user runs.
 
 mod heal;
+mod inject;
 
 use std::path::PathBuf;
 use std::process::{Command, Output};
@@ -67,6 +68,7 @@ pub async fn fault_checks(sh: &Shell, cluster_name: &str) -> anyhow::Result<Vec<
     ];
     lines.extend(stopped_worker(sh, &cluster).await?);
     lines.extend(heal::heal_checks(sh, &cluster).await?);
+    lines.push(inject::inject_round_trip(sh, &cluster)?);
     Ok(lines)
 }
 

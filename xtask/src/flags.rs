@@ -69,7 +69,10 @@ pub enum Command {
     /// (NVIDIA's device plugin then marks the GPU unhealthy).
     Inject(InjectArgs),
     /// Fault checks against the running demo cluster: a concurrent run, an
-    /// incompatible cluster, a worker stopped mid-run (it is restarted).
+    /// incompatible cluster, a worker stopped mid-run (it is restarted), the
+    /// self-healing cases (plugin and workload pods deleted together, every
+    /// node restarted, containerd restarted, the stager deleted during a
+    /// rebind, a malformed topology), each timed, and `inject` round-tripped.
     Faults(KindArgs),
     /// Build the offline kind node image from pinned sources.
     NodeImage(NodeImageArgs),
