@@ -1,15 +1,21 @@
 //! `nvidia-smi` of the mock driver: staged at `driver/usr/bin/nvidia-smi` beside check-fabric,
 //! it answers the queries NVIDIA's node software makes of a driver root (the DRA driver's init
 //! container runs `env -i LD_PRELOAD=<lib> nvidia-smi --version`) and a few for humans
-//! (`-L`, `--query-gpu`), everything through `libnvidia-ml.so.1`. It works against NVIDIA's
-//! library too.
+//! (`-L`, `--query-gpu`, `-q` and `-q -x`: `report.rs` holds what `-q` reports, `collect.rs`
+//! fills it through the library, `layout.rs` orders it, `text.rs` and `xml.rs` print it),
+//! everything through `libnvidia-ml.so.1`. It works against NVIDIA's library too.
 //!
 //! Exit codes follow nvidia-smi's: 0 success, 2 invalid argument or flag, the NVML error
 //! code when a call fails (9 driver not loaded, …; 255 for codes above 255), 12 when the
 //! library cannot be loaded.
 
 mod cli;
+mod collect;
 mod ffi;
+mod layout;
+mod report;
+mod text;
+mod xml;
 
 use std::{io::Write, process::ExitCode};
 
@@ -62,7 +68,7 @@ fn exit_code(code: Return) -> ExitCode {
     ExitCode::from(u8::try_from(code.0).unwrap_or(255))
 }
 
-type Failure = (String, Return);
+use collect::Failure;
 
 fn run(nvml: &Nvml, invocation: &cli::Invocation) -> Result<String, Failure> {
     fn at(what: &str) -> impl Fn(Return) -> Failure + '_ {
@@ -89,6 +95,14 @@ fn run(nvml: &Nvml, invocation: &cli::Invocation) -> Result<String, Failure> {
         }
         None => (0..count).collect(),
     };
+    if let Command::Report { xml } = invocation.command {
+        let report = collect::report(nvml, &indices, count)?;
+        return Ok(if xml {
+            xml::render(&report)
+        } else {
+            text::render(&report)
+        });
+    }
     let mut out = String::new();
     if let Command::Query { fields, header } = &invocation.command {
         if *header {
