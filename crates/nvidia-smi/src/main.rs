@@ -20,6 +20,7 @@ mod xml;
 use std::{io::Write, process::ExitCode};
 
 use cli::{Command, Field};
+use collect::Failure;
 use ffi::{Nvml, Return};
 
 fn main() -> ExitCode {
@@ -68,12 +69,12 @@ fn exit_code(code: Return) -> ExitCode {
     ExitCode::from(u8::try_from(code.0).unwrap_or(255))
 }
 
-use collect::Failure;
+/// Tags a failed call with what was being read.
+fn at(what: &str) -> impl Fn(Return) -> Failure + '_ {
+    move |code| (what.to_owned(), code)
+}
 
 fn run(nvml: &Nvml, invocation: &cli::Invocation) -> Result<String, Failure> {
-    fn at(what: &str) -> impl Fn(Return) -> Failure + '_ {
-        move |code| (what.to_owned(), code)
-    }
     let driver = nvml.driver_version().map_err(at("driver version"))?;
     if invocation.command == Command::Version {
         let nvml_version = nvml.nvml_version().map_err(at("NVML version"))?;
@@ -103,36 +104,10 @@ fn run(nvml: &Nvml, invocation: &cli::Invocation) -> Result<String, Failure> {
             text::render(&report)
         });
     }
-    let mut out = String::new();
     if let Command::Query { fields, header } = &invocation.command {
-        if *header {
-            let names: Vec<&str> = fields.iter().map(|field| field.header()).collect();
-            out.push_str(&names.join(", "));
-            out.push('\n');
-        }
-        for index in indices {
-            let device = nvml.handle(index).map_err(at(&format!("GPU {index}")))?;
-            let mut values = Vec::new();
-            for field in fields {
-                let value = match field {
-                    Field::Index => Ok(index.to_string()),
-                    Field::Name => nvml.name(device),
-                    Field::Uuid => nvml.uuid(device),
-                    Field::PciBusId => nvml.pci_bus_id(device),
-                    Field::Serial => match nvml.serial(device) {
-                        Err(Return(3)) => Ok("[N/A]".to_owned()),
-                        other => other,
-                    },
-                    Field::DriverVersion => Ok(driver.clone()),
-                    Field::Count => Ok(count.to_string()),
-                };
-                values.push(value.map_err(at(&format!("GPU {index} {}", field.header())))?);
-            }
-            out.push_str(&values.join(", "));
-            out.push('\n');
-        }
-        return Ok(out);
+        return csv(nvml, fields, *header, &indices, &driver, count);
     }
+    let mut out = String::new();
     if invocation.command == Command::Summary {
         out.push_str(&format!(
             "cdsim mock driver {driver}: {count} GPU(s) (nvidia-smi --help for the queries answered)\n"
@@ -155,6 +130,45 @@ fn run(nvml: &Nvml, invocation: &cli::Invocation) -> Result<String, Failure> {
             }
             _ => out.push_str(&format!("GPU {index}: {name} (UUID: {uuid})\n")),
         }
+    }
+    Ok(out)
+}
+
+/// `--query-gpu=<fields> --format=csv`: one line per GPU of `indices`.
+fn csv(
+    nvml: &Nvml,
+    fields: &[Field],
+    header: bool,
+    indices: &[u32],
+    driver: &str,
+    count: u32,
+) -> Result<String, Failure> {
+    let mut out = String::new();
+    if header {
+        let names: Vec<&str> = fields.iter().map(|field| field.header()).collect();
+        out.push_str(&names.join(", "));
+        out.push('\n');
+    }
+    for &index in indices {
+        let device = nvml.handle(index).map_err(at(&format!("GPU {index}")))?;
+        let mut values = Vec::new();
+        for field in fields {
+            let value = match field {
+                Field::Index => Ok(index.to_string()),
+                Field::Name => nvml.name(device),
+                Field::Uuid => nvml.uuid(device),
+                Field::PciBusId => nvml.pci_bus_id(device),
+                Field::Serial => match nvml.serial(device) {
+                    Err(Return(3)) => Ok("[N/A]".to_owned()),
+                    other => other,
+                },
+                Field::DriverVersion => Ok(driver.to_owned()),
+                Field::Count => Ok(count.to_string()),
+            };
+            values.push(value.map_err(at(&format!("GPU {index} {}", field.header())))?);
+        }
+        out.push_str(&values.join(", "));
+        out.push('\n');
     }
     Ok(out)
 }
