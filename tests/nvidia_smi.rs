@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use integration_tests::{artifact, mock_nvml_lib_dir, repo_root};
-use nvml_profile::{Architecture, Brand, Device, PciBusId, Profile};
+use nvml_profile::{AddressingMode, Architecture, Brand, ComputeMode, Device, PciBusId, Profile};
 
 const CLUSTER: &str = "nvml-mock-compute-domain";
 
@@ -119,6 +119,26 @@ fn expected(device: &Device, fabric: Option<(String, u32)>) -> Vec<Expect> {
         hex: true,
         ..expect(xml, text, value)
     };
+    let enabled = |on: bool| if on { "Enabled" } else { "Disabled" }.to_owned();
+    let addressing = match device.addressing_mode {
+        None => na(),
+        Some(AddressingMode::None) => "None".to_owned(),
+        Some(AddressingMode::Hmm) => "HMM".to_owned(),
+        Some(AddressingMode::Ats) => "ATS".to_owned(),
+    };
+    let mig = device.mig_mode.map_or((na(), na()), |mig| {
+        (enabled(mig.current), enabled(mig.pending))
+    });
+    let ecc = device.ecc.map_or((na(), na()), |ecc| {
+        (enabled(ecc.current), enabled(ecc.pending))
+    });
+    let compute = match device.compute_mode {
+        ComputeMode::Default => "Default",
+        ComputeMode::Prohibited => "Prohibited",
+        ComputeMode::ExclusiveProcess => "Exclusive_Process",
+    };
+    let (pcie, clocks) = (device.pcie, device.clocks);
+    let mhz = |mhz: u32| format!("{mhz} MHz");
     let (state, status, clique, uuid) = match fabric {
         Some((uuid, clique)) => (
             "Completed".to_owned(),
@@ -210,6 +230,113 @@ fn expected(device: &Device, fabric: Option<(String, u32)>) -> Vec<Expect> {
             &["fb_memory_usage", "free"],
             &["FB Memory Usage", "Free"],
             mib(memory.free()),
+        ),
+        expect(&["addressing_mode"], &["Addressing Mode"], addressing),
+        expect(
+            &["mig_mode", "current_mig"],
+            &["MIG Mode", "Current"],
+            mig.0,
+        ),
+        expect(
+            &["mig_mode", "pending_mig"],
+            &["MIG Mode", "Pending"],
+            mig.1,
+        ),
+        expect(
+            &["ecc_mode", "current_ecc"],
+            &["ECC Mode", "Current"],
+            ecc.0,
+        ),
+        expect(
+            &["ecc_mode", "pending_ecc"],
+            &["ECC Mode", "Pending"],
+            ecc.1,
+        ),
+        expect(
+            &["pci", "pci_gpu_link_info", "pcie_gen", "max_link_gen"],
+            &["PCI", "GPU Link Info", "PCIe Generation", "Max"],
+            pcie.max_gen.to_string(),
+        ),
+        expect(
+            &["pci", "pci_gpu_link_info", "pcie_gen", "current_link_gen"],
+            &["PCI", "GPU Link Info", "PCIe Generation", "Current"],
+            pcie.r#gen.to_string(),
+        ),
+        expect(
+            &["pci", "pci_gpu_link_info", "link_widths", "max_link_width"],
+            &["PCI", "GPU Link Info", "Link Width", "Max"],
+            format!("{}x", pcie.max_width),
+        ),
+        expect(
+            &[
+                "pci",
+                "pci_gpu_link_info",
+                "link_widths",
+                "current_link_width",
+            ],
+            &["PCI", "GPU Link Info", "Link Width", "Current"],
+            format!("{}x", pcie.width),
+        ),
+        expect(&["compute_mode"], &["Compute Mode"], compute.to_owned()),
+        expect(
+            &["utilization", "gpu_util"],
+            &["Utilization", "GPU"],
+            format!("{} %", device.utilization.gpu),
+        ),
+        expect(
+            &["utilization", "memory_util"],
+            &["Utilization", "Memory"],
+            format!("{} %", device.utilization.memory),
+        ),
+        expect(
+            &["temperature", "gpu_temp"],
+            &["Temperature", "GPU Current Temp"],
+            format!("{} C", device.temperature_c),
+        ),
+        expect(
+            &["gpu_power_readings", "instant_power_draw"],
+            &["GPU Power Readings", "Instantaneous Power Draw"],
+            format!(
+                "{}.{:02} W",
+                device.power_usage_mw / 1000,
+                device.power_usage_mw % 1000 / 10
+            ),
+        ),
+        expect(
+            &["clocks", "graphics_clock"],
+            &["Clocks", "Graphics"],
+            mhz(clocks.graphics),
+        ),
+        expect(&["clocks", "sm_clock"], &["Clocks", "SM"], mhz(clocks.sm)),
+        expect(
+            &["clocks", "mem_clock"],
+            &["Clocks", "Memory"],
+            mhz(clocks.mem),
+        ),
+        expect(
+            &["clocks", "video_clock"],
+            &["Clocks", "Video"],
+            mhz(clocks.video),
+        ),
+        expect(
+            &["max_clocks", "graphics_clock"],
+            &["Max Clocks", "Graphics"],
+            mhz(clocks.max_graphics),
+        ),
+        expect(
+            &["max_clocks", "sm_clock"],
+            &["Max Clocks", "SM"],
+            mhz(clocks.max_sm),
+        ),
+        expect(
+            &["max_clocks", "mem_clock"],
+            &["Max Clocks", "Memory"],
+            mhz(clocks.max_mem),
+        ),
+        expect(
+            &["max_clocks", "video_clock"],
+            &["Max Clocks", "Video"],
+            mhz(clocks.max_video),
         ),
         expect(&["fabric", "state"], &["Fabric", "State"], state),
         expect(&["fabric", "status"], &["Fabric", "Status"], status),

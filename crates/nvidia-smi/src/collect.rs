@@ -4,7 +4,8 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use crate::ffi::{FabricFields, MemoryFields, Nvml, PciFields, Return};
+use crate::ffi::{Clock, Device, FabricFields, Link, MemoryFields, Nvml, PciFields, Return};
+use crate::modes::{AddressingMode, ComputeMode, Pending};
 use crate::report::{
     Architecture, Brand, Fabric, FabricState, Gpu, HealthSummary, Memory, Pci, Reading, Report,
 };
@@ -33,7 +34,17 @@ pub fn report(nvml: &Nvml, indices: &[u32], count: u32) -> Result<Report, Failur
     })
 }
 
-fn gpu(nvml: &Nvml, device: crate::ffi::Device) -> Gpu {
+/// The four clocks in nvidia-smi's order.
+const CLOCKS: [Clock; 4] = [Clock::Graphics, Clock::Sm, Clock::Memory, Clock::Video];
+/// The four link figures in [`Gpu::link`]'s order.
+const LINKS: [Link; 4] = [
+    Link::MaxGen,
+    Link::CurrentGen,
+    Link::MaxWidth,
+    Link::CurrentWidth,
+];
+
+fn gpu(nvml: &Nvml, device: Device) -> Gpu {
     let read = |result| reading(nvml, result);
     Gpu {
         product_name: read(nvml.name(device)),
@@ -47,6 +58,19 @@ fn gpu(nvml: &Nvml, device: crate::ffi::Device) -> Gpu {
         pci: reading(nvml, nvml.pci(device).map(pci)),
         memory: reading(nvml, nvml.memory(device).map(memory)),
         fabric: reading(nvml, nvml.fabric(device).map(|it| fabric(nvml, it))),
+        addressing_mode: reading(
+            nvml,
+            nvml.addressing_mode(device).map(AddressingMode::from_raw),
+        ),
+        mig_mode: reading(nvml, nvml.mig_mode(device).map(Pending::from_raw)),
+        link: LINKS.map(|link| reading(nvml, nvml.link(device, link))),
+        compute_mode: reading(nvml, nvml.compute_mode(device).map(ComputeMode::from_raw)),
+        utilization: reading(nvml, nvml.utilization(device)),
+        ecc_mode: reading(nvml, nvml.ecc_mode(device).map(Pending::from_raw)),
+        temperature: reading(nvml, nvml.temperature(device)),
+        power_mw: reading(nvml, nvml.power_usage(device)),
+        clocks: CLOCKS.map(|clock| reading(nvml, nvml.clock(device, clock))),
+        max_clocks: CLOCKS.map(|clock| reading(nvml, nvml.max_clock(device, clock))),
     }
 }
 

@@ -22,6 +22,10 @@ type MemoryFn = unsafe extern "C" fn(Device, *mut MemoryV1) -> u32;
 type MemoryV2Fn = unsafe extern "C" fn(Device, *mut MemoryV2) -> u32;
 type FabricV1Fn = unsafe extern "C" fn(Device, *mut FabricInfoV1) -> u32;
 type FabricVFn = unsafe extern "C" fn(Device, *mut FabricInfoV3) -> u32;
+type DeviceArgU32Fn = unsafe extern "C" fn(Device, c_uint, *mut c_uint) -> u32;
+type PairFn = unsafe extern "C" fn(Device, *mut c_uint, *mut c_uint) -> u32;
+type UtilizationFn = unsafe extern "C" fn(Device, *mut [c_uint; 2]) -> u32;
+type AddressingFn = unsafe extern "C" fn(Device, *mut [c_uint; 2]) -> u32;
 
 /// `nvmlPciInfo_t`, 68 bytes.
 #[repr(C)]
@@ -148,7 +152,46 @@ struct Optional {
     memory_v2: Option<MemoryV2Fn>,
     fabric: Option<FabricV1Fn>,
     fabric_v: Option<FabricVFn>,
+    addressing_mode: Option<AddressingFn>,
+    mig_mode: Option<PairFn>,
+    ecc_mode: Option<PairFn>,
+    compute_mode: Option<DeviceU32Fn>,
+    utilization: Option<UtilizationFn>,
+    temperature: Option<DeviceArgU32Fn>,
+    power_usage: Option<DeviceU32Fn>,
+    clock: Option<DeviceArgU32Fn>,
+    max_clock: Option<DeviceArgU32Fn>,
+    pcie: [Option<DeviceU32Fn>; 4],
 }
+
+/// `nvmlClockType_t`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Clock {
+    /// `NVML_CLOCK_GRAPHICS`.
+    Graphics = 0,
+    /// `NVML_CLOCK_SM`.
+    Sm = 1,
+    /// `NVML_CLOCK_MEM`.
+    Memory = 2,
+    /// `NVML_CLOCK_VIDEO`.
+    Video = 3,
+}
+
+/// A PCIe link figure, by its getter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Link {
+    /// `nvmlDeviceGetMaxPcieLinkGeneration`.
+    MaxGen = 0,
+    /// `nvmlDeviceGetCurrPcieLinkGeneration`.
+    CurrentGen = 1,
+    /// `nvmlDeviceGetMaxPcieLinkWidth`.
+    MaxWidth = 2,
+    /// `nvmlDeviceGetCurrPcieLinkWidth`.
+    CurrentWidth = 3,
+}
+
+/// `nvmlDeviceAddressingMode_v1`: `{version, value}`.
+const ADDRESSING_MODE_V1: u32 = struct_version(8, 1);
 
 /// A loaded NVML library (the common entry points through [`Core`], which it derefs to).
 pub struct Nvml {
@@ -196,6 +239,21 @@ impl Nvml {
                     memory_v2: core.optional("nvmlDeviceGetMemoryInfo_v2"),
                     fabric: core.optional("nvmlDeviceGetGpuFabricInfo"),
                     fabric_v: core.optional("nvmlDeviceGetGpuFabricInfoV"),
+                    addressing_mode: core.optional("nvmlDeviceGetAddressingMode"),
+                    mig_mode: core.optional("nvmlDeviceGetMigMode"),
+                    ecc_mode: core.optional("nvmlDeviceGetEccMode"),
+                    compute_mode: core.optional("nvmlDeviceGetComputeMode"),
+                    utilization: core.optional("nvmlDeviceGetUtilizationRates"),
+                    temperature: core.optional("nvmlDeviceGetTemperature"),
+                    power_usage: core.optional("nvmlDeviceGetPowerUsage"),
+                    clock: core.optional("nvmlDeviceGetClockInfo"),
+                    max_clock: core.optional("nvmlDeviceGetMaxClockInfo"),
+                    pcie: [
+                        core.optional("nvmlDeviceGetMaxPcieLinkGeneration"),
+                        core.optional("nvmlDeviceGetCurrPcieLinkGeneration"),
+                        core.optional("nvmlDeviceGetMaxPcieLinkWidth"),
+                        core.optional("nvmlDeviceGetCurrPcieLinkWidth"),
+                    ],
                 },
                 core,
             })
@@ -359,6 +417,64 @@ impl Nvml {
         Err(Return::ARGUMENT_VERSION_MISMATCH)
     }
 
+    /// `nvmlDeviceGetAddressingMode` (`NVML_DEVICE_ADDRESSING_MODE_*`).
+    pub fn addressing_mode(&self, device: Device) -> Result<u32, Return> {
+        let function = self.optional.addressing_mode.ok_or(Return::NOT_SUPPORTED)?;
+        let mut mode = [ADDRESSING_MODE_V1, 0];
+        // SAFETY: `mode` is a valid, writable `nvmlDeviceAddressingMode_t` with its version set.
+        check(unsafe { function(device, &mut mode) })?;
+        Ok(mode[1])
+    }
+
+    /// `nvmlDeviceGetMigMode`: (current, pending), 1 enabled.
+    pub fn mig_mode(&self, device: Device) -> Result<(u32, u32), Return> {
+        pair(self.optional.mig_mode, device)
+    }
+
+    /// `nvmlDeviceGetEccMode`: (current, pending), 1 enabled.
+    pub fn ecc_mode(&self, device: Device) -> Result<(u32, u32), Return> {
+        pair(self.optional.ecc_mode, device)
+    }
+
+    /// `nvmlDeviceGetComputeMode` (`nvmlComputeMode_t`).
+    pub fn compute_mode(&self, device: Device) -> Result<u32, Return> {
+        device_u32(self.optional.compute_mode, device)
+    }
+
+    /// `nvmlDeviceGetUtilizationRates`: (gpu %, memory %).
+    pub fn utilization(&self, device: Device) -> Result<(u32, u32), Return> {
+        let function = self.optional.utilization.ok_or(Return::NOT_SUPPORTED)?;
+        let mut rates = [0; 2];
+        // SAFETY: `rates` has `nvmlUtilization_t`'s layout (two unsigned ints) and is writable.
+        check(unsafe { function(device, &mut rates) })?;
+        Ok((rates[0], rates[1]))
+    }
+
+    /// `nvmlDeviceGetTemperature(NVML_TEMPERATURE_GPU)`, °C.
+    pub fn temperature(&self, device: Device) -> Result<u32, Return> {
+        device_arg_u32(self.optional.temperature, device, 0)
+    }
+
+    /// `nvmlDeviceGetPowerUsage`, milliwatts.
+    pub fn power_usage(&self, device: Device) -> Result<u32, Return> {
+        device_u32(self.optional.power_usage, device)
+    }
+
+    /// `nvmlDeviceGetClockInfo`, MHz.
+    pub fn clock(&self, device: Device, clock: Clock) -> Result<u32, Return> {
+        device_arg_u32(self.optional.clock, device, clock as c_uint)
+    }
+
+    /// `nvmlDeviceGetMaxClockInfo`, MHz.
+    pub fn max_clock(&self, device: Device, clock: Clock) -> Result<u32, Return> {
+        device_arg_u32(self.optional.max_clock, device, clock as c_uint)
+    }
+
+    /// A PCIe link generation or width.
+    pub fn link(&self, device: Device, link: Link) -> Result<u32, Return> {
+        device_u32(self.optional.pcie[link as usize], device)
+    }
+
     fn fabric_v1(&self, device: Device) -> Result<FabricFields, Return> {
         let function = self.optional.fabric.ok_or(Return::NOT_SUPPORTED)?;
         let mut info = FabricInfoV1::default();
@@ -413,6 +529,28 @@ fn device_string(function: DeviceStringFn, device: Device) -> Result<String, Ret
     // SAFETY: the buffer is valid for `BUFFER` bytes; the library validates the handle.
     check(unsafe { function(device, buffer.as_mut_ptr(), BUFFER as c_uint) })?;
     Ok(buffer_string(&buffer))
+}
+
+/// An optional `(device, unsigned int, unsigned int *)` getter.
+fn device_arg_u32(
+    function: Option<DeviceArgU32Fn>,
+    device: Device,
+    arg: c_uint,
+) -> Result<u32, Return> {
+    let function = function.ok_or(Return::NOT_SUPPORTED)?;
+    let mut value: c_uint = 0;
+    // SAFETY: `value` is a valid out slot; the library validates the handle and the argument.
+    check(unsafe { function(device, arg, &mut value) })?;
+    Ok(value)
+}
+
+/// An optional `(device, unsigned int *, unsigned int *)` getter (current and pending modes).
+fn pair(function: Option<PairFn>, device: Device) -> Result<(u32, u32), Return> {
+    let function = function.ok_or(Return::NOT_SUPPORTED)?;
+    let (mut first, mut second): (c_uint, c_uint) = (0, 0);
+    // SAFETY: both are valid out slots; the library validates the handle.
+    check(unsafe { function(device, &mut first, &mut second) })?;
+    Ok((first, second))
 }
 
 #[cfg(test)]

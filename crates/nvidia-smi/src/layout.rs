@@ -2,8 +2,9 @@
 //! label and `-q -x` element name side by side: the text and XML renderers walk the same tree,
 //! so the two outputs cannot drift apart.
 
+use crate::modes::{watts, Pending};
 use crate::report::{
-    enabled_text, lower_hex, mib, uuid_text, Fabric, FabricState, Gpu, HealthField, Memory, Pci,
+    enabled_text, lower_hex, mib, uuid_text, Fabric, FabricState, Gpu, HealthField, Memory,
     Reading, NOT_AVAILABLE,
 };
 
@@ -69,6 +70,16 @@ pub fn gpu(gpu: &Gpu) -> Vec<Node> {
             "persistence_mode",
             gpu.persistence_mode.show(enabled_text),
         ),
+        value(
+            "Addressing Mode",
+            "addressing_mode",
+            gpu.addressing_mode.show(|mode| mode.text()),
+        ),
+        section(
+            "MIG Mode",
+            "mig_mode",
+            pending(&gpu.mig_mode, ("current_mig", "pending_mig")),
+        ),
         value("Serial Number", "serial", gpu.serial.text()),
         value("GPU UUID", "uuid", gpu.uuid.text()),
         value(
@@ -77,10 +88,111 @@ pub fn gpu(gpu: &Gpu) -> Vec<Node> {
             gpu.minor_number.show(u32::to_string),
         ),
         value("Board ID", "board_id", gpu.board_id.show(lower_hex)),
-        section("PCI", "pci", pci(&gpu.pci)),
+        section("PCI", "pci", pci(gpu)),
         section("FB Memory Usage", "fb_memory_usage", memory(&gpu.memory)),
+        value(
+            "Compute Mode",
+            "compute_mode",
+            gpu.compute_mode.show(|mode| mode.text()),
+        ),
+        section(
+            "Utilization",
+            "utilization",
+            each(
+                &gpu.utilization,
+                &[
+                    ("GPU", "gpu_util", |(gpu, _)| format!("{gpu} %")),
+                    ("Memory", "memory_util", |(_, memory)| format!("{memory} %")),
+                ],
+            ),
+        ),
+        section(
+            "ECC Mode",
+            "ecc_mode",
+            pending(&gpu.ecc_mode, ("current_ecc", "pending_ecc")),
+        ),
+        section(
+            "Temperature",
+            "temperature",
+            vec![value(
+                "GPU Current Temp",
+                "gpu_temp",
+                gpu.temperature.show(|celsius| format!("{celsius} C")),
+            )],
+        ),
+        section(
+            "GPU Power Readings",
+            "gpu_power_readings",
+            vec![value(
+                "Instantaneous Power Draw",
+                "instant_power_draw",
+                gpu.power_mw.show(watts),
+            )],
+        ),
+        section("Clocks", "clocks", clocks(&gpu.clocks)),
+        section("Max Clocks", "max_clocks", clocks(&gpu.max_clocks)),
         section("Fabric", "fabric", fabric(&gpu.fabric)),
     ]
+}
+
+/// `Current` / `Pending` of a mode, with their element names.
+fn pending(mode: &Reading<Pending>, (current, pending): (&'static str, &'static str)) -> Vec<Node> {
+    each(
+        mode,
+        &[
+            ("Current", current, |mode| enabled_text(&mode.current)),
+            ("Pending", pending, |mode| enabled_text(&mode.pending)),
+        ],
+    )
+}
+
+/// Graphics, SM, memory and video clocks.
+fn clocks(clocks: &[Reading<u32>; 4]) -> Vec<Node> {
+    let names = [
+        ("Graphics", "graphics_clock"),
+        ("SM", "sm_clock"),
+        ("Memory", "mem_clock"),
+        ("Video", "video_clock"),
+    ];
+    names
+        .iter()
+        .zip(clocks)
+        .map(|((label, element), clock)| {
+            value(label, element, clock.show(|mhz| format!("{mhz} MHz")))
+        })
+        .collect()
+}
+
+/// The PCIe link block inside PCI: generations, then widths (`16x`).
+fn link(link: &[Reading<u32>; 4]) -> Node {
+    let [max_gen, current_gen, max_width, current_width] = link;
+    let width = |lanes: &u32| format!("{lanes}x");
+    section(
+        "GPU Link Info",
+        "pci_gpu_link_info",
+        vec![
+            section(
+                "PCIe Generation",
+                "pcie_gen",
+                vec![
+                    value("Max", "max_link_gen", max_gen.show(u32::to_string)),
+                    value(
+                        "Current",
+                        "current_link_gen",
+                        current_gen.show(u32::to_string),
+                    ),
+                ],
+            ),
+            section(
+                "Link Width",
+                "link_widths",
+                vec![
+                    value("Max", "max_link_width", max_width.show(width)),
+                    value("Current", "current_link_width", current_width.show(width)),
+                ],
+            ),
+        ],
+    )
 }
 
 /// A projection of a block's reading: label, element and how to print the value.
@@ -95,8 +207,9 @@ fn each<T>(reading: &Reading<T>, fields: &[Field<T>]) -> Vec<Node> {
         .collect()
 }
 
-/// The PCI block: the text prints the numbers `0x`-prefixed, the XML bare.
-fn pci(pci: &Reading<Pci>) -> Vec<Node> {
+/// The PCI block: the text prints the numbers `0x`-prefixed, the XML bare; then the link.
+fn pci(gpu: &Gpu) -> Vec<Node> {
+    let pci = &gpu.pci;
     let mut nodes = each(
         pci,
         &[
@@ -126,6 +239,7 @@ fn pci(pci: &Reading<Pci>) -> Vec<Node> {
             }
         }
     }
+    nodes.push(link(&gpu.link));
     nodes
 }
 
@@ -238,12 +352,21 @@ mod tests {
                 "product_brand",
                 "product_architecture",
                 "persistence_mode",
+                "addressing_mode",
+                "mig_mode",
                 "serial",
                 "uuid",
                 "minor_number",
                 "board_id",
                 "pci",
                 "fb_memory_usage",
+                "compute_mode",
+                "utilization",
+                "ecc_mode",
+                "temperature",
+                "gpu_power_readings",
+                "clocks",
+                "max_clocks",
                 "fabric"
             ]
         );
@@ -253,6 +376,38 @@ mod tests {
         assert_eq!(text(&nodes, &["fabric", "cliqueId"]), "7");
         assert_eq!(text(&nodes, &["fabric", "health", "bandwidth"]), "Full");
         assert_eq!(text(&nodes, &["board_id"]), "0x1b00");
+        assert_eq!(text(&nodes, &["addressing_mode"]), "ATS");
+        assert_eq!(text(&nodes, &["mig_mode", "current_mig"]), "Disabled");
+        assert_eq!(text(&nodes, &["ecc_mode", "pending_ecc"]), "Enabled");
+        assert_eq!(
+            text(
+                &nodes,
+                &["pci", "pci_gpu_link_info", "pcie_gen", "max_link_gen"]
+            ),
+            "6"
+        );
+        assert_eq!(
+            text(
+                &nodes,
+                &[
+                    "pci",
+                    "pci_gpu_link_info",
+                    "link_widths",
+                    "current_link_width"
+                ]
+            ),
+            "16x"
+        );
+        assert_eq!(text(&nodes, &["utilization", "gpu_util"]), "3 %");
+        assert_eq!(text(&nodes, &["utilization", "memory_util"]), "1 %");
+        assert_eq!(text(&nodes, &["temperature", "gpu_temp"]), "36 C");
+        assert_eq!(
+            text(&nodes, &["gpu_power_readings", "instant_power_draw"]),
+            "145.00 W"
+        );
+        assert_eq!(text(&nodes, &["clocks", "mem_clock"]), "3996 MHz");
+        assert_eq!(text(&nodes, &["max_clocks", "video_clock"]), "1980 MHz");
+        assert_eq!(text(&nodes, &["compute_mode"]), "Default");
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! it answers the queries NVIDIA's node software makes of a driver root (the DRA driver's init
 //! container runs `env -i LD_PRELOAD=<lib> nvidia-smi --version`) and a few for humans
 //! (`-L`, `--query-gpu`, `-q` and `-q -x`: `report.rs` holds what `-q` reports, `collect.rs`
-//! fills it through the library, `layout.rs` orders it, `text.rs` and `xml.rs` print it),
+//! fills it through the library, `layout.rs` orders it (`modes.rs` names the modes), `text.rs` and `xml.rs` print it),
 //! everything through `libnvidia-ml.so.1`. It works against NVIDIA's library too.
 //!
 //! Exit codes follow nvidia-smi's: 0 success, 2 invalid argument or flag, the NVML error
@@ -13,6 +13,7 @@ mod cli;
 mod collect;
 mod ffi;
 mod layout;
+mod modes;
 mod report;
 mod text;
 mod xml;

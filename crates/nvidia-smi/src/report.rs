@@ -6,6 +6,8 @@
 //! not export the function) or the library's error string for any other failure, as
 //! nvidia-smi prints them.
 
+use crate::modes::{AddressingMode, ComputeMode, Pending};
+
 /// One value as nvidia-smi prints it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Reading<T> {
@@ -91,6 +93,26 @@ pub struct Gpu {
     pub memory: Reading<Memory>,
     /// `nvmlDeviceGetGpuFabricInfoV` (v3, else v2, else `nvmlDeviceGetGpuFabricInfo`).
     pub fabric: Reading<Fabric>,
+    /// `nvmlDeviceGetAddressingMode`.
+    pub addressing_mode: Reading<AddressingMode>,
+    /// `nvmlDeviceGetMigMode`.
+    pub mig_mode: Reading<Pending>,
+    /// PCIe link: maximum and current generation, maximum and current width.
+    pub link: [Reading<u32>; 4],
+    /// `nvmlDeviceGetComputeMode`.
+    pub compute_mode: Reading<ComputeMode>,
+    /// `nvmlDeviceGetUtilizationRates`: GPU and memory, percent.
+    pub utilization: Reading<(u32, u32)>,
+    /// `nvmlDeviceGetEccMode`.
+    pub ecc_mode: Reading<Pending>,
+    /// `nvmlDeviceGetTemperature` (GPU sensor), °C.
+    pub temperature: Reading<u32>,
+    /// `nvmlDeviceGetPowerUsage`, milliwatts.
+    pub power_mw: Reading<u32>,
+    /// `nvmlDeviceGetClockInfo`: graphics, SM, memory, video, MHz.
+    pub clocks: [Reading<u32>; 4],
+    /// `nvmlDeviceGetMaxClockInfo`: graphics, SM, memory, video, MHz.
+    pub max_clocks: [Reading<u32>; 4],
 }
 
 impl Gpu {
@@ -447,6 +469,16 @@ pub fn sample_gpu() -> Gpu {
             health_mask: Some(2 | (2 << 2) | (2 << 4) | (2 << 6) | (1 << 8)),
             health_summary: Some(HealthSummary::Healthy),
         }),
+        addressing_mode: Reading::Value(AddressingMode::Ats),
+        mig_mode: Reading::Value(Pending::from_raw((0, 0))),
+        link: [6, 6, 16, 16].map(Reading::Value),
+        compute_mode: Reading::Value(ComputeMode::Default),
+        utilization: Reading::Value((3, 1)),
+        ecc_mode: Reading::Value(Pending::from_raw((1, 1))),
+        temperature: Reading::Value(36),
+        power_mw: Reading::Value(145_000),
+        clocks: [345, 345, 3996, 1200].map(Reading::Value),
+        max_clocks: [2062, 2062, 3996, 1980].map(Reading::Value),
     }
 }
 

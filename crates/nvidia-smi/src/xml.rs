@@ -93,7 +93,8 @@ mod tests {
     fn blocks_nest_with_one_tab_per_level() {
         let xml = render(&sample_report());
         for expected in [
-            "\t\t<pci>\n\t\t\t<pci_bus>41</pci_bus>\n\t\t\t<pci_device>00</pci_device>\n\t\t\t<pci_domain>0000</pci_domain>\n\t\t\t<pci_device_id>294110DE</pci_device_id>\n\t\t\t<pci_bus_id>00000000:41:00.0</pci_bus_id>\n\t\t\t<pci_sub_system_id>20D510DE</pci_sub_system_id>\n\t\t</pci>\n",
+            "\t\t<pci>\n\t\t\t<pci_bus>41</pci_bus>\n\t\t\t<pci_device>00</pci_device>\n\t\t\t<pci_domain>0000</pci_domain>\n\t\t\t<pci_device_id>294110DE</pci_device_id>\n\t\t\t<pci_bus_id>00000000:41:00.0</pci_bus_id>\n\t\t\t<pci_sub_system_id>20D510DE</pci_sub_system_id>\n\t\t\t<pci_gpu_link_info>\n\t\t\t\t<pcie_gen>\n\t\t\t\t\t<max_link_gen>6</max_link_gen>\n\t\t\t\t\t<current_link_gen>6</current_link_gen>\n\t\t\t\t</pcie_gen>\n\t\t\t\t<link_widths>\n\t\t\t\t\t<max_link_width>16x</max_link_width>\n\t\t\t\t\t<current_link_width>16x</current_link_width>\n\t\t\t\t</link_widths>\n\t\t\t</pci_gpu_link_info>\n\t\t</pci>\n",
+            "\t\t<mig_mode>\n\t\t\t<current_mig>Disabled</current_mig>\n\t\t\t<pending_mig>Disabled</pending_mig>\n\t\t</mig_mode>\n",
             "\t\t<fb_memory_usage>\n\t\t\t<total>189471 MiB</total>\n\t\t\t<reserved>512 MiB</reserved>\n\t\t\t<used>0 MiB</used>\n\t\t\t<free>188959 MiB</free>\n\t\t</fb_memory_usage>\n",
             "\t\t<fabric>\n\t\t\t<state>Completed</state>\n\t\t\t<status>Success</status>\n\t\t\t<cliqueId>7</cliqueId>\n\t\t\t<clusterUuid>00000000-0000-0000-0000-0000000000ab</clusterUuid>\n\t\t\t<health>\n\t\t\t\t<summary>Healthy</summary>\n\t\t\t\t<bandwidth>Full</bandwidth>\n",
             "\t\t<uuid>GPU-2e97b6a4-1f3c-4d58-8b0e-a5c7d9e1f024</uuid>\n\t\t<minor_number>2</minor_number>\n",
