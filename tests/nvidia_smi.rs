@@ -1,7 +1,7 @@
 //! The mock driver's `nvidia-smi -q` and `-q -x` against the built mock `libnvidia-ml.so.1`,
 //! on the GB200 profile with the demo topology (a tray in clique 1) and on the H100 profile (no
-//! fabric): every value both outputs print is checked against the profile and the topology, the
-//! XML parsed by roxmltree, the text by its `Label : value` lines.
+//! fabric), then on every shipped profile: every value both outputs print is checked against the
+//! profile and the topology, the XML parsed by roxmltree, the text by its `Label : value` lines.
 //!
 //! Real peers: the nvidia-smi binary dlopens the mock library through the loader search
 //! (`LD_LIBRARY_PATH`), as in a workload container; roxmltree reads the XML as a consumer would.
@@ -12,7 +12,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use integration_tests::{artifact, mock_nvml_lib_dir, repo_root};
-use nvml_profile::{AddressingMode, Architecture, Brand, ComputeMode, Device, PciBusId, Profile};
+use nvml_profile::{
+    AddressingMode, Architecture, Brand, ComputeMode, Device, FabricState, HealthSummary, PciBusId,
+    Profile,
+};
 
 const CLUSTER: &str = "nvml-mock-compute-domain";
 
@@ -112,7 +115,7 @@ fn architecture(architecture: Architecture) -> &'static str {
 }
 
 /// What the profile (with the node's fabric identity overlaid) says each output prints.
-fn expected(device: &Device, fabric: Option<(String, u32)>) -> Vec<Expect> {
+fn expected(device: &Device) -> Vec<Expect> {
     let na = || "N/A".to_owned();
     let memory = device.memory;
     let hex = |xml, text, value| Expect {
@@ -139,14 +142,32 @@ fn expected(device: &Device, fabric: Option<(String, u32)>) -> Vec<Expect> {
     };
     let (pcie, clocks) = (device.pcie, device.clocks);
     let mhz = |mhz: u32| format!("{mhz} MHz");
-    let (state, status, clique, uuid) = match fabric {
-        Some((uuid, clique)) => (
-            "Completed".to_owned(),
-            "Success".to_owned(),
-            clique.to_string(),
-            uuid,
-        ),
+    let (state, status, clique, uuid) = match &device.fabric {
+        Some(fabric) => {
+            let (state, status) = match fabric.effective_state() {
+                FabricState::Completed => ("Completed", "Success"),
+                FabricState::InProgress => ("In Progress", "N/A"),
+                FabricState::NotStarted => ("Not Started", "N/A"),
+                FabricState::NotSupported => ("Not Supported", "N/A"),
+            };
+            let clique = fabric.clique_id.to_string();
+            (
+                state.to_owned(),
+                status.to_owned(),
+                clique,
+                fabric.cluster_uuid.to_string(),
+            )
+        }
         None => (na(), na(), na(), na()),
+    };
+    let summary = match device
+        .fabric
+        .map(|fabric| fabric.effective_health_summary())
+    {
+        Some(HealthSummary::Healthy) => "Healthy".to_owned(),
+        Some(HealthSummary::Unhealthy) => "Unhealthy".to_owned(),
+        Some(HealthSummary::LimitedCapacity) => "Limited Capacity".to_owned(),
+        Some(HealthSummary::NotSupported) | None => na(),
     };
     vec![
         expect(&["product_name"], &["Product Name"], device.name.clone()),
@@ -342,6 +363,11 @@ fn expected(device: &Device, fabric: Option<(String, u32)>) -> Vec<Expect> {
         expect(&["fabric", "status"], &["Fabric", "Status"], status),
         expect(&["fabric", "cliqueId"], &["Fabric", "CliqueId"], clique),
         expect(&["fabric", "clusterUuid"], &["Fabric", "ClusterUUID"], uuid),
+        expect(
+            &["fabric", "health", "summary"],
+            &["Fabric", "Health", "Summary"],
+            summary,
+        ),
     ]
 }
 
@@ -358,7 +384,7 @@ fn xml_text<'a>(node: roxmltree::Node<'a, 'a>, path: &[&str]) -> &'a str {
 }
 
 /// Checks a `-q -x` document: the header, then each GPU (in index order) against `gpus`.
-fn check_xml(xml: &str, profile: &Profile, gpus: &[(Device, Option<(String, u32)>)]) {
+fn check_xml(xml: &str, profile: &Profile, gpus: &[Device]) {
     assert!(xml.starts_with(
         "<?xml version=\"1.0\" ?>\n<!DOCTYPE nvidia_smi_log SYSTEM \"nvsmi_device_v13.dtd\">\n"
     ));
@@ -384,12 +410,12 @@ fn check_xml(xml: &str, profile: &Profile, gpus: &[(Device, Option<(String, u32)
         .filter(|child| child.has_tag_name("gpu"))
         .collect();
     assert_eq!(elements.len(), gpus.len());
-    for (element, (device, fabric)) in elements.iter().zip(gpus) {
+    for (element, device) in elements.iter().zip(gpus) {
         let id = element.attribute("id").expect("<gpu id=…>");
         assert_eq!(PciBusId::parse(id), Ok(device.pci_bus_id), "gpu id {id}");
         let bus_id = xml_text(*element, &["pci", "pci_bus_id"]);
         assert_eq!(bus_id, id, "pci_bus_id and the id attribute agree");
-        for want in expected(device, fabric.clone()) {
+        for want in expected(device) {
             assert_eq!(
                 xml_text(*element, want.xml),
                 want.value,
@@ -398,8 +424,6 @@ fn check_xml(xml: &str, profile: &Profile, gpus: &[(Device, Option<(String, u32)
                 want.xml
             );
         }
-        let health = xml_text(*element, &["fabric", "health", "summary"]);
-        assert_eq!(health, if fabric.is_some() { "Healthy" } else { "N/A" });
     }
 }
 
@@ -442,17 +466,17 @@ fn parse_text(text: &str) -> (BTreeMap<String, String>, Vec<TextGpu>) {
 }
 
 /// Checks a `-q` text against `gpus`, as [`check_xml`] does the XML.
-fn check_text(text: &str, profile: &Profile, gpus: &[(Device, Option<(String, u32)>)]) {
+fn check_text(text: &str, profile: &Profile, gpus: &[Device]) {
     let (header, blocks) = parse_text(text);
     assert_eq!(header["Driver Version"], profile.driver_version());
     assert_eq!(header["CUDA Version"], cuda(profile));
     assert_eq!(header["Attached GPUs"], profile.device_count().to_string());
     assert_eq!(blocks.len(), gpus.len());
-    for ((id, values), (device, fabric)) in blocks.iter().zip(gpus) {
+    for ((id, values), device) in blocks.iter().zip(gpus) {
         assert_eq!(PciBusId::parse(id), Ok(device.pci_bus_id), "GPU {id}");
         let path = |labels: &[&str]| labels.iter().map(|it| (*it).to_owned()).collect::<Vec<_>>();
         assert_eq!(values[&path(&["PCI", "Bus Id"])], *id);
-        for want in expected(device, fabric.clone()) {
+        for want in expected(device) {
             let value = if want.hex {
                 format!("0x{}", want.value)
             } else {
@@ -487,13 +511,11 @@ fn gb200_q_and_q_x_report_the_profile_and_the_trays_clique() {
         topology: Some(&topology_file),
         node: Some(node),
     };
+    assert_eq!(identity.cluster_uuid, topology::DEMO_UUID);
     let profile = profile("gb200");
-    let fabric = Some((identity.cluster_uuid.to_string(), identity.clique_id));
-    let gpus: Vec<_> = profile
-        .devices()
-        .into_iter()
-        .map(|device| (device, fabric.clone()))
-        .collect();
+    let gpus = profile
+        .with_fabric_identity(identity.cluster_uuid, identity.clique_id)
+        .devices();
     assert_eq!(gpus.len(), 4);
     check_xml(&run.ok(&["-q", "-x"]), &profile, &gpus);
     check_text(&run.ok(&["-q"]), &profile, &gpus);
@@ -521,14 +543,36 @@ fn h100_q_and_q_x_say_na_for_the_fabric_it_does_not_support() {
     };
     let profile = profile("h100");
     assert!(!profile.has_fabric());
-    let gpus: Vec<_> = profile
-        .devices()
-        .into_iter()
-        .map(|device| (device, None))
-        .collect();
+    let gpus = profile.devices();
     assert_eq!(gpus.len(), 8);
     check_xml(&run.ok(&["-q", "-x"]), &profile, &gpus);
     check_text(&run.ok(&["-q"]), &profile, &gpus);
+}
+
+#[test]
+fn every_shipped_profile_reads_back_through_q_and_q_x() {
+    let lib_dir = mock_nvml_lib_dir();
+    let dir = repo_root().join("manifests/helm/nvml-mock/profiles");
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .expect("the profiles directory")
+        .filter_map(|entry| {
+            let name = entry.ok()?.file_name().into_string().ok()?;
+            name.strip_suffix(".yaml").map(str::to_owned)
+        })
+        .collect();
+    names.sort();
+    assert!(names.len() >= 2, "{names:?}");
+    for name in &names {
+        let run = Run {
+            lib_dir: lib_dir.path(),
+            profile: name,
+            topology: None,
+            node: None,
+        };
+        let profile = profile(name);
+        check_xml(&run.ok(&["-q", "-x"]), &profile, &profile.devices());
+        check_text(&run.ok(&["-q"]), &profile, &profile.devices());
+    }
 }
 
 #[test]
