@@ -24,6 +24,7 @@ mod registry;
 #[cfg(test)]
 mod tidy;
 mod tools;
+mod upstream_mock;
 
 pub use xtask_support::{dirs, project_root};
 

@@ -101,6 +101,10 @@ const RAW_COMMANDS: &[(&str, &str)] = &[
         "xtask/src/bench_upstream/",
         "builds both sides and times processes",
     ),
+    (
+        "xtask/src/upstream_mock.rs",
+        "builds upstream's mock from its snapshot with its own make",
+    ),
     ("xtask/src/ci.rs", "the CI driver: builds, tests, sandboxes"),
     ("xtask/src/ci/", "the CI driver's steps"),
     (
