@@ -102,6 +102,10 @@ const RAW_COMMANDS: &[(&str, &str)] = &[
         "builds both sides and times processes",
     ),
     (
+        "xtask/src/conformance.rs",
+        "builds both sides and runs the runner once per side and profile",
+    ),
+    (
         "xtask/src/upstream_mock.rs",
         "builds upstream's mock from its snapshot with its own make",
     ),

@@ -92,6 +92,10 @@ pub(crate) struct Upstream {
     pub(crate) profile: PathBuf,
     /// Upstream's gb200 profile as its snapshot ships it.
     pub(crate) original_profile: PathBuf,
+    /// Its `configs/` directory: one `mock-nvml-config-<profile>.yaml` per GPU profile.
+    pub(crate) configs: PathBuf,
+    /// Its `bridge/` Go sources: which functions it exports, and which with behaviour.
+    pub(crate) bridge: PathBuf,
 }
 
 /// Builds upstream once per snapshot hash into the cache; later runs reuse it.
@@ -106,13 +110,19 @@ pub(crate) fn ensure(sh: &Shell, snapshot: Option<&Path>) -> Result<Upstream> {
         check_fabric: dir.join("check-fabric"),
         profile: dir.join("gb200-4gpu.yaml"),
         original_profile: dir.join("gb200-upstream.yaml"),
+        configs: dir.join("configs"),
+        bridge: dir.join("bridge"),
     };
     let done = dir.join(".built");
+    let cached_snapshot = crate::dirs::cache_dir()?.join("peers").join(&pin.file);
     if done.exists() && upstream.original_profile.exists() {
         eprintln!("    upstream: reusing the build in {}", dir.display());
+        if !upstream.configs.is_dir() || !upstream.bridge.is_dir() {
+            let snapshot = find_snapshot(snapshot, &pin, &cached_snapshot)?;
+            extract_sources(sh, &snapshot, &dir, &upstream)?;
+        }
         return Ok(upstream);
     }
-    let cached_snapshot = crate::dirs::cache_dir()?.join("peers").join(&pin.file);
     let snapshot = find_snapshot(snapshot, &pin, &cached_snapshot)?;
     eprintln!(
         "    upstream: building {} offline into {} (a few minutes, once per snapshot)",
@@ -149,6 +159,7 @@ pub(crate) fn ensure(sh: &Shell, snapshot: Option<&Path>) -> Result<Upstream> {
         &upstream.original_profile,
     )?;
     fs::remove_dir_all(&src)?;
+    extract_sources(sh, &snapshot, &dir, &upstream)?;
     if snapshot != cached_snapshot {
         fs::create_dir_all(cached_snapshot.parent().unwrap_or(Path::new("/")))?;
         fs::copy(&snapshot, &cached_snapshot)?;
@@ -157,3 +168,28 @@ pub(crate) fn ensure(sh: &Shell, snapshot: Option<&Path>) -> Result<Upstream> {
     Ok(upstream)
 }
 
+
+/// Upstream's profiles and bridge sources, from the snapshot into the cache directory.
+fn extract_sources(sh: &Shell, snapshot: &Path, dir: &Path, upstream: &Upstream) -> Result<()> {
+    let scratch = dir.join("sources.tmp");
+    if scratch.exists() {
+        fs::remove_dir_all(&scratch)?;
+    }
+    fs::create_dir_all(&scratch)?;
+    cmd!(
+        sh,
+        "tar -xzf {snapshot} -C {scratch} --strip-components=1 --wildcards */pkg/gpu/mocknvml/configs/* */pkg/gpu/mocknvml/bridge/*"
+    )
+    .run()
+    .context("extracting upstream's configs and bridge from its snapshot")?;
+    let mocknvml = scratch.join("pkg/gpu/mocknvml");
+    for (from, to) in [("configs", &upstream.configs), ("bridge", &upstream.bridge)] {
+        if to.exists() {
+            fs::remove_dir_all(to)?;
+        }
+        fs::rename(mocknvml.join(from), to)
+            .with_context(|| format!("moving upstream's {from} into {}", to.display()))?;
+    }
+    fs::remove_dir_all(&scratch)?;
+    Ok(())
+}
