@@ -16,6 +16,7 @@ use std::{
 };
 
 use anyhow::{bail, ensure, Context as _, Result};
+use node_layout::env;
 use nvml_conformance::{
     diff::{self, AllowList, Difference},
     record::{self, Outcome},
@@ -180,10 +181,11 @@ fn run_side(
     for _ in 0..=MAX_CRASHES {
         let skip_text = skip.to_string();
         let output = cmd!(sh, "{runner} run --library {library} --skip {skip_text}")
-            .env("MOCK_NVML_CONFIG", config)
-            .env_remove("MOCK_TOPOLOGY_CONFIG")
-            .env_remove("NODE_NAME")
-            .env_remove("MOCK_NVML_XID_FILE")
+            .env(env::MOCK_NVML_CONFIG, config)
+            .env_remove(env::MOCK_TOPOLOGY_CONFIG)
+            .env_remove(env::NODE_NAME)
+            .env_remove(env::MOCK_NVML_XID_FILE)
+            .env_remove(env::MOCK_NVML_STRICT)
             .ignore_status()
             .quiet()
             .output()?;
@@ -192,7 +194,9 @@ fn run_side(
         if partial.done {
             let devices = outcomes
                 .iter()
-                .filter(|o| o.id.starts_with("nvmlDeviceGetIndex(dev") && o.id.ends_with("out:u32)"))
+                .filter(|o| {
+                    o.id.starts_with("nvmlDeviceGetIndex(dev") && o.id.ends_with("out:u32)")
+                })
                 .count();
             return Ok((outcomes, devices));
         }
@@ -204,14 +208,21 @@ fn run_side(
                 String::from_utf8_lossy(&output.stderr).trim()
             );
         };
-        eprintln!("    {}: {id} ended the process ({})", library.display(), output.status);
+        eprintln!(
+            "    {}: {id} ended the process ({})",
+            library.display(),
+            output.status
+        );
         outcomes.push(Outcome {
             id,
             result: Err(output.status.to_string()),
         });
         skip = n + 1;
     }
-    bail!("{} crashed more than {MAX_CRASHES} times", library.display())
+    bail!(
+        "{} crashed more than {MAX_CRASHES} times",
+        library.display()
+    )
 }
 
 /// The NVML functions upstream exports with behaviour: `//export nvml…` in its bridge, the
@@ -220,7 +231,11 @@ fn upstream_implemented(bridge: &Path) -> Result<BTreeSet<String>> {
     let mut files = Vec::new();
     for entry in fs::read_dir(bridge).with_context(|| format!("listing {}", bridge.display()))? {
         let path = entry?.path();
-        let name = path.file_name().unwrap_or_default().to_string_lossy().into_owned();
+        let name = path
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .into_owned();
         if name.ends_with(".go") && !name.ends_with("_test.go") && name != "stubs_generated.go" {
             files.push(fs::read_to_string(&path)?);
         }
@@ -294,10 +309,18 @@ fn print_report(judged: &[Judged], allow: &AllowList, used: &[usize], work: &Pat
     }
     for j in judged.iter().filter(|j| !j.unexplained.is_empty()) {
         println!();
-        println!("{}: unexplained differences by function (all in {}/{}.diff)", j.profile, work.display(), j.profile);
+        println!(
+            "{}: unexplained differences by function (all in {}/{}.diff)",
+            j.profile,
+            work.display(),
+            j.profile
+        );
         let mut by_function: BTreeMap<&str, Vec<&Difference>> = BTreeMap::new();
         for difference in &j.unexplained {
-            by_function.entry(difference.function()).or_default().push(difference);
+            by_function
+                .entry(difference.function())
+                .or_default()
+                .push(difference);
         }
         for (function, list) in by_function {
             println!("  {function}: {} cases, e.g. {}", list.len(), list[0].id);
@@ -315,7 +338,10 @@ mod tests {
     fn num_devices_goes_under_system_as_upstreams_setup_puts_it() {
         let sized = with_num_devices("version: \"1.0\"\nsystem:\n  driver_version: x\n", 4)
             .expect("has system");
-        assert_eq!(sized, "version: \"1.0\"\nsystem:\n  num_devices: 4\n  driver_version: x\n");
+        assert_eq!(
+            sized,
+            "version: \"1.0\"\nsystem:\n  num_devices: 4\n  driver_version: x\n"
+        );
         assert!(with_num_devices("devices: []\n", 4).is_err());
     }
 

@@ -168,7 +168,6 @@ pub(crate) fn ensure(sh: &Shell, snapshot: Option<&Path>) -> Result<Upstream> {
     Ok(upstream)
 }
 
-
 /// Upstream's profiles and bridge sources, from the snapshot into the cache directory.
 fn extract_sources(sh: &Shell, snapshot: &Path, dir: &Path, upstream: &Upstream) -> Result<()> {
     let scratch = dir.join("sources.tmp");

@@ -32,8 +32,10 @@ impl Difference {
 /// Compares two runs of the same script; returns how many cases were compared and the
 /// differences, in our run's order (cases only one side made come last).
 pub fn compare(ours: &[Outcome], theirs: &[Outcome]) -> (usize, Vec<Difference>) {
-    let theirs_by_id: HashMap<&str, &Outcome> =
-        theirs.iter().map(|outcome| (outcome.id.as_str(), outcome)).collect();
+    let theirs_by_id: HashMap<&str, &Outcome> = theirs
+        .iter()
+        .map(|outcome| (outcome.id.as_str(), outcome))
+        .collect();
     let mut differences = Vec::new();
     for outcome in ours {
         let other = theirs_by_id.get(outcome.id.as_str());
@@ -163,8 +165,14 @@ impl AllowList {
                 .as_ref()
                 .is_none_or(|names| names.iter().any(|name| name == profile))
                 && glob(&entry.call, &difference.id)
-                && entry.ours.as_ref().is_none_or(|g| glob(g, &difference.ours))
-                && entry.theirs.as_ref().is_none_or(|g| glob(g, &difference.theirs))
+                && entry
+                    .ours
+                    .as_ref()
+                    .is_none_or(|g| glob(g, &difference.ours))
+                && entry
+                    .theirs
+                    .as_ref()
+                    .is_none_or(|g| glob(g, &difference.theirs))
         })
     }
 }
@@ -195,14 +203,20 @@ mod tests {
     fn outcome(id: &str, result: &str, outputs: &[&str]) -> Outcome {
         Outcome {
             id: id.into(),
-            result: Ok((result.into(), outputs.iter().map(|o| o.to_string()).collect())),
+            result: Ok((
+                result.into(),
+                outputs.iter().map(|o| o.to_string()).collect(),
+            )),
         }
     }
 
     #[test]
     fn equal_runs_have_no_difference_and_unequal_ones_name_both_sides() {
         let ours = [outcome("a(dev0)", "0", &["42"]), outcome("b()", "3", &[])];
-        let theirs = [outcome("a(dev0)", "0", &["42"]), outcome("b()", "0", &["7"])];
+        let theirs = [
+            outcome("a(dev0)", "0", &["42"]),
+            outcome("b()", "0", &["7"]),
+        ];
         let (compared, differences) = compare(&ours, &theirs);
         assert_eq!(compared, 2);
         assert_eq!(
@@ -225,9 +239,18 @@ mod tests {
 
     #[test]
     fn globs_match_prefixes_middles_and_suffixes() {
-        assert!(glob("nvmlDeviceGetName(*)", "nvmlDeviceGetName(dev0, str:96)"));
-        assert!(glob("*GetName*str:96/1)", "nvmlDeviceGetName(dev3, str:96/1)"));
-        assert!(!glob("*GetName*str:96/1)", "nvmlDeviceGetName(dev3, str:96)"));
+        assert!(glob(
+            "nvmlDeviceGetName(*)",
+            "nvmlDeviceGetName(dev0, str:96)"
+        ));
+        assert!(glob(
+            "*GetName*str:96/1)",
+            "nvmlDeviceGetName(dev3, str:96/1)"
+        ));
+        assert!(!glob(
+            "*GetName*str:96/1)",
+            "nvmlDeviceGetName(dev3, str:96)"
+        ));
         assert!(glob("exact", "exact"));
         assert!(!glob("exact", "exactly"));
         assert!(glob("*", ""));
@@ -264,7 +287,11 @@ mod tests {
     fn the_shipped_allow_list_parses_and_every_entry_has_a_reason() {
         let list = AllowList::parse(SHIPPED_ALLOW).expect("shipped allow-list");
         for entry in &list.allow {
-            assert!(entry.reason.len() > 20, "entry {} needs a reason", entry.call);
+            assert!(
+                entry.reason.len() > 20,
+                "entry {} needs a reason",
+                entry.call
+            );
         }
     }
 }

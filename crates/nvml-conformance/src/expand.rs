@@ -69,7 +69,12 @@ pub fn uninitialised(script: &Script) -> Vec<Case> {
     let mut cases: Vec<Case> = script
         .calls
         .iter()
-        .filter_map(|call| combinations(call, 0).into_iter().next().map(|args| (call, args)))
+        .filter_map(|call| {
+            combinations(call, 0)
+                .into_iter()
+                .next()
+                .map(|args| (call, args))
+        })
         .map(|(call, args)| {
             let args = args.into_iter().map(uninitialised_arg).collect();
             case(call, args, Phase::BeforeInit)
@@ -253,7 +258,10 @@ mod tests {
             "[lifecycle]\nnvmlInit_v2\n[calls]\nnvmlDeviceGetName dev str:96\nnvmlDeviceGetHandleByUUID uuid dev-out",
         )
         .expect("parses");
-        let ids: Vec<String> = uninitialised(&script).into_iter().map(|case| case.id).collect();
+        let ids: Vec<String> = uninitialised(&script)
+            .into_iter()
+            .map(|case| case.id)
+            .collect();
         assert_eq!(
             ids,
             [

@@ -79,7 +79,10 @@ impl Runner {
             0 => Ok(()),
             code => Err(RunError::Setup { call, code }),
         };
-        setup("nvmlInit_v2", self.call("nvmlInit_v2", &[]).unwrap_or(u32::MAX))?;
+        setup(
+            "nvmlInit_v2",
+            self.call("nvmlInit_v2", &[]).unwrap_or(u32::MAX),
+        )?;
         let mut count = 0u32;
         let code = self.call("nvmlDeviceGetCount_v2", &[&mut count as *mut u32 as usize]);
         setup("nvmlDeviceGetCount_v2", code.unwrap_or(u32::MAX))?;
@@ -91,10 +94,16 @@ impl Runner {
             );
             setup("nvmlDeviceGetHandleByIndex_v2", code.unwrap_or(u32::MAX))?;
             let mut uuid = [0u8; 96];
-            let code = self.call("nvmlDeviceGetUUID", &[handle, uuid.as_mut_ptr() as usize, 96]);
+            let code = self.call(
+                "nvmlDeviceGetUUID",
+                &[handle, uuid.as_mut_ptr() as usize, 96],
+            );
             setup("nvmlDeviceGetUUID", code.unwrap_or(u32::MAX))?;
             let mut pci = [0u8; 68];
-            let code = self.call("nvmlDeviceGetPciInfo_v3", &[handle, pci.as_mut_ptr() as usize]);
+            let code = self.call(
+                "nvmlDeviceGetPciInfo_v3",
+                &[handle, pci.as_mut_ptr() as usize],
+            );
             setup("nvmlDeviceGetPciInfo_v3", code.unwrap_or(u32::MAX))?;
             self.handles.push(handle);
             self.uuids.push(c_string(&uuid));
@@ -181,12 +190,17 @@ impl Runner {
             return "NULL".into();
         }
         // SAFETY: NVML returns a NUL-terminated static string.
-        unsafe { CStr::from_ptr(text) }.to_string_lossy().into_owned()
+        unsafe { CStr::from_ptr(text) }
+            .to_string_lossy()
+            .into_owned()
     }
 }
 
 fn c_string(bytes: &[u8]) -> CString {
-    let end = bytes.iter().position(|byte| *byte == 0).unwrap_or(bytes.len());
+    let end = bytes
+        .iter()
+        .position(|byte| *byte == 0)
+        .unwrap_or(bytes.len());
     CString::new(&bytes[..end]).unwrap_or_default()
 }
 

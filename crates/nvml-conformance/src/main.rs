@@ -44,7 +44,13 @@ fn main() -> Result<()> {
             if n < skip {
                 continue;
             }
-            emit(out, &Line::Start { n, id: case.id.clone() })?;
+            emit(
+                out,
+                &Line::Start {
+                    n,
+                    id: case.id.clone(),
+                },
+            )?;
             let (result, outputs) = runner.run(&case);
             emit(out, &Line::Outcome { n, result, outputs })?;
         }

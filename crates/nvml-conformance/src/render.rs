@@ -57,7 +57,9 @@ impl Output {
     /// The buffer an output token stands for.
     pub fn for_token(token: &Token) -> Output {
         match token {
-            Token::Out(scalar, stability) => Output::new(Kind::Scalar(*scalar, *stability), 8, SENTINEL),
+            Token::Out(scalar, stability) => {
+                Output::new(Kind::Scalar(*scalar, *stability), 8, SENTINEL)
+            }
             Token::Obj { size, version } => {
                 let mut output = Output::new(Kind::Bytes, *size, 0);
                 if let Some(version) = version {
@@ -202,8 +204,14 @@ fn text(output: &Output) -> String {
 /// Lower-case hex, trailing zero bytes summarised.
 fn hex(output: &Output) -> String {
     let bytes: Vec<u8> = (0..output.bytes).map(|index| output.byte(index)).collect();
-    let end = bytes.iter().rposition(|byte| *byte != 0).map_or(0, |last| last + 1);
-    let mut text: String = bytes[..end].iter().map(|byte| format!("{byte:02x}")).collect();
+    let end = bytes
+        .iter()
+        .rposition(|byte| *byte != 0)
+        .map_or(0, |last| last + 1);
+    let mut text: String = bytes[..end]
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect();
     if end < bytes.len() {
         text.push_str(&format!("+{}z", bytes.len() - end));
     }

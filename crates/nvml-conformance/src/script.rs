@@ -176,7 +176,9 @@ pub fn parse(text: &str) -> Result<Script, ParseError> {
                         let (name, reason) = text
                             .split_once(' ')
                             .ok_or_else(|| fail(format!("`{text}`: a function and a reason")))?;
-                        script.not_compared.push((name.into(), reason.trim().into()));
+                        script
+                            .not_compared
+                            .push((name.into(), reason.trim().into()));
                     }
                     Section::Lifecycle => script.lifecycle.push(call(text).map_err(fail)?),
                     Section::Calls => script.calls.push(call(text).map_err(fail)?),
@@ -199,7 +201,12 @@ fn call(text: &str) -> Result<Call, String> {
         words.next();
         match words.next() {
             Some("str") => returns = Returns::Str,
-            other => return Err(format!("`-> {}`: only `-> str` exists", other.unwrap_or(""))),
+            other => {
+                return Err(format!(
+                    "`-> {}`: only `-> str` exists",
+                    other.unwrap_or("")
+                ))
+            }
         }
     }
     let tokens = words.map(token).collect::<Result<_, _>>()?;
@@ -212,7 +219,11 @@ fn call(text: &str) -> Result<Call, String> {
 
 fn token(word: &str) -> Result<Token, String> {
     let (kind, value) = word.split_once(':').unwrap_or((word, ""));
-    let size = || value.parse::<usize>().map_err(|_| format!("`{word}`: a byte count"));
+    let size = || {
+        value
+            .parse::<usize>()
+            .map_err(|_| format!("`{word}`: a byte count"))
+    };
     Ok(match (kind, value) {
         ("dev", "") => Token::Dev,
         ("dev2", "") => Token::Dev2,
@@ -243,7 +254,9 @@ fn token(word: &str) -> Result<Token, String> {
         }
         ("obj", _) => match value.split_once('@') {
             Some((size, version)) => Token::Obj {
-                size: size.parse().map_err(|_| format!("`{word}`: a byte count"))?,
+                size: size
+                    .parse()
+                    .map_err(|_| format!("`{word}`: a byte count"))?,
                 version: Some(
                     u32::try_from(number(version)?)
                         .map_err(|_| format!("`{word}`: a 32-bit version"))?,
