@@ -352,9 +352,9 @@ mod tests {
     fn pci_info_follows_the_profile() {
         let devices = gb200();
         let info = pci_info(&devices[2]);
-        assert_eq!(&info.bus_id_legacy[..13], b"0000:41:00.0\0");
-        assert_eq!(&info.bus_id[..17], b"00000000:41:00.0\0");
-        assert_eq!((info.domain, info.bus, info.device), (0, 0x41, 0));
+        assert_eq!(&info.bus_id_legacy[..13], b"0000:4A:00.0\0");
+        assert_eq!(&info.bus_id[..17], b"00000000:4A:00.0\0");
+        assert_eq!((info.domain, info.bus, info.device), (0, 0x4a, 0));
         assert_eq!(info.pci_device_id, devices[2].pci.device_id);
     }
 
@@ -389,10 +389,10 @@ mod tests {
     #[test]
     fn lookups() {
         let devices = gb200();
-        assert_eq!(find_by_bus_id(&devices, "00000000:42:00.0"), Ok(3));
-        assert_eq!(find_by_bus_id(&devices, "42:00.0"), Ok(3));
+        assert_eq!(find_by_bus_id(&devices, "00000000:4B:00.0"), Ok(3));
+        assert_eq!(find_by_bus_id(&devices, "4b:00.0"), Ok(3));
         assert_eq!(
-            find_by_bus_id(&devices, "0000:43:00.0"),
+            find_by_bus_id(&devices, "0000:4c:00.0"),
             Err(abi::ERROR_NOT_FOUND)
         );
         assert_eq!(

@@ -262,7 +262,7 @@ fn table() -> Vec<Entry> {
             let bus_id = if mode == Mode::Null {
                 null()
             } else {
-                c"0000:41:00.0".as_ptr()
+                c"0000:4a:00.0".as_ptr()
             };
             // SAFETY: NULL or a NUL-terminated string; NULL or a valid handle slot.
             unsafe { nvmlDeviceGetHandleByPciBusId(bus_id, out(&mut value, mode)) }
@@ -272,7 +272,7 @@ fn table() -> Vec<Entry> {
             let bus_id = if mode == Mode::Null {
                 null()
             } else {
-                c"00000000:41:00.0".as_ptr()
+                c"00000000:4A:00.0".as_ptr()
             };
             // SAFETY: NULL or a NUL-terminated string; NULL or a valid handle slot.
             unsafe { nvmlDeviceGetHandleByPciBusId_v2(bus_id, out(&mut value, mode)) }
@@ -829,7 +829,7 @@ fn lookups_and_parameters() {
     let mut device = null_mut();
     // SAFETY (all calls below): the pointers point at live locals or NUL-terminated literals.
     assert_eq!(
-        unsafe { nvmlDeviceGetHandleByPciBusId_v2(c"42:00.0".as_ptr(), &mut device) },
+        unsafe { nvmlDeviceGetHandleByPciBusId_v2(c"4b:00.0".as_ptr(), &mut device) },
         abi::SUCCESS
     );
     assert_eq!(device, handle(3));
