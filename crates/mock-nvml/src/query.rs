@@ -475,18 +475,27 @@ mod tests {
 
     #[test]
     fn no_mig_table_no_mig_support_no_addressing_mode() {
-        // h100: MIG-capable, disabled, no table and no addressing mode in the profile.
+        // h100: MIG-capable, disabled, its real table, no addressing mode in the profile.
         let devices = Profile::parse(H100).unwrap().devices();
         let device = &devices[0];
         assert_eq!(max_mig_devices(device), Ok(0));
         assert_eq!(mig_device_at(device, 0), Err(abi::ERROR_NOT_FOUND));
+        let info = gpu_instance_profile(device, 0).unwrap();
         assert_eq!(
-            gpu_instance_profile(device, 0),
-            Err(abi::ERROR_NOT_SUPPORTED)
+            (info.id, info.instance_count, info.memory_size_mb),
+            (19, 7, 9984)
+        );
+        assert_eq!(
+            gpu_instance_profile(device, 6),
+            Err(abi::ERROR_NOT_SUPPORTED),
+            "NVML_GPU_INSTANCE_PROFILE_6_SLICE is not an H100 profile"
         );
         assert_eq!(addressing_mode(device), Err(abi::ERROR_NOT_SUPPORTED));
         // Without mig_mode the part has no MIG at all.
-        let text = H100.replace("  mig_mode: {current: false, pending: false}\n", "");
+        let text = H100.replace(
+            "  mig_mode: {current: false, pending: false, max_devices: 7}\n",
+            "",
+        );
         let devices = Profile::parse(&text).unwrap().devices();
         assert_eq!(devices[0].mig_mode, None);
         assert_eq!(max_mig_devices(&devices[0]), Ok(0));
