@@ -17,11 +17,13 @@
 //! ```
 
 mod ids;
+mod mig;
 mod pcie;
 mod schema;
 mod validate;
 
 pub use ids::{FabricUuid, PciBusId};
+pub use mig::Placements;
 pub use pcie::{PcieTopology, TopologyLevel};
 pub use schema::{
     AddressingMode, Architecture, Brand, Clocks, ComputeCapability, ComputeMode, Ecc, Fabric,
