@@ -165,6 +165,7 @@ macro_rules! string_getter {
 
 mod device;
 mod events;
+mod mig;
 mod structs;
 pub mod stubs;
 mod system;
@@ -172,6 +173,7 @@ mod topo;
 
 pub use device::*;
 pub use events::*;
+pub use mig::*;
 pub use structs::*;
 pub use stubs::*;
 pub use system::*;

@@ -18,6 +18,7 @@
 //! - [`state`]: the reference count, the loaded snapshot and the device handles.
 //! - [`query`]: pure functions from a profile device to NVML values and structs.
 //! - [`topo`]: the same for the PCIe topology and NVLink queries (one owner of the link checks).
+//! - [`mig`]: MIG profiles by name and their placements (C layouts and answers).
 //! - [`abi`]: return codes and `#[repr(C)]` layouts, pinned by tests.
 //! - [`events`]: event sets, Xid delivery from the injection control file, the bounded wait.
 //! - [`config`]: reading and overlaying the profile and topology.
@@ -39,6 +40,7 @@ pub mod events;
 #[allow(unsafe_code)]
 pub mod ffi;
 pub mod locate;
+pub mod mig;
 pub mod query;
 pub mod state;
 pub mod topo;

@@ -69,4 +69,8 @@ pub const EXPORTS: &[&str] = &[
     "nvmlDeviceGetSupportedEventTypes",
     "nvmlEventSetWait_v2",
     "nvmlEventSetWait",
+    // MIG profiles by name and their placements (i22-profiles).
+    "nvmlDeviceGetGpuInstanceProfileInfoV",
+    "nvmlDeviceGetGpuInstancePossiblePlacements_v2",
+    "nvmlDeviceGetGpuInstancePossiblePlacements",
 ];
