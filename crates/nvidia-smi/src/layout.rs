@@ -53,6 +53,20 @@ fn section(label: &'static str, element: &'static str, children: Vec<Node>) -> N
 
 /// The entries of one GPU, in nvidia-smi's order.
 pub fn gpu(gpu: &Gpu) -> Vec<Node> {
+    let mut nodes = identity(gpu);
+    nodes.push(section("PCI", "pci", pci(gpu)));
+    nodes.push(section(
+        "FB Memory Usage",
+        "fb_memory_usage",
+        memory(&gpu.memory),
+    ));
+    nodes.extend(operation(gpu));
+    nodes.push(section("Fabric", "fabric", fabric(&gpu.fabric)));
+    nodes
+}
+
+/// From the product name to the board id.
+fn identity(gpu: &Gpu) -> Vec<Node> {
     vec![
         value("Product Name", "product_name", gpu.product_name.text()),
         value(
@@ -88,8 +102,12 @@ pub fn gpu(gpu: &Gpu) -> Vec<Node> {
             gpu.minor_number.show(u32::to_string),
         ),
         value("Board ID", "board_id", gpu.board_id.show(lower_hex)),
-        section("PCI", "pci", pci(gpu)),
-        section("FB Memory Usage", "fb_memory_usage", memory(&gpu.memory)),
+    ]
+}
+
+/// From the compute mode to the max clocks.
+fn operation(gpu: &Gpu) -> Vec<Node> {
+    vec![
         value(
             "Compute Mode",
             "compute_mode",
@@ -131,7 +149,6 @@ pub fn gpu(gpu: &Gpu) -> Vec<Node> {
         ),
         section("Clocks", "clocks", clocks(&gpu.clocks)),
         section("Max Clocks", "max_clocks", clocks(&gpu.max_clocks)),
-        section("Fabric", "fabric", fabric(&gpu.fabric)),
     ]
 }
 
