@@ -18,6 +18,8 @@
 //! - [`state`]: the reference count, the loaded snapshot and the device handles.
 //! - [`query`]: pure functions from a profile device to NVML values and structs.
 //! - [`topo`]: the same for the PCIe topology and NVLink queries (one owner of the link checks).
+//! - [`activity`]: the same for PCIe extras, affinity, P2P, processes, codecs, NVLink counters
+//!   and C2C ([`activity_abi`] their C types); [`fields`] the field values.
 //! - [`abi`]: return codes and `#[repr(C)]` layouts, pinned by tests.
 //! - [`events`]: event sets, Xid delivery from the injection control file, the bounded wait.
 //! - [`config`]: reading and overlaying the profile and topology.
@@ -34,10 +36,13 @@
 //! dependencies. Its own tests and benchmark reach it the same way (`tests/`, `benches/`).
 
 pub mod abi;
+pub mod activity;
+pub mod activity_abi;
 pub mod config;
 pub mod events;
 #[allow(unsafe_code)]
 pub mod ffi;
+pub mod fields;
 pub mod locate;
 pub mod query;
 pub mod state;
