@@ -421,6 +421,35 @@ pub fn c2c(device: &Device) -> Result<C2cModeInfo, NvmlReturn> {
     })
 }
 
+// ---------------------------------------------------------------- platform
+
+/// `nvmlDeviceGetPlatformInfo`: v1 or v2 (the same layout), from the profile's `platform` and the
+/// GPU's `module_id`; ARGUMENT_VERSION_MISMATCH for another version, NOT_SUPPORTED without
+/// `platform`. The InfiniBand GUID is not modelled (zero, as NVML leaves unused bytes).
+pub fn platform_info(device: &Device, version: u32) -> Result<cabi::PlatformInfo, NvmlReturn> {
+    if version != cabi::PLATFORM_INFO_V1 && version != cabi::PLATFORM_INFO_V2 {
+        return Err(abi::ERROR_ARGUMENT_VERSION_MISMATCH);
+    }
+    let platform = device.platform.as_ref().ok_or(abi::ERROR_NOT_SUPPORTED)?;
+    let mut serial = [0u8; 16];
+    let bytes = platform.chassis_serial.as_bytes();
+    let length = bytes.len().min(serial.len() - 1);
+    serial[..length].copy_from_slice(&bytes[..length]);
+    Ok(cabi::PlatformInfo {
+        version,
+        ib_guid: [0; 16],
+        chassis_serial_number: serial,
+        slot_number: platform.slot_number,
+        tray_index: platform.tray_index,
+        host_id: platform.host_id,
+        peer_type: match platform.peer_type {
+            nvml_profile::PeerType::DirectConnected => 0,
+            nvml_profile::PeerType::SwitchConnected => 1,
+        },
+        module_id: u8::try_from(device.module_id).map_err(|_| abi::ERROR_UNKNOWN)?,
+    })
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 #[path = "activity_tests.rs"]

@@ -113,6 +113,28 @@ pub struct FieldValue {
     pub value: u64,
 }
 
+/// `nvmlPlatformInfo_v2_t` (v1 has the same layout: `rackGuid`, `chassisPhysicalSlotNumber`,
+/// `computeSlotIndex`, `nodeIndex` where v2 has `chassisSerialNumber`, `slotNumber`,
+/// `trayIndex`, `hostId`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[allow(missing_docs)]
+pub struct PlatformInfo {
+    pub version: u32,
+    pub ib_guid: [u8; 16],
+    pub chassis_serial_number: [u8; 16],
+    pub slot_number: u8,
+    pub tray_index: u8,
+    pub host_id: u8,
+    pub peer_type: u8,
+    pub module_id: u8,
+}
+
+/// `nvmlPlatformInfo_v1`.
+pub const PLATFORM_INFO_V1: u32 = struct_version(size_of::<PlatformInfo>(), 1);
+/// `nvmlPlatformInfo_v2`.
+pub const PLATFORM_INFO_V2: u32 = struct_version(size_of::<PlatformInfo>(), 2);
+
 /// `nvmlGpuP2PStatus_t` values the mock answers.
 pub const P2P_STATUS_OK: u32 = 0;
 /// `NVML_P2P_STATUS_NOT_SUPPORTED`.
@@ -148,6 +170,10 @@ mod tests {
         assert_eq!(size_of::<GpmSupport>(), 8);
         assert_eq!(size_of::<C2cModeInfo>(), 4);
         assert_eq!(size_of::<FieldValue>(), 40);
+        assert_eq!(size_of::<PlatformInfo>(), 44);
+        assert_eq!(offset_of!(PlatformInfo, slot_number), 36);
+        assert_eq!(offset_of!(PlatformInfo, module_id), 40);
+        assert_eq!(PLATFORM_INFO_V2, 0x0200_002C);
         assert_eq!(offset_of!(FieldValue, value_type), 24);
         assert_eq!(offset_of!(FieldValue, value), 32);
     }

@@ -105,6 +105,36 @@ pub struct C2c {
     pub enabled: bool,
 }
 
+/// How a GPU reaches its NVLink peers (`nvmlPlatformInfo_t.peerType`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PeerType {
+    /// Directly, GPU to GPU (0).
+    DirectConnected,
+    /// Through NVSwitch trays (1).
+    SwitchConnected,
+}
+
+/// `platform`: where the board sits in its rack (`nvmlDeviceGetPlatformInfo`); the GPU's
+/// `module_id` is the platform's module id.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Platform {
+    /// The chassis (rack) serial number, at most 15 bytes.
+    pub chassis_serial: String,
+    /// The physical slot in the chassis, switch trays included.
+    pub slot_number: u8,
+    /// The position among the compute trays.
+    pub tray_index: u8,
+    /// The OS domain within the tray.
+    pub host_id: u8,
+    /// How the GPU reaches its NVLink peers.
+    pub peer_type: PeerType,
+}
+
+/// `nvmlPlatformInfo_t.chassisSerialNumber` holds 16 bytes, NUL included.
+const CHASSIS_SERIAL_MAX: usize = 15;
+
 /// NVML's process name buffer (`nvmlSystemGetProcessName` callers pass 64 at most).
 const PROCESS_NAME_BUFFER: usize = 64;
 
@@ -116,6 +146,7 @@ pub(crate) fn check(doc: &Document) -> Result<()> {
         &defaults.processes,
         &defaults.codecs,
         &defaults.pci_class,
+        &defaults.platform,
     ))
     .chain(doc.devices.iter().enumerate().map(|(n, entry)| {
         (
@@ -123,9 +154,13 @@ pub(crate) fn check(doc: &Document) -> Result<()> {
             &entry.processes,
             &entry.codecs,
             &entry.pci_class,
+            &entry.platform,
         )
     }));
-    for (at, processes, codecs, pci_class) in sections {
+    for (at, processes, codecs, pci_class, platform) in sections {
+        if let Some(platform) = platform {
+            check_platform(&format!("{at}.platform"), platform)?;
+        }
         if let Some(processes) = processes {
             check_processes(&format!("{at}.processes"), processes)?;
         }
@@ -158,6 +193,20 @@ pub(crate) fn check_processes(field: &str, processes: &[Process]) -> Result<()> 
         if let Some((name, value)) = utils.iter().find(|(_, value)| *value > 100) {
             return invalid(&format!("{at}.{name}"), format!("is {value}, at most 100"));
         }
+    }
+    Ok(())
+}
+
+/// Validates the platform's chassis serial length.
+pub(crate) fn check_platform(field: &str, platform: &Platform) -> Result<()> {
+    if platform.chassis_serial.len() > CHASSIS_SERIAL_MAX {
+        return invalid(
+            &format!("{field}.chassis_serial"),
+            format!(
+                "is {} bytes, at most {CHASSIS_SERIAL_MAX}",
+                platform.chassis_serial.len()
+            ),
+        );
     }
     Ok(())
 }
@@ -250,6 +299,21 @@ mod tests {
         let devices = crate::Profile::parse(&text).unwrap().devices();
         assert_eq!(devices[0].processes[0].name, "trainer");
         assert!(devices[1].processes.is_empty());
+        let platform = text.replace(
+            "\ndevices:\n",
+            "\n  platform: {chassis_serial: \"1234567890123456\", slot_number: 1, tray_index: 1, host_id: 0, peer_type: direct_connected}\ndevices:\n",
+        );
+        let error = crate::Profile::parse(&platform).unwrap_err().to_string();
+        assert!(
+            error.contains("device_defaults.platform.chassis_serial"),
+            "{error}"
+        );
+        let platform = platform.replace("1234567890123456", "123");
+        let devices = crate::Profile::parse(&platform).unwrap().devices();
+        assert_eq!(
+            devices[2].platform.as_ref().unwrap().peer_type,
+            PeerType::DirectConnected
+        );
         let bad = text.replace("name: trainer", "name: \"\"");
         let error = crate::Profile::parse(&bad).unwrap_err().to_string();
         assert!(error.contains("devices[0].processes[0].name"), "{error}");

@@ -22,7 +22,9 @@ mod pcie;
 mod schema;
 mod validate;
 
-pub use activity::{C2c, Codecs, NvLinkCounters, PciClass, PcieCounters, Process, ProcessKind};
+pub use activity::{
+    C2c, Codecs, NvLinkCounters, PciClass, PcieCounters, PeerType, Platform, Process, ProcessKind,
+};
 pub use ids::{FabricUuid, PciBusId};
 pub use pcie::{PcieTopology, TopologyLevel};
 pub use schema::{
@@ -147,6 +149,8 @@ pub struct Device {
     pub nvlink_counters: Option<NvLinkCounters>,
     /// NVLink-C2C; `None` means NOT_SUPPORTED.
     pub c2c: Option<C2c>,
+    /// Rack placement; `None` means NOT_SUPPORTED.
+    pub platform: Option<Platform>,
 }
 
 impl Profile {
@@ -296,6 +300,7 @@ impl Profile {
                 .unwrap_or_default(),
             nvlink_counters: entry.nvlink_counters.or(defaults.nvlink_counters),
             c2c: entry.c2c.or(defaults.c2c),
+            platform: entry.platform.clone().or_else(|| defaults.platform.clone()),
         })
     }
 }

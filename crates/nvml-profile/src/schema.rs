@@ -81,6 +81,8 @@ pub(crate) struct DeviceDefaults {
     pub(crate) nvlink_counters: Option<crate::activity::NvLinkCounters>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) c2c: Option<crate::activity::C2c>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) platform: Option<crate::activity::Platform>,
 }
 
 /// One GPU: its identity, and any default it overrides.
@@ -147,6 +149,8 @@ pub(crate) struct DeviceEntry {
     pub(crate) nvlink_counters: Option<crate::activity::NvLinkCounters>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) c2c: Option<crate::activity::C2c>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) platform: Option<crate::activity::Platform>,
 }
 
 /// The product brand NVML reports.

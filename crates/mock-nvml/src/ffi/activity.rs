@@ -523,6 +523,26 @@ pub unsafe extern "C" fn nvmlGpmQueryDeviceSupport(
     })
 }
 
+/// `nvmlDeviceGetPlatformInfo`: see [`activity::platform_info`]; the caller sets `version`.
+///
+/// # Safety
+/// `info` must be NULL or valid for reading and writing an `nvmlPlatformInfo_t`.
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetPlatformInfo(
+    device: nvmlDevice_t,
+    info: *mut cabi::PlatformInfo,
+) -> NvmlReturn {
+    guard(|| {
+        let value = with_device(device, |_, device| {
+            // SAFETY: forwarded from this function's contract.
+            let version = unsafe { get_u32(info.cast_const().cast()) }?;
+            activity::platform_info(device, version)
+        })?;
+        // SAFETY: forwarded from this function's contract.
+        unsafe { put(info, value) }
+    })
+}
+
 /// `nvmlDeviceGetC2cModeInfoV`: the profile's `c2c` (NOT_SUPPORTED without it).
 ///
 /// # Safety

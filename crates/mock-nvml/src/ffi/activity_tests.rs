@@ -18,12 +18,60 @@ use crate::activity_abi::{
 
 /// GB200 with two processes on GPU 0 (pid 41 compute, pid 42 graphics).
 fn gb200_with_processes() -> String {
-    GB200.replace(
+    with_platform(GB200).replace(
         "    module_id: 1\n",
         "    module_id: 1\n    processes:\n\
          \x20     - {pid: 41, name: trainer, kind: compute, used_memory: 1073741824, sm_util: 90}\n\
          \x20     - {pid: 42, name: Xorg, kind: graphics, used_memory: 4096, decoder_util: 5}\n",
     )
+}
+
+/// `text` with a `platform` section in its device defaults.
+fn with_platform(text: &str) -> String {
+    text.replacen(
+        "\ndevices:\n",
+        "\n  platform: {chassis_serial: \"1823224001234\", slot_number: 9, tray_index: 5, host_id: 1, peer_type: switch_connected}\ndevices:\n",
+        1,
+    )
+}
+
+#[test]
+fn platform_info_comes_from_the_platform_section() {
+    let _session = Session::new(&with_platform(GB200), None);
+    assert_eq!(nvmlInit_v2(), abi::SUCCESS);
+    // SAFETY: zeroed plain-old-data C struct.
+    let mut info: cabi::PlatformInfo = unsafe { std::mem::zeroed() };
+    for version in [cabi::PLATFORM_INFO_V1, cabi::PLATFORM_INFO_V2] {
+        info.version = version;
+        // SAFETY: a valid struct.
+        assert_eq!(
+            unsafe { nvmlDeviceGetPlatformInfo(handle(1), &mut info) },
+            abi::SUCCESS
+        );
+        assert_eq!(&info.chassis_serial_number[..14], b"1823224001234\0");
+        assert_eq!((info.slot_number, info.tray_index, info.host_id), (9, 5, 1));
+        assert_eq!(
+            (info.peer_type, info.module_id, info.version),
+            (1, 2, version)
+        );
+    }
+    info.version = 3;
+    // SAFETY: a valid struct.
+    assert_eq!(
+        unsafe { nvmlDeviceGetPlatformInfo(handle(1), &mut info) },
+        abi::ERROR_ARGUMENT_VERSION_MISMATCH
+    );
+    nvmlShutdown();
+    drop(_session);
+    let _session = Session::new(GB200, None);
+    assert_eq!(nvmlInit_v2(), abi::SUCCESS);
+    info.version = cabi::PLATFORM_INFO_V2;
+    // SAFETY: a valid struct.
+    assert_eq!(
+        unsafe { nvmlDeviceGetPlatformInfo(handle(1), &mut info) },
+        abi::ERROR_NOT_SUPPORTED,
+        "as upstream's shipped gb200"
+    );
 }
 
 struct Entry {
@@ -284,6 +332,19 @@ fn table() -> Vec<Entry> {
                 };
                 // SAFETY: NULL or a valid struct.
                 unsafe { nvmlGpmQueryDeviceSupport(device, out(&mut value, mode)) }
+            },
+        },
+        Entry {
+            name: "nvmlDeviceGetPlatformInfo",
+            takes_handle: true,
+            has_output: true,
+            valid: abi::SUCCESS,
+            call: |device, mode| {
+                // SAFETY: zeroed plain-old-data C struct.
+                let mut value: cabi::PlatformInfo = unsafe { std::mem::zeroed() };
+                value.version = cabi::PLATFORM_INFO_V2;
+                // SAFETY: NULL or a valid struct.
+                unsafe { nvmlDeviceGetPlatformInfo(device, out(&mut value, mode)) }
             },
         },
         one!(nvmlDeviceGetC2cModeInfoV, C2cModeInfo),
@@ -765,6 +826,7 @@ fn missing_sections_are_not_supported() {
         "nvmlDeviceGetFBCStats",
         "nvmlDeviceGetEncoderSessions",
         "nvmlDeviceGetFBCSessions",
+        "nvmlDeviceGetPlatformInfo",
         "nvmlDeviceGetC2cModeInfoV",
     ];
     for entry in table() {

@@ -95,6 +95,7 @@ pub const EXPORTS: &[&str] = &[
     "nvmlDeviceGetFBCSessions",
     "nvmlDeviceGetFieldValues",
     "nvmlGpmQueryDeviceSupport",
+    "nvmlDeviceGetPlatformInfo",
     "nvmlDeviceGetC2cModeInfoV",
     "nvmlDeviceGetDeviceHandleFromMigDeviceHandle",
     "nvmlDeviceGetComputeRunningProcesses_v3",
