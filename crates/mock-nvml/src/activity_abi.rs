@@ -90,6 +90,33 @@ pub struct GpmSupport {
 /// `NVML_GPM_SUPPORT_VERSION`.
 pub const GPM_SUPPORT_VERSION: u32 = 1;
 
+/// `nvmlGpmMetric_t`: the caller sets `metric_id`; `metric_info` is three C-string pointers
+/// (short name, long name, unit), NULL when not defined.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[allow(missing_docs)]
+pub struct GpmMetric {
+    pub metric_id: u32,
+    pub nvml_return: u32,
+    pub value: f64,
+    pub metric_info: [*const std::ffi::c_char; 3],
+}
+
+/// `nvmlGpmMetricsGet_t`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[allow(missing_docs)]
+pub struct GpmMetricsGet {
+    pub version: u32,
+    pub num_metrics: u32,
+    pub sample1: usize,
+    pub sample2: usize,
+    pub metrics: [GpmMetric; 210],
+}
+
+/// `NVML_GPM_METRICS_GET_VERSION`.
+pub const GPM_METRICS_GET_VERSION: u32 = 1;
+
 /// `nvmlC2cModeInfo_v1_t` (no version field, despite the `V` of its query).
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -170,6 +197,11 @@ mod tests {
         assert_eq!(size_of::<GpmSupport>(), 8);
         assert_eq!(size_of::<C2cModeInfo>(), 4);
         assert_eq!(size_of::<FieldValue>(), 40);
+        assert_eq!(size_of::<GpmMetric>(), 40);
+        assert_eq!(offset_of!(GpmMetric, value), 8);
+        assert_eq!(offset_of!(GpmMetricsGet, sample1), 8);
+        assert_eq!(offset_of!(GpmMetricsGet, metrics), 24);
+        assert_eq!(size_of::<GpmMetricsGet>(), 24 + 210 * 40);
         assert_eq!(size_of::<PlatformInfo>(), 44);
         assert_eq!(offset_of!(PlatformInfo, slot_number), 36);
         assert_eq!(offset_of!(PlatformInfo, module_id), 40);

@@ -19,7 +19,8 @@
 //! - [`query`]: pure functions from a profile device to NVML values and structs.
 //! - [`topo`]: the same for the PCIe topology and NVLink queries (one owner of the link checks).
 //! - [`activity`]: the same for PCIe extras, affinity, P2P, processes, codecs, NVLink counters
-//!   and C2C ([`activity_abi`] their C types); [`fields`] the field values.
+//!   and C2C ([`activity_abi`] their C types); [`fields`] the field values, [`gpm`]
+//!   GPU performance monitoring.
 //! - [`abi`]: return codes and `#[repr(C)]` layouts, pinned by tests.
 //! - [`events`]: event sets, Xid delivery from the injection control file, the bounded wait.
 //! - [`config`]: reading and overlaying the profile and topology.
@@ -43,6 +44,7 @@ pub mod events;
 #[allow(unsafe_code)]
 pub mod ffi;
 pub mod fields;
+pub mod gpm;
 pub mod locate;
 pub mod query;
 pub mod state;

@@ -1,12 +1,13 @@
-//! Issue 22, "misc" area: PCIe extras, affinity, P2P, NVLink counters, codecs, GPM support, C2C
-//! and the MIG parent lookup (answers in [`crate::activity`]; processes in `ffi/processes.rs`).
+//! Issue 22, "misc" area: PCIe extras, affinity, P2P, NVLink counters, codecs, field values,
+//! platform, C2C and the MIG parent lookup (answers in [`crate::activity`]; processes in
+//! `ffi/processes.rs`, GPM in `ffi/gpm.rs`).
 
 use std::ffi::{c_ulong, c_ulonglong};
 
 use super::*;
 use crate::{
     activity::{self, CounterSet, Engine},
-    activity_abi::{self as cabi, C2cModeInfo, FbcStats, FieldValue, GpmSupport, PciInfoExt},
+    activity_abi::{self as cabi, C2cModeInfo, FbcStats, FieldValue, PciInfoExt},
 };
 
 /// Writes `values` to the caller's array of `length` elements, zeroing the rest.
@@ -493,35 +494,7 @@ pub unsafe extern "C" fn nvmlDeviceGetFieldValues(
     })
 }
 
-// ---------------------------------------------------------------- GPM, C2C, MIG
-
-/// `nvmlGpmQueryDeviceSupport`: the mock samples no GPM metrics, so `isSupportedDevice` is 0 on
-/// every part (as on pre-Hopper GPUs); ARGUMENT_VERSION_MISMATCH unless `version` is 1.
-///
-/// # Safety
-/// `support` must be NULL or valid for reading and writing an `nvmlGpmSupport_t`.
-#[no_mangle]
-pub unsafe extern "C" fn nvmlGpmQueryDeviceSupport(
-    device: nvmlDevice_t,
-    support: *mut GpmSupport,
-) -> NvmlReturn {
-    guard(|| {
-        let version = with_device(device, |_, _| {
-            // SAFETY: forwarded from this function's contract.
-            let version = unsafe { get_u32(support.cast_const().cast()) }?;
-            if version != cabi::GPM_SUPPORT_VERSION {
-                return Err(abi::ERROR_ARGUMENT_VERSION_MISMATCH);
-            }
-            Ok(version)
-        })?;
-        let value = GpmSupport {
-            version,
-            is_supported_device: 0,
-        };
-        // SAFETY: forwarded from this function's contract.
-        unsafe { put(support, value) }
-    })
-}
+// ---------------------------------------------------------------- platform, C2C, MIG
 
 /// `nvmlDeviceGetPlatformInfo`: see [`activity::platform_info`]; the caller sets `version`.
 ///

@@ -12,8 +12,8 @@ use nvml_profile::{GB200, H100};
 use super::tests::{handle, out, slot0, Mode, Session};
 use super::*;
 use crate::activity_abi::{
-    self as cabi, C2cModeInfo, FbcStats, FieldValue, GpmSupport, PciInfoExt, ProcessInfo,
-    ProcessUtilizationSample,
+    self as cabi, C2cModeInfo, FbcStats, FieldValue, GpmMetric, GpmMetricsGet, GpmSupport,
+    PciInfoExt, ProcessInfo, ProcessUtilizationSample,
 };
 
 /// GB200 with two processes on GPU 0 (pid 41 compute, pid 42 graphics).
@@ -335,6 +335,47 @@ fn table() -> Vec<Entry> {
             },
         },
         Entry {
+            name: "nvmlGpmSampleAlloc",
+            takes_handle: false,
+            has_output: true,
+            valid: abi::SUCCESS,
+            call: |_, mode| {
+                let mut sample = null_mut();
+                // SAFETY: NULL or a valid slot.
+                unsafe { nvmlGpmSampleAlloc(out(&mut sample, mode)) }
+            },
+        },
+        Entry {
+            name: "nvmlGpmSampleFree",
+            takes_handle: false,
+            has_output: true,
+            valid: abi::SUCCESS,
+            call: |_, mode| nvmlGpmSampleFree(sample(mode)),
+        },
+        Entry {
+            name: "nvmlGpmSampleGet",
+            takes_handle: true,
+            has_output: true,
+            valid: abi::SUCCESS,
+            call: |device, mode| nvmlGpmSampleGet(device, sample(mode)),
+        },
+        Entry {
+            name: "nvmlGpmMetricsGet",
+            takes_handle: true,
+            has_output: true,
+            valid: abi::SUCCESS,
+            call: |device, mode| {
+                let mut request = metrics_request(device, &[1, 5]);
+                let pointer = if mode == Mode::Null {
+                    null_mut()
+                } else {
+                    &mut *request as *mut GpmMetricsGet
+                };
+                // SAFETY: NULL or a valid request.
+                unsafe { nvmlGpmMetricsGet(pointer) }
+            },
+        },
+        Entry {
             name: "nvmlDeviceGetPlatformInfo",
             takes_handle: true,
             has_output: true,
@@ -451,6 +492,115 @@ fn field_values_answer_each_entry() {
     assert_eq!(
         unsafe { nvmlDeviceGetFieldValues(handle(1), -1, values.as_mut_ptr()) },
         abi::ERROR_INVALID_ARGUMENT
+    );
+}
+
+/// A new GPM sample, or NULL in [`Mode::Null`] (and before init, when allocation fails).
+fn sample(mode: Mode) -> nvmlGpmSample_t {
+    let mut sample = null_mut();
+    if mode != Mode::Null {
+        // SAFETY: a valid slot.
+        unsafe { nvmlGpmSampleAlloc(&mut sample) };
+    }
+    sample
+}
+
+/// A metrics request for `ids` over two samples taken on `device` (failures leave them untaken).
+fn metrics_request(device: nvmlDevice_t, ids: &[u32]) -> Box<GpmMetricsGet> {
+    let (first, second) = (sample(Mode::Valid), sample(Mode::Valid));
+    nvmlGpmSampleGet(device, first);
+    nvmlGpmSampleGet(device, second);
+    let blank = GpmMetric {
+        metric_id: 0,
+        nvml_return: 99,
+        value: -1.0,
+        metric_info: [std::ptr::null(); 3],
+    };
+    let mut request = Box::new(GpmMetricsGet {
+        version: cabi::GPM_METRICS_GET_VERSION,
+        num_metrics: ids.len() as u32,
+        sample1: first as usize,
+        sample2: second as usize,
+        metrics: [blank; 210],
+    });
+    for (entry, id) in request.metrics.iter_mut().zip(ids) {
+        entry.metric_id = *id;
+    }
+    request
+}
+
+#[test]
+fn gpm_samples_and_metrics_follow_the_architecture_and_profile() {
+    let _session = Session::new(GB200, None);
+    assert_eq!(nvmlInit_v2(), abi::SUCCESS);
+    let mut request = metrics_request(handle(2), &[2, 10, 20, 13, 300]);
+    // SAFETY: a valid request.
+    assert_eq!(unsafe { nvmlGpmMetricsGet(&mut *request) }, abi::SUCCESS);
+    let answers: Vec<(u32, f64)> = request.metrics[..5]
+        .iter()
+        .map(|m| (m.nvml_return, m.value))
+        .collect();
+    assert_eq!(
+        answers,
+        vec![
+            (abi::SUCCESS, 0.0),
+            (abi::SUCCESS, 0.0),
+            (abi::SUCCESS, 0.0),
+            (abi::ERROR_NOT_SUPPORTED, 0.0),
+            (abi::ERROR_INVALID_ARGUMENT, 0.0),
+        ]
+    );
+    assert_eq!(
+        request.metrics[5].nvml_return, 99,
+        "past numMetrics: untouched"
+    );
+    let mut mixed = metrics_request(handle(2), &[1]);
+    let other = sample(Mode::Valid);
+    assert_eq!(nvmlGpmSampleGet(handle(3), other), abi::SUCCESS);
+    mixed.sample2 = other as usize;
+    // SAFETY: a valid request over two GPUs' samples.
+    assert_eq!(
+        unsafe { nvmlGpmMetricsGet(&mut *mixed) },
+        abi::ERROR_INVALID_ARGUMENT
+    );
+    mixed.version = 2;
+    // SAFETY: as above.
+    assert_eq!(
+        unsafe { nvmlGpmMetricsGet(&mut *mixed) },
+        abi::ERROR_ARGUMENT_VERSION_MISMATCH
+    );
+    mixed.version = 1;
+    mixed.num_metrics = 211;
+    // SAFETY: as above.
+    assert_eq!(
+        unsafe { nvmlGpmMetricsGet(&mut *mixed) },
+        abi::ERROR_INVALID_ARGUMENT
+    );
+    assert_eq!(nvmlGpmSampleFree(other), abi::SUCCESS);
+    assert_eq!(
+        nvmlGpmSampleFree(other),
+        abi::ERROR_INVALID_ARGUMENT,
+        "freed twice"
+    );
+    drop(_session);
+    let _session = Session::new(
+        &GB200.replace("architecture: blackwell", "architecture: ampere"),
+        None,
+    );
+    assert_eq!(nvmlInit_v2(), abi::SUCCESS);
+    let mut support = GpmSupport {
+        version: 1,
+        is_supported_device: 9,
+    };
+    // SAFETY: a valid struct.
+    assert_eq!(
+        unsafe { nvmlGpmQueryDeviceSupport(handle(0), &mut support) },
+        abi::SUCCESS
+    );
+    assert_eq!(support.is_supported_device, 0, "pre-Hopper");
+    assert_eq!(
+        nvmlGpmSampleGet(handle(0), sample(Mode::Valid)),
+        abi::ERROR_NOT_SUPPORTED
     );
 }
 
@@ -779,7 +929,7 @@ fn counters_codecs_gpm_and_c2c_values() {
         unsafe { nvmlGpmQueryDeviceSupport(gpu, &mut gpm) },
         abi::SUCCESS
     );
-    assert_eq!(gpm.is_supported_device, 0);
+    assert_eq!(gpm.is_supported_device, 1, "Blackwell");
     let mut c2c = C2cModeInfo { is_c2c_enabled: 9 };
     // SAFETY: a valid struct.
     assert_eq!(

@@ -69,7 +69,7 @@ pub const EXPORTS: &[&str] = &[
     "nvmlDeviceGetSupportedEventTypes",
     "nvmlEventSetWait_v2",
     "nvmlEventSetWait",
-    // ---- issue 22, misc area (ffi/activity.rs, ffi/processes.rs)
+    // ---- issue 22, misc area (ffi/activity.rs, ffi/gpm.rs, ffi/processes.rs)
     "nvmlDeviceGetPciInfoExt",
     "nvmlDeviceGetPcieThroughput",
     "nvmlDeviceGetPcieReplayCounter",
@@ -95,6 +95,10 @@ pub const EXPORTS: &[&str] = &[
     "nvmlDeviceGetFBCSessions",
     "nvmlDeviceGetFieldValues",
     "nvmlGpmQueryDeviceSupport",
+    "nvmlGpmSampleAlloc",
+    "nvmlGpmSampleFree",
+    "nvmlGpmSampleGet",
+    "nvmlGpmMetricsGet",
     "nvmlDeviceGetPlatformInfo",
     "nvmlDeviceGetC2cModeInfoV",
     "nvmlDeviceGetDeviceHandleFromMigDeviceHandle",
