@@ -990,3 +990,42 @@ fn missing_sections_are_not_supported() {
     let code = unsafe { nvmlDeviceGetProcessUtilization(gpu, null_mut(), &mut count, 0) };
     assert_eq!(code, abi::ERROR_NOT_FOUND, "no process, no sample");
 }
+
+#[test]
+fn v1_symbols_write_the_v1_pci_struct_only() {
+    let _session = Session::new(GB200, None);
+    assert_eq!(nvmlInit_v2(), abi::SUCCESS);
+    let mut count: c_uint = 0;
+    // SAFETY: a valid slot (the generated `_v1` aliases forward to the v1 implementations).
+    assert_eq!(
+        unsafe { nvmlDeviceGetCount_v1(std::ptr::addr_of_mut!(count).cast()) },
+        abi::SUCCESS
+    );
+    assert_eq!(count, 4);
+    let mut device: nvmlDevice_t = null_mut();
+    // SAFETY: a valid slot.
+    assert_eq!(
+        unsafe { nvmlDeviceGetHandleByIndex_v1(1, std::ptr::addr_of_mut!(device).cast()) },
+        abi::SUCCESS
+    );
+    assert_eq!(device, handle(1));
+    for call in [
+        // SAFETY (both): a 68-byte buffer, larger than the 52-byte v1 struct.
+        |buffer: *mut u8| unsafe { nvmlDeviceGetPciInfo_v1(handle(1), buffer.cast()) },
+        |buffer: *mut u8| unsafe {
+            nvmlDeviceGetNvLinkRemotePciInfo_v1(handle(1), 2, buffer.cast())
+        },
+    ] {
+        let mut buffer = [0x55u8; 68];
+        assert_eq!(call(buffer.as_mut_ptr()), abi::SUCCESS);
+        assert!(
+            buffer[52..].iter().all(|byte| *byte == 0x55),
+            "nothing past 52 bytes"
+        );
+        assert_eq!(buffer[48..52], [0; 4], "reserved words zero");
+        assert_eq!(
+            buffer[12], 0,
+            "a 12-character bus id and its NUL in 16 bytes"
+        );
+    }
+}
