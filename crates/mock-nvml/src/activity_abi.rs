@@ -52,6 +52,24 @@ pub struct ProcessInfo {
     pub compute_instance_id: u32,
 }
 
+/// `nvmlProcessInfo_v1_t` (the unversioned running-process queries).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[allow(missing_docs)]
+pub struct ProcessInfoV1 {
+    pub pid: u32,
+    pub used_gpu_memory: u64,
+}
+
+impl From<ProcessInfo> for ProcessInfoV1 {
+    fn from(info: ProcessInfo) -> ProcessInfoV1 {
+        ProcessInfoV1 {
+            pid: info.pid,
+            used_gpu_memory: info.used_gpu_memory,
+        }
+    }
+}
+
 /// `gpuInstanceId` / `computeInstanceId` when MIG is not enabled.
 pub const NO_INSTANCE: u32 = 0xFFFF_FFFF;
 
@@ -190,6 +208,7 @@ mod tests {
         assert_eq!(offset_of!(ProcessInfo, used_gpu_memory), 8);
         assert_eq!(offset_of!(ProcessInfo, gpu_instance_id), 16);
         assert_eq!(align_of::<ProcessInfo>(), 8);
+        assert_eq!(size_of::<ProcessInfoV1>(), 16);
         assert_eq!(size_of::<ProcessUtilizationSample>(), 32);
         assert_eq!(offset_of!(ProcessUtilizationSample, time_stamp), 8);
         assert_eq!(offset_of!(ProcessUtilizationSample, dec_util), 28);

@@ -401,6 +401,10 @@ fn table() -> Vec<Entry> {
         },
         list!(nvmlDeviceGetComputeRunningProcesses_v3, ProcessInfo),
         list!(nvmlDeviceGetGraphicsRunningProcesses_v3, ProcessInfo),
+        list!(nvmlDeviceGetComputeRunningProcesses_v2, ProcessInfo),
+        list!(nvmlDeviceGetGraphicsRunningProcesses_v2, ProcessInfo),
+        list!(nvmlDeviceGetComputeRunningProcesses, cabi::ProcessInfoV1),
+        list!(nvmlDeviceGetGraphicsRunningProcesses, cabi::ProcessInfoV1),
         Entry {
             name: "nvmlDeviceGetProcessUtilization",
             takes_handle: true,
@@ -1028,4 +1032,32 @@ fn v1_symbols_write_the_v1_pci_struct_only() {
             "a 12-character bus id and its NUL in 16 bytes"
         );
     }
+}
+
+#[test]
+fn v1_process_lists_write_pid_and_memory_only() {
+    let _session = Session::new(&gb200_with_processes(), None);
+    assert_eq!(nvmlInit_v2(), abi::SUCCESS);
+    let mut infos = [cabi::ProcessInfoV1 {
+        pid: 0,
+        used_gpu_memory: 0,
+    }; 2];
+    let mut count: c_uint = 2;
+    // SAFETY: room for 2 (`_v1` forwards to the unversioned symbol).
+    let code = unsafe {
+        nvmlDeviceGetComputeRunningProcesses_v1(
+            handle(0),
+            std::ptr::addr_of_mut!(count).cast(),
+            infos.as_mut_ptr().cast(),
+        )
+    };
+    assert_eq!((code, count), (abi::SUCCESS, 1));
+    assert_eq!(
+        infos[0],
+        cabi::ProcessInfoV1 {
+            pid: 41,
+            used_gpu_memory: 1 << 30
+        }
+    );
+    assert_eq!(infos[1].pid, 0, "one entry written");
 }

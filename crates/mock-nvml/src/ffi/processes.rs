@@ -6,7 +6,10 @@ use std::ffi::c_ulonglong;
 use nvml_profile::ProcessKind;
 
 use super::*;
-use crate::{activity, activity_abi::ProcessInfo, activity_abi::ProcessUtilizationSample};
+use crate::{
+    activity,
+    activity_abi::{ProcessInfo, ProcessInfoV1, ProcessUtilizationSample},
+};
 
 /// Reads the caller's array size: INVALID_ARGUMENT when `count` is NULL, or the array is NULL
 /// while the size is not zero (a NULL array with size 0 asks only how many there are).
@@ -47,21 +50,25 @@ where
     Ok(())
 }
 
-/// The body of both running-process queries.
+/// The body of every running-process query, writing the version `T` of `nvmlProcessInfo_t`.
 ///
 /// # Safety
-/// As for [`nvmlDeviceGetComputeRunningProcesses_v3`].
-unsafe fn running(
+/// `count` must be NULL or valid for reading and writing an `unsigned int`; `infos` NULL or
+/// valid for writing `*count` `T`s.
+unsafe fn running<T: Copy + From<ProcessInfo>>(
     device: nvmlDevice_t,
     kind: ProcessKind,
     count: *mut c_uint,
-    infos: *mut ProcessInfo,
+    infos: *mut T,
 ) -> NvmlReturn {
     guard(|| {
         with_device(device, |_, device| {
             // SAFETY: forwarded from this function's contract.
             let asked = unsafe { asked(count, infos) }?;
-            let entries = activity::running(device, kind);
+            let entries: Vec<T> = activity::running(device, kind)
+                .into_iter()
+                .map(T::from)
+                .collect();
             // SAFETY: forwarded from this function's contract.
             unsafe { put_entries(&entries, asked, count, infos) }
         })
@@ -92,6 +99,63 @@ pub unsafe extern "C" fn nvmlDeviceGetGraphicsRunningProcesses_v3(
     device: nvmlDevice_t,
     info_count: *mut c_uint,
     infos: *mut ProcessInfo,
+) -> NvmlReturn {
+    // SAFETY: forwarded from this function's contract.
+    unsafe { running(device, ProcessKind::Graphics, info_count, infos) }
+}
+
+/// `nvmlDeviceGetComputeRunningProcesses_v2`: as `_v3` (the same `nvmlProcessInfo_v2_t`).
+///
+/// # Safety
+/// As for [`nvmlDeviceGetComputeRunningProcesses_v3`].
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetComputeRunningProcesses_v2(
+    device: nvmlDevice_t,
+    info_count: *mut c_uint,
+    infos: *mut ProcessInfo,
+) -> NvmlReturn {
+    // SAFETY: forwarded from this function's contract.
+    unsafe { running(device, ProcessKind::Compute, info_count, infos) }
+}
+
+/// `nvmlDeviceGetGraphicsRunningProcesses_v2`: as `_v3`.
+///
+/// # Safety
+/// As for [`nvmlDeviceGetComputeRunningProcesses_v3`].
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetGraphicsRunningProcesses_v2(
+    device: nvmlDevice_t,
+    info_count: *mut c_uint,
+    infos: *mut ProcessInfo,
+) -> NvmlReturn {
+    // SAFETY: forwarded from this function's contract.
+    unsafe { running(device, ProcessKind::Graphics, info_count, infos) }
+}
+
+/// `nvmlDeviceGetComputeRunningProcesses` (v1 symbol, and `_v1`): the 16-byte
+/// `nvmlProcessInfo_v1_t` (pid and memory).
+///
+/// # Safety
+/// As for [`nvmlDeviceGetComputeRunningProcesses_v3`], with `nvmlProcessInfo_v1_t`s.
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetComputeRunningProcesses(
+    device: nvmlDevice_t,
+    info_count: *mut c_uint,
+    infos: *mut ProcessInfoV1,
+) -> NvmlReturn {
+    // SAFETY: forwarded from this function's contract.
+    unsafe { running(device, ProcessKind::Compute, info_count, infos) }
+}
+
+/// `nvmlDeviceGetGraphicsRunningProcesses` (v1 symbol, and `_v1`): as the compute one.
+///
+/// # Safety
+/// As for [`nvmlDeviceGetComputeRunningProcesses`].
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetGraphicsRunningProcesses(
+    device: nvmlDevice_t,
+    info_count: *mut c_uint,
+    infos: *mut ProcessInfoV1,
 ) -> NvmlReturn {
     // SAFETY: forwarded from this function's contract.
     unsafe { running(device, ProcessKind::Graphics, info_count, infos) }
