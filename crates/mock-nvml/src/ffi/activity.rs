@@ -455,8 +455,8 @@ no_sessions!(nvmlDeviceGetFBCSessions);
 
 /// `nvmlDeviceGetFieldValues`: each entry's `fieldId` and `scopeId` answered by
 /// [`crate::fields::answer`], stamped now; an id the mock does not model gets NOT_SUPPORTED in
-/// its own `nvmlReturn` while the call succeeds. INVALID_ARGUMENT for a NULL array or a negative
-/// count.
+/// its own `nvmlReturn` while the call succeeds. INVALID_ARGUMENT for a NULL array or a count that is not
+/// positive (as upstream's).
 ///
 /// # Safety
 /// `values` must be NULL or valid for reading and writing `values_count` `nvmlFieldValue_t`s.
@@ -469,7 +469,10 @@ pub unsafe extern "C" fn nvmlDeviceGetFieldValues(
     guard(|| {
         with_device(device, |_, device| {
             non_null([values.cast_const().cast()])?;
-            let count = usize::try_from(values_count).map_err(|_| abi::ERROR_INVALID_ARGUMENT)?;
+            let count = usize::try_from(values_count)
+                .ok()
+                .filter(|count| *count > 0)
+                .ok_or(abi::ERROR_INVALID_ARGUMENT)?;
             let uptime = activity::uptime_s();
             let now_us = std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)

@@ -492,6 +492,11 @@ fn field_values_answer_each_entry() {
     assert!(values
         .iter()
         .all(|v| v.timestamp > 1_700_000_000_000_000 && v.latency_usec == 0));
+    // SAFETY: a zero count is refused before the array is touched.
+    assert_eq!(
+        unsafe { nvmlDeviceGetFieldValues(handle(1), 0, values.as_mut_ptr()) },
+        abi::ERROR_INVALID_ARGUMENT
+    );
     // SAFETY: a negative count is refused before the array is touched.
     assert_eq!(
         unsafe { nvmlDeviceGetFieldValues(handle(1), -1, values.as_mut_ptr()) },
