@@ -1,8 +1,9 @@
-//! Pure answers of the issue-22 "misc" exports (`ffi/activity.rs`, `ffi/processes.rs`): PCIe
-//! extras, CPU and memory affinity, P2P status, processes, codecs, NVLink counters, C2C and the
-//! PCI info v1 layout. Values come from the profile's optional sections
+//! Answers of the issue-22 "misc" exports (`ffi/activity.rs`, `ffi/processes.rs`): PCIe
+//! extras, CPU and memory affinity, P2P status, processes, codecs, NVLink counters, C2C,
+//! platform and the PCI info v1 layout. Values come from the profile's optional sections
 //! (`nvml_profile::activity`) or are derived from what it already models; a missing section is
-//! NOT_SUPPORTED.
+//! NOT_SUPPORTED. Every function is pure except the two the NVLink counters need: the clock
+//! ([`uptime_s`], `/proc/uptime`) and the process's resets and freezes ([`with_controls`]).
 
 use nvml_profile::{Device, PcieTopology, Process, ProcessKind};
 
