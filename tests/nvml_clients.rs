@@ -845,15 +845,14 @@ fn pynvml_reads_processes_affinity_codecs_fields_and_gpm() {
     mock_nvml_library();
     let lib_dir = mock_nvml_lib_dir();
     let dir = tempfile::tempdir().expect("tempdir");
-    let text = std::fs::read_to_string(profile_path("gb200"))
-        .expect("gb200 profile")
-        .replacen(
-            "    module_id: 4\n",
-            "    module_id: 4\n    processes:\n\
-             \x20     - {pid: 4242, name: python3, kind: compute, used_memory: 1073741824, sm_util: 90, memory_util: 40}\n\
-             \x20     - {pid: 77, name: Xorg, kind: graphics, used_memory: 16777216}\n",
-            1,
-        );
+    let base = std::fs::read_to_string(profile_path("gb200")).expect("gb200 profile");
+    let mut doc: serde_yaml::Value = serde_yaml::from_str(&base).expect("gb200 is YAML");
+    doc["devices"][3]["processes"] = serde_yaml::from_str(
+        "[{pid: 4242, name: python3, kind: compute, used_memory: 1073741824, sm_util: 90, memory_util: 40},
+          {pid: 77, name: Xorg, kind: graphics, used_memory: 16777216}]",
+    )
+    .expect("processes");
+    let text = serde_yaml::to_string(&doc).expect("YAML");
     let path = dir.path().join("gb200-processes.yaml");
     std::fs::write(&path, &text).expect("write the profile");
     let profile = Profile::parse(&text).expect("the profile with processes parses");
@@ -873,11 +872,15 @@ fn pynvml_reads_processes_affinity_codecs_fields_and_gpm() {
         .and_then(|t| t.numa_node(3))
         .expect("numa node");
     assert_eq!(int(&got, "numa_node"), i64::from(numa));
-    // GPU 3's NUMA node lists CPUs 72-143: bits 72.. of three 64-bit words.
-    assert_eq!(
-        got["cpu_affinity"],
-        serde_json::json!([0u64, 0xFFFF_FFFF_FFFF_FF00u64, 0xFFFFu64])
-    );
+    // The CPUs of GPU 3's NUMA node as three 64-bit words.
+    let mut words = [0u64; 3];
+    let topology = profile.pcie_topology().expect("pcie_topology");
+    for &(first, last) in topology.cpus(3).expect("GPU 3's CPUs") {
+        for cpu in (first..=last).filter(|cpu| *cpu < 192) {
+            words[(cpu / 64) as usize] |= 1 << (cpu % 64);
+        }
+    }
+    assert_eq!(got["cpu_affinity"], serde_json::json!(words));
     assert_eq!(got["memory_affinity"], serde_json::json!([1u64 << numa]));
     assert_eq!(
         int(&got, "p2p_nvlink"),

@@ -57,15 +57,20 @@ fn pci_v1_and_ext_carry_the_same_identity() {
     let gpu = &devices(GB200)[2];
     let v3 = query::pci_info(gpu);
     let v1 = pci_info_v1(&v3);
-    assert_eq!(&v1.bus_id[..13], b"0000:41:00.0\0");
+    let legacy = query::bus_id_legacy(&gpu.pci_bus_id);
+    assert_eq!(
+        &v1.bus_id[..=legacy.len()],
+        format!("{legacy}\0").as_bytes()
+    );
+    let bus = u32::from(gpu.pci_bus_id.bus);
     assert_eq!(
         (v1.domain, v1.bus, v1.pci_device_id),
-        (0, 0x41, 0x2941_10DE)
+        (gpu.pci_bus_id.domain, bus, gpu.pci.device_id)
     );
     let ext = pci_info_ext(gpu, cabi::PCI_INFO_EXT_V1).unwrap();
     assert_eq!((ext.base_class, ext.sub_class), (3, 2));
     assert_eq!(ext.bus_id, v3.bus_id);
-    assert_eq!(ext.pci_sub_system_id, 0x20D5_10DE);
+    assert_eq!(ext.pci_sub_system_id, gpu.pci.subsystem_id);
     assert_eq!(
         pci_info_ext(gpu, 1),
         Err(abi::ERROR_ARGUMENT_VERSION_MISMATCH)
@@ -125,12 +130,8 @@ fn p2p_is_ok_over_active_nvlinks_only() {
 }
 
 fn with_processes() -> Vec<Device> {
-    devices(&GB200.replace(
-        "    module_id: 1\n",
-        "    module_id: 1\n    processes:\n\
-         \x20     - {pid: 41, name: trainer, kind: compute, used_memory: 1073741824, sm_util: 90}\n\
-         \x20     - {pid: 42, name: Xorg, kind: graphics, used_memory: 4096, decoder_util: 5}\n",
-    ))
+    use crate::ffi::test_profiles::{with_processes, TWO_PROCESSES};
+    devices(&with_processes(GB200, 0, TWO_PROCESSES))
 }
 
 #[test]

@@ -188,4 +188,7 @@ pub use topo::*;
 mod activity_tests;
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
+pub(crate) mod test_profiles;
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests;

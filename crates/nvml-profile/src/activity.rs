@@ -292,10 +292,11 @@ mod tests {
 
     #[test]
     fn a_device_entry_overrides_and_is_validated() {
-        let text = crate::GB200.replace(
-            "    module_id: 1\n",
-            "    module_id: 1\n    processes: [{pid: 42, name: trainer, kind: compute, used_memory: 1024}]\n",
-        );
+        let mut doc: serde_yaml::Value = serde_yaml::from_str(crate::GB200).unwrap();
+        doc["devices"][0]["processes"] =
+            serde_yaml::from_str("[{pid: 42, name: trainer, kind: compute, used_memory: 1024}]")
+                .unwrap();
+        let text = serde_yaml::to_string(&doc).unwrap();
         let devices = crate::Profile::parse(&text).unwrap().devices();
         assert_eq!(devices[0].processes[0].name, "trainer");
         assert!(devices[1].processes.is_empty());

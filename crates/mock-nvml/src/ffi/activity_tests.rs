@@ -16,13 +16,12 @@ use crate::activity_abi::{
     PciInfoExt, ProcessInfo, ProcessUtilizationSample,
 };
 
-/// GB200 with two processes on GPU 0 (pid 41 compute, pid 42 graphics).
+/// GB200 with two processes on GPU 0 (pid 41 compute, pid 42 graphics) and a platform.
 fn gb200_with_processes() -> String {
-    with_platform(GB200).replace(
-        "    module_id: 1\n",
-        "    module_id: 1\n    processes:\n\
-         \x20     - {pid: 41, name: trainer, kind: compute, used_memory: 1073741824, sm_util: 90}\n\
-         \x20     - {pid: 42, name: Xorg, kind: graphics, used_memory: 4096, decoder_util: 5}\n",
+    super::test_profiles::with_processes(
+        &with_platform(GB200),
+        0,
+        super::test_profiles::TWO_PROCESSES,
     )
 }
 
@@ -776,6 +775,10 @@ fn pci_affinity_and_p2p_values_on_gb200() {
     let _session = Session::new(GB200, None);
     assert_eq!(nvmlInit_v2(), abi::SUCCESS);
     let gpu3 = handle(3);
+    let gpu = nvml_profile::Profile::parse(GB200)
+        .unwrap()
+        .device(3)
+        .unwrap();
     let mut ext: PciInfoExt = {
         // SAFETY: zeroed plain-old-data C struct.
         unsafe { std::mem::zeroed() }
@@ -793,16 +796,24 @@ fn pci_affinity_and_p2p_values_on_gb200() {
     );
     assert_eq!(
         (ext.bus, ext.base_class, ext.sub_class, ext.pci_device_id),
-        (0x42, 3, 2, 0x2941_10DE)
+        (u32::from(gpu.pci_bus_id.bus), 3, 2, gpu.pci.device_id)
     );
-    assert_eq!(&ext.bus_id[..13], b"00000000:42:0");
+    let bus_id = crate::query::bus_id(&gpu.pci_bus_id);
+    assert_eq!(
+        &ext.bus_id[..=bus_id.len()],
+        format!("{bus_id}\0").as_bytes()
+    );
     let mut v1: crate::activity_abi::PciInfoV1 = {
         // SAFETY: zeroed plain-old-data C struct.
         unsafe { std::mem::zeroed() }
     };
     // SAFETY: a valid 52-byte struct.
     assert_eq!(unsafe { nvmlDeviceGetPciInfo(gpu3, &mut v1) }, abi::SUCCESS);
-    assert_eq!(&v1.bus_id[..13], b"0000:42:00.0\0");
+    let legacy = crate::query::bus_id_legacy(&gpu.pci_bus_id);
+    assert_eq!(
+        &v1.bus_id[..=legacy.len()],
+        format!("{legacy}\0").as_bytes()
+    );
     let mut words: [c_ulong; 3] = [7; 3];
     // SAFETY: 3 words.
     assert_eq!(
