@@ -166,7 +166,8 @@ fn nvlink_counters_accrue_with_uptime_on_active_links() {
     let mut gpu = devices(GB200).remove(0);
     assert_eq!(accrue(2656, 10.5), 27_888);
     assert_eq!(accrue(5, -1.0), 0);
-    assert_eq!(nvlink_traffic(&gpu, 17, 0, 2.0), Ok((5312, 5312)));
+    let rate = gpu.nvlink_counters.unwrap().traffic_per_second;
+    assert_eq!(nvlink_traffic(&gpu, 17, 0, 2.0), Ok((2 * rate, 2 * rate)));
     assert_eq!(
         nvlink_traffic(&gpu, 17, 2, 2.0),
         Err(abi::ERROR_INVALID_ARGUMENT)

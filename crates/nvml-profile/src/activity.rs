@@ -286,7 +286,10 @@ mod tests {
         assert_eq!(h100[0].c2c, None);
         assert_eq!(gb200[0].pci_class, Some(PciClass { base: 3, sub: 2 }));
         assert_eq!(gb200[0].codecs.unwrap().encoder_capacity, 100);
-        assert_eq!(h100[7].nvlink_counters.unwrap().traffic_per_second, 1328);
+        assert_eq!(
+            h100[7].nvlink_counters.unwrap().traffic_per_second,
+            1_328_100_000
+        );
         assert!(gb200.iter().all(|device| device.processes.is_empty()));
     }
 

@@ -637,7 +637,12 @@ fn every_entry_is_uninitialized_before_init_and_after_shutdown() {
     for round in ["before init", "after shutdown"] {
         for entry in table() {
             let code = (entry.call)(slot0(), Mode::Valid);
-            assert_eq!(code, abi::ERROR_UNINITIALIZED, "{} {round}", entry.name);
+            // GPM samples are host memory: allocating and freeing one needs no init.
+            let expected = match entry.name {
+                "nvmlGpmSampleAlloc" | "nvmlGpmSampleFree" => abi::SUCCESS,
+                _ => abi::ERROR_UNINITIALIZED,
+            };
+            assert_eq!(code, expected, "{} {round}", entry.name);
         }
         assert_eq!(nvmlInit_v2(), abi::SUCCESS);
         assert_eq!(nvmlShutdown(), abi::SUCCESS);
@@ -877,7 +882,7 @@ fn counters_codecs_gpm_and_c2c_values() {
     let uptime = crate::activity::uptime_s();
     assert!(
         uptime > 0.0 && rx == tx && rx > 0,
-        "accrues 2656/s over {uptime} s: {rx}"
+        "accrues over {uptime} s of uptime: {rx}"
     );
     assert_eq!(
         nvmlDeviceResetNvLinkUtilizationCounter(gpu, 7, 1),
@@ -888,7 +893,17 @@ fn counters_codecs_gpm_and_c2c_values() {
         abi::SUCCESS
     );
     assert_eq!(read(&mut rx, &mut tx), abi::SUCCESS);
-    assert!(rx < 2656 * 2, "reset to zero, then frozen: {rx}");
+    // /proc/uptime ticks every 10 ms: at most a few ticks pass between the reset and the freeze.
+    let rate = nvml_profile::Profile::parse(GB200)
+        .unwrap()
+        .device(2)
+        .unwrap();
+    let rate = rate.nvlink_counters.unwrap().traffic_per_second;
+    assert!(rx <= rate / 10, "reset to zero, then frozen: {rx}");
+    let frozen = rx;
+    std::thread::sleep(std::time::Duration::from_millis(30));
+    assert_eq!(read(&mut rx, &mut tx), abi::SUCCESS);
+    assert_eq!(rx, frozen, "frozen");
     assert_eq!(
         nvmlDeviceFreezeNvLinkUtilizationCounter(gpu, 7, 1, 2),
         abi::ERROR_INVALID_ARGUMENT

@@ -36,14 +36,13 @@ pub unsafe extern "C" fn nvmlGpmQueryDeviceSupport(
     })
 }
 
-/// `nvmlGpmSampleAlloc`.
+/// `nvmlGpmSampleAlloc`: host memory only, so it works before init too (as upstream's).
 ///
 /// # Safety
 /// `sample` must be NULL or valid for writing a handle.
 #[no_mangle]
 pub unsafe extern "C" fn nvmlGpmSampleAlloc(sample: *mut nvmlGpmSample_t) -> NvmlReturn {
     guard(|| {
-        state::loaded()?;
         non_null([sample.cast_const().cast()])?;
         let handle = gpm::alloc() as nvmlGpmSample_t;
         // SAFETY: forwarded from this function's contract.
@@ -51,13 +50,11 @@ pub unsafe extern "C" fn nvmlGpmSampleAlloc(sample: *mut nvmlGpmSample_t) -> Nvm
     })
 }
 
-/// `nvmlGpmSampleFree`: INVALID_ARGUMENT for anything but a live sample.
+/// `nvmlGpmSampleFree`: INVALID_ARGUMENT for anything but a live sample (before init too, as
+/// upstream's).
 #[no_mangle]
 pub extern "C" fn nvmlGpmSampleFree(sample: nvmlGpmSample_t) -> NvmlReturn {
-    guard(|| {
-        state::loaded()?;
-        gpm::free(sample as usize)
-    })
+    guard(|| gpm::free(sample as usize))
 }
 
 /// `nvmlGpmSampleGet`: takes a sample of the GPU; NOT_SUPPORTED before Hopper.
