@@ -21,6 +21,7 @@
 //! - [`activity`]: the same for PCIe extras, affinity, P2P, processes, codecs, NVLink counters
 //!   and C2C ([`activity_abi`] their C types); [`fields`] the field values, [`gpm`]
 //!   GPU performance monitoring.
+//! - [`mig`]: MIG profiles by name and their placements (C layouts and answers).
 //! - [`abi`]: return codes and `#[repr(C)]` layouts, pinned by tests.
 //! - [`events`]: event sets, Xid delivery from the injection control file, the bounded wait.
 //! - [`config`]: reading and overlaying the profile and topology.
@@ -46,6 +47,7 @@ pub mod ffi;
 pub mod fields;
 pub mod gpm;
 pub mod locate;
+pub mod mig;
 pub mod query;
 pub mod state;
 pub mod topo;

@@ -293,6 +293,49 @@ mod tests {
         assert!(gb200.iter().all(|device| device.processes.is_empty()));
     }
 
+    /// Every shipped profile gives the sections upstream's config has a value for: C2C on the
+    /// Grace parts only, NVLink counter rates where there is NVLink.
+    #[test]
+    fn every_shipped_profile_has_its_activity_sections() {
+        let dir = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../manifests/helm/nvml-mock/profiles"
+        );
+        let mut seen = 0;
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_none_or(|ext| ext != "yaml") {
+                continue;
+            }
+            let name = path.file_stem().unwrap().to_string_lossy().into_owned();
+            let text = std::fs::read_to_string(&path).unwrap();
+            let device = crate::Profile::parse(&text).unwrap().device(0).unwrap();
+            assert!(
+                device.pcie_counters.is_some() && device.codecs.is_some(),
+                "{name}"
+            );
+            assert_eq!(
+                device.pci_class,
+                Some(PciClass { base: 3, sub: 2 }),
+                "{name}"
+            );
+            assert!(device.processes.is_empty(), "{name}");
+            let grace = name.starts_with("gb");
+            assert_eq!(device.c2c, grace.then_some(C2c { enabled: true }), "{name}");
+            assert_eq!(
+                device.nvlink_counters.is_some(),
+                device.nvlink.links > 0,
+                "{name}"
+            );
+            assert!(
+                device.platform.is_none(),
+                "{name}: upstream's configs have none"
+            );
+            seen += 1;
+        }
+        assert!(seen >= 2);
+    }
+
     #[test]
     fn a_device_entry_overrides_and_is_validated() {
         let mut doc: serde_yaml::Value = serde_yaml::from_str(crate::GB200).unwrap();

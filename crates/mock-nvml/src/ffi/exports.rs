@@ -69,6 +69,10 @@ pub const EXPORTS: &[&str] = &[
     "nvmlDeviceGetSupportedEventTypes",
     "nvmlEventSetWait_v2",
     "nvmlEventSetWait",
+    // MIG profiles by name and their placements (i22-profiles).
+    "nvmlDeviceGetGpuInstanceProfileInfoV",
+    "nvmlDeviceGetGpuInstancePossiblePlacements_v2",
+    "nvmlDeviceGetGpuInstancePossiblePlacements",
     // ---- issue 22, misc area (ffi/activity.rs, ffi/gpm.rs, ffi/processes.rs)
     "nvmlDeviceGetPciInfoExt",
     "nvmlDeviceGetPcieThroughput",
