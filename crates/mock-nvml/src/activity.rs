@@ -131,10 +131,11 @@ pub fn numa_node(pcie: Option<&PcieTopology>, gpu: usize) -> Result<u32, NvmlRet
 
 // ---------------------------------------------------------------- P2P
 
-/// `nvmlDeviceGetP2PStatus`: two GPUs with active NVLinks reach each other through the NVLink
-/// fabric (the profile's links all go to switches), so every capability is OK, atomics only
-/// when the links report `p2p_atomics`; a GPU with itself is OK; anything else NOT_SUPPORTED
-/// (the profile models no PCIe peer-to-peer). INVALID_ARGUMENT for an unknown capability index.
+/// `nvmlDeviceGetP2PStatus`: two GPUs whose active NVLinks go to NVSwitches (the profile names
+/// them) reach each other through that fabric, so every capability is OK, atomics only when the
+/// links report `p2p_atomics`; a GPU with itself is OK; anything else NOT_SUPPORTED (links whose
+/// far end the profile does not know connect nothing known, and the profile models no PCIe
+/// peer-to-peer). INVALID_ARGUMENT for an unknown capability index.
 pub fn p2p_status(first: &Device, second: &Device, index: u32) -> Result<u32, NvmlReturn> {
     if index >= cabi::P2P_CAPS_INDEX_UNKNOWN {
         return Err(abi::ERROR_INVALID_ARGUMENT);
@@ -142,7 +143,9 @@ pub fn p2p_status(first: &Device, second: &Device, index: u32) -> Result<u32, Nv
     if first.index == second.index {
         return Ok(cabi::P2P_STATUS_OK);
     }
-    let linked = first.nvlink.active > 0 && second.nvlink.active > 0;
+    let linked = [first, second]
+        .iter()
+        .all(|device| device.nvlink.active > 0 && !device.nvlink.switches.is_empty());
     let atomics = || {
         [first, second].iter().all(|device| {
             device

@@ -117,6 +117,13 @@ fn p2p_is_ok_over_active_nvlinks_only() {
         p2p_status(&gb200[0], &down, 0),
         Ok(cabi::P2P_STATUS_NOT_SUPPORTED)
     );
+    let mut nowhere = gb200[1].clone();
+    nowhere.nvlink.switches.clear();
+    assert_eq!(
+        p2p_status(&gb200[0], &nowhere, 2),
+        Ok(cabi::P2P_STATUS_NOT_SUPPORTED),
+        "links to an unknown far end (b200)"
+    );
     let mut no_atomics = gb200[1].clone();
     no_atomics.nvlink.capabilities = Some(vec![]);
     assert_eq!(
