@@ -18,6 +18,9 @@
 //! - [`state`]: the reference count, the loaded snapshot and the device handles.
 //! - [`query`]: pure functions from a profile device to NVML values and structs.
 //! - [`topo`]: the same for the PCIe topology and NVLink queries (one owner of the link checks).
+//! - [`activity`]: the same for PCIe extras, affinity, P2P, processes, codecs, NVLink counters
+//!   and C2C ([`activity_abi`] their C types); [`fields`] the field values, [`gpm`]
+//!   GPU performance monitoring.
 //! - [`mig`]: MIG profiles by name and their placements (C layouts and answers).
 //! - [`abi`]: return codes and `#[repr(C)]` layouts, pinned by tests.
 //! - [`events`]: event sets, Xid delivery from the injection control file, the bounded wait.
@@ -35,10 +38,14 @@
 //! dependencies. Its own tests and benchmark reach it the same way (`tests/`, `benches/`).
 
 pub mod abi;
+pub mod activity;
+pub mod activity_abi;
 pub mod config;
 pub mod events;
 #[allow(unsafe_code)]
 pub mod ffi;
+pub mod fields;
+pub mod gpm;
 pub mod locate;
 pub mod mig;
 pub mod query;

@@ -16,12 +16,16 @@
 //! assert_eq!(two.devices().len(), 2);
 //! ```
 
+mod activity;
 mod ids;
 mod mig;
 mod pcie;
 mod schema;
 mod validate;
 
+pub use activity::{
+    C2c, Codecs, NvLinkCounters, PciClass, PcieCounters, PeerType, Platform, Process, ProcessKind,
+};
 pub use ids::{FabricUuid, PciBusId};
 pub use mig::Placements;
 pub use pcie::{PcieTopology, TopologyLevel};
@@ -134,6 +138,21 @@ pub struct Device {
     pub nvlink: NvLink,
     /// Fabric registration; `None` means NOT_SUPPORTED.
     pub fabric: Option<Fabric>,
+    // ---- activity and extras (issue 22, misc area)
+    /// PCIe throughput and replays; `None` means NOT_SUPPORTED.
+    pub pcie_counters: Option<PcieCounters>,
+    /// PCI class codes; `None` means `nvmlDeviceGetPciInfoExt` is NOT_SUPPORTED.
+    pub pci_class: Option<PciClass>,
+    /// Video engines; `None` means NOT_SUPPORTED.
+    pub codecs: Option<Codecs>,
+    /// Running processes (none when the profile lists none).
+    pub processes: Vec<Process>,
+    /// NVLink counter rates; `None` means the counters are NOT_SUPPORTED.
+    pub nvlink_counters: Option<NvLinkCounters>,
+    /// NVLink-C2C; `None` means NOT_SUPPORTED.
+    pub c2c: Option<C2c>,
+    /// Rack placement; `None` means NOT_SUPPORTED.
+    pub platform: Option<Platform>,
 }
 
 impl Profile {
@@ -279,6 +298,17 @@ impl Profile {
                 .clone()
                 .unwrap_or_else(|| defaults.nvlink.clone()),
             fabric: entry.fabric.or(defaults.fabric),
+            pcie_counters: entry.pcie_counters.or(defaults.pcie_counters),
+            pci_class: entry.pci_class.or(defaults.pci_class),
+            codecs: entry.codecs.or(defaults.codecs),
+            processes: entry
+                .processes
+                .clone()
+                .or_else(|| defaults.processes.clone())
+                .unwrap_or_default(),
+            nvlink_counters: entry.nvlink_counters.or(defaults.nvlink_counters),
+            c2c: entry.c2c.or(defaults.c2c),
+            platform: entry.platform.clone().or_else(|| defaults.platform.clone()),
         })
     }
 }
