@@ -285,7 +285,7 @@ mod tests {
         let answers: Vec<u32> = (0..6)
             .map(|cap| nvlink_capability(gpu, 0, cap).unwrap())
             .collect();
-        assert_eq!(answers, [1, 1, 1, 1, 1, 0]);
+        assert_eq!(answers, [1, 1, 1, 1, 1, 1]);
         assert_eq!(
             nvlink_capability(gpu, 0, 6),
             Err(abi::ERROR_INVALID_ARGUMENT)
