@@ -281,6 +281,54 @@ pub struct DemoArgs {
     /// The registry serves plain HTTP, not HTTPS.
     #[arg(long, requires = "registry")]
     pub plain_http: bool,
+    /// The GPU profile every node gets (the chart's `gpu.profile`): one of the
+    /// chart's `profiles/<name>.yaml` (a100, b200, gb200, gb300, h100, l40s,
+    /// t4). The scenarios check NVLink fabric identities, so they fail on a
+    /// profile without fabric support (all but gb200 and gb300).
+    #[arg(long, default_value = "gb200", value_parser = profile_value)]
+    pub profile: String,
+}
+
+/// The directory of the profiles the chart ships (`<chart>/profiles`).
+pub fn profiles_dir() -> PathBuf {
+    crate::project_root()
+        .join(crate::names::CHART)
+        .join("profiles")
+}
+
+/// A `--profile` value: a profile the chart ships, checked at parse time so an
+/// unknown name fails before anything is created.
+fn profile_value(arg: &str) -> Result<String, String> {
+    check_profile(arg, &shipped_profiles(&profiles_dir()))
+}
+
+/// The names of the `<name>.yaml` files in `dir`, sorted (none if unreadable).
+pub fn shipped_profiles(dir: &std::path::Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .filter_map(|entry| {
+            let name = entry.ok()?.file_name().into_string().ok()?;
+            Some(name.strip_suffix(".yaml")?.to_owned())
+        })
+        .collect();
+    names.sort();
+    names
+}
+
+/// `name` if it is one of `shipped`, else an error listing them.
+pub fn check_profile(name: &str, shipped: &[String]) -> Result<String, String> {
+    if shipped.iter().any(|known| known == name) {
+        return Ok(name.to_owned());
+    }
+    Err(format!(
+        "no GPU profile {name:?}: the chart ships {} (profiles/<name>.yaml)",
+        if shipped.is_empty() {
+            "none".to_owned()
+        } else {
+            shipped.join(", ")
+        }
+    ))
 }
 
 /// A `--registry` value, checked at parse time.
@@ -360,6 +408,51 @@ mod tests {
         let mut argv = vec!["cargo xtask"];
         argv.extend_from_slice(args);
         Xtask::try_parse_from(argv).unwrap_or_else(|err| panic!("{args:?}: {err}"))
+    }
+
+    #[test]
+    fn profile_defaults_to_gb200_and_takes_any_shipped_one() {
+        for (command, args) in [("up", &["up"][..]), ("demo", &["demo"][..])] {
+            let (Command::Up(parsed) | Command::Demo(parsed)) = parse(args).command else {
+                panic!("{command}");
+            };
+            assert_eq!(parsed.profile, "gb200", "{command}");
+        }
+        let shipped = shipped_profiles(&profiles_dir());
+        assert_eq!(
+            shipped,
+            ["a100", "b200", "gb200", "gb300", "h100", "l40s", "t4"],
+            "the chart's profiles"
+        );
+        for name in &shipped {
+            for command in ["up", "demo"] {
+                let (Command::Up(parsed) | Command::Demo(parsed)) =
+                    parse(&[command, "--profile", name]).command
+                else {
+                    panic!("{command}");
+                };
+                assert_eq!(&parsed.profile, name, "{command}");
+            }
+        }
+    }
+
+    #[test]
+    fn an_unknown_profile_fails_at_parse_time_listing_the_shipped_ones() {
+        let err = Xtask::try_parse_from(["cargo xtask", "up", "--profile", "v100"])
+            .expect_err("v100 is not shipped")
+            .to_string();
+        assert!(
+            err.contains(
+                "no GPU profile \"v100\": the chart ships a100, b200, gb200, gb300, h100, l40s, t4"
+            ),
+            "{err}"
+        );
+        let none = check_profile("gb200", &[]).expect_err("nothing shipped");
+        assert!(none.contains("the chart ships none"), "{none}");
+        assert_eq!(
+            check_profile("t4", &["gb200".to_owned(), "t4".to_owned()]),
+            Ok("t4".to_owned())
+        );
     }
 
     #[test]

@@ -270,13 +270,14 @@ impl fmt::Display for ImageRef {
 
 /// The install's Helm values beyond the topology fragment (which the topology
 /// crate renders and is passed as its own `-f` file). The keys are the
-/// chart's (`manifests/chart/values.yaml`).
-pub fn install_values(image: &ImageRef, majors: Majors) -> String {
+/// chart's (`manifests/chart/values.yaml`); `profile` is the chart's
+/// `gpu.profile` (a shipped `profiles/<name>.yaml`).
+pub fn install_values(image: &ImageRef, majors: Majors, profile: &str) -> String {
     #[derive(Serialize)]
     #[serde(rename_all = "camelCase")]
     struct Values<'a> {
         image: Image<'a>,
-        gpu: Gpu,
+        gpu: Gpu<'a>,
         nri: Enabled,
         imex: Imex,
         update_strategy: UpdateStrategy,
@@ -287,8 +288,8 @@ pub fn install_values(image: &ImageRef, majors: Majors) -> String {
         tag: &'a str,
     }
     #[derive(Serialize)]
-    struct Gpu {
-        profile: &'static str,
+    struct Gpu<'a> {
+        profile: &'a str,
     }
     #[derive(Serialize)]
     struct Enabled {
@@ -323,7 +324,7 @@ pub fn install_values(image: &ImageRef, majors: Majors) -> String {
             repository: &image.repository,
             tag: &image.tag,
         },
-        gpu: Gpu { profile: "gb200" },
+        gpu: Gpu { profile },
         nri: Enabled { enabled: true },
         imex: Imex {
             mock_channels: MockChannels {
@@ -632,11 +633,11 @@ Block devices:
     #[test]
     fn values_carry_image_majors_and_profile() {
         let image = ImageRef::parse("nvml-mock:abc123").expect("tagged");
-        let values = install_values(&image, majors(245, 246));
+        let values = install_values(&image, majors(245, 246), "h100");
         let doc: serde_yaml::Value = serde_yaml::from_str(&values).expect("yaml");
         assert_eq!(doc["image"]["repository"], "nvml-mock");
         assert_eq!(doc["image"]["tag"], "abc123");
-        assert_eq!(doc["gpu"]["profile"], "gb200");
+        assert_eq!(doc["gpu"]["profile"], "h100");
         assert_eq!(doc["nri"]["enabled"], true);
         assert_eq!(doc["imex"]["mockChannels"]["enabled"], true);
         assert_eq!(doc["imex"]["mockChannels"]["channelMajor"], 245);
@@ -690,7 +691,7 @@ Block devices:
         let values = dir.path().join("values.yaml");
         let topology_values = dir.path().join("topology.yaml");
         let image = ImageRef::parse("nvml-mock:0123456789ab").expect("tagged");
-        std::fs::write(&values, install_values(&image, majors(245, 246))).expect("write");
+        std::fs::write(&values, install_values(&image, majors(245, 246), "gb200")).expect("write");
         let workers = topology::kind_workers("c", 4);
         std::fs::write(&topology_values, topology::demo(&workers).helm_values()).expect("write");
         let chart = crate::project_root().join(crate::names::CHART);

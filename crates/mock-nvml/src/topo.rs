@@ -285,11 +285,17 @@ mod tests {
         let answers: Vec<u32> = (0..6)
             .map(|cap| nvlink_capability(gpu, 0, cap).unwrap())
             .collect();
-        assert_eq!(answers, [1, 1, 1, 1, 1, 1]);
+        assert_eq!(answers, [1, 1, 1, 1, 1, 1], "h100 lists all six");
         assert_eq!(
             nvlink_capability(gpu, 0, 6),
             Err(abi::ERROR_INVALID_ARGUMENT)
         );
+        let mut none = gpu.clone();
+        none.nvlink.capabilities = Some(Vec::new());
+        let answers: Vec<u32> = (0..6)
+            .map(|cap| nvlink_capability(&none, 0, cap).unwrap())
+            .collect();
+        assert_eq!(answers, [0; 6], "an empty list: every capability false");
         let mut unknown = gpu.clone();
         unknown.nvlink.capabilities = None;
         assert_eq!(

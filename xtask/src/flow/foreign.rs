@@ -110,7 +110,7 @@ async fn inner(
     })
     .await?;
     step(report, tracker, "install", async {
-        let values = values(&mock, majors, &topology, &chart_selector)?;
+        let values = values(&mock, majors, &args.profile, &topology, &chart_selector)?;
         install_chart(
             &runner,
             &client,
@@ -221,16 +221,17 @@ async fn node_facts(
     Ok(majors)
 }
 
-/// The chart's values files: image and majors, the topology, and the node
-/// selector when one was given.
+/// The chart's values files: image, majors and GPU profile, the topology, and
+/// the node selector when one was given.
 fn values(
     mock: &ImageRef,
     majors: plan::Majors,
+    profile: &str,
     topology: &topology::Topology,
     chart_selector: &BTreeMap<String, String>,
 ) -> anyhow::Result<Vec<(&'static str, String)>> {
     let mut values = vec![
-        ("values.yaml", plan::install_values(mock, majors)),
+        ("values.yaml", plan::install_values(mock, majors, profile)),
         ("demo-topology.yaml", topology.helm_values()),
     ];
     if !chart_selector.is_empty() {

@@ -63,7 +63,7 @@ pub(super) async fn demo_inner(
     .await?;
     report.notes.push(version_note(&client).await);
     step(report, tracker, "install", async {
-        let values = chart_values(&images, majors, cluster);
+        let values = chart_values(&images, majors, cluster, &args.profile);
         install_chart(
             &runner,
             &client,
@@ -132,14 +132,18 @@ async fn node_image(
     Ok(node_image)
 }
 
-/// The chart's values files: the loaded mock image, the majors, the demo topology.
+/// The chart's values files: the loaded mock image, the majors, the GPU profile, the demo topology.
 fn chart_values(
     images: &ImagePair,
     majors: plan::Majors,
     cluster: &KindCluster,
+    profile: &str,
 ) -> [(&'static str, String); 2] {
     [
-        ("values.yaml", plan::install_values(&images.mock.1, majors)),
+        (
+            "values.yaml",
+            plan::install_values(&images.mock.1, majors, profile),
+        ),
         (
             "demo-topology.yaml",
             topology::demo(&cluster.workers()).helm_values(),
