@@ -83,3 +83,29 @@ fn every_shipped_profile_parses() {
         "the seven shipped profiles with their GPU counts and fabric support"
     );
 }
+
+#[test]
+fn the_profile_fuzz_seeds_are_the_shipped_profiles() {
+    let dir = repo_root().join("manifests/helm/nvml-mock/profiles");
+    for entry in
+        std::fs::read_dir(&dir).unwrap_or_else(|err| panic!("cannot list {}: {err}", dir.display()))
+    {
+        let path = entry.expect("directory entry").path();
+        if path.extension().and_then(|it| it.to_str()) != Some("yaml") {
+            continue;
+        }
+        let name = path
+            .file_name()
+            .expect("file name")
+            .to_string_lossy()
+            .into_owned();
+        let seed = repo_root().join("fuzz/seeds/profile").join(&name);
+        assert_eq!(
+            std::fs::read_to_string(&seed).unwrap_or_default(),
+            std::fs::read_to_string(&path).expect("profile is readable"),
+            "fuzz/seeds/profile/{name} must be a copy of the shipped profile, so the fuzz targets start from every field it has: cp {} {}",
+            path.display(),
+            seed.display()
+        );
+    }
+}
