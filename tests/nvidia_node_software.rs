@@ -114,8 +114,13 @@ impl Staged {
     }
 }
 
-/// Runs the real stager once (`--once --no-label`) for `node` with `topology`.
+/// Runs the real stager once (`--once --no-label`) for `node` with `topology`, on gb200.
 fn stage(topology: &topology::Topology, node: &str) -> Staged {
+    stage_profile(topology, node, "gb200")
+}
+
+/// As [`stage`], with the shipped profile `profile`.
+fn stage_profile(topology: &topology::Topology, node: &str, profile: &str) -> Staged {
     require_root();
     let dir = tempfile::tempdir().unwrap_or_else(|err| panic!("cannot create a temp dir: {err}"));
     let topology_file = dir.path().join("topology-source.yaml");
@@ -126,7 +131,17 @@ fn stage(topology: &topology::Topology, node: &str) -> Staged {
         Command::new(artifact("nvml-mock-stager", "node-stager"))
             .arg(format!("--node-name={node}"))
             .arg(format!("--overlay-dir={}", overlay.display()))
-            .args(stager_input_args(artifact))
+            .args(
+                stager_input_args(artifact)
+                    .into_iter()
+                    .filter(|arg| !arg.starts_with("--profile=")),
+            )
+            .arg(format!(
+                "--profile={}",
+                repo_root()
+                    .join(format!("manifests/helm/nvml-mock/profiles/{profile}.yaml"))
+                    .display()
+            ))
             .arg(format!("--topology-file={}", topology_file.display()))
             .args([
                 "--imex-channels",
@@ -259,6 +274,81 @@ fn table_names(device: &nvml_profile::Device) -> Vec<String> {
     names
 }
 
+/// The names of the shipped profiles (`manifests/helm/nvml-mock/profiles/<name>.yaml`).
+fn shipped_profiles() -> Vec<String> {
+    let dir = repo_root().join("manifests/helm/nvml-mock/profiles");
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|err| panic!("cannot list {}: {err}", dir.display()))
+        .filter_map(|entry| entry.ok())
+        .filter_map(|entry| {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            name.strip_suffix(".yaml").map(str::to_owned)
+        })
+        .collect();
+    names.sort();
+    assert_eq!(names.len(), 7, "the seven profiles: {names:?}");
+    names
+}
+
+/// Both go-nvlib versions enumerate every shipped profile with nothing but the library on the
+/// loader path and the profile in `MOCK_NVML_CONFIG`: every GPU, its identity as the profile
+/// gives it, MIG capability as the part has it, fabric attachment only where the profile has a
+/// fabric block (no topology here: the profile's own fabric defaults).
+#[test]
+fn go_nvlib_v0_13_and_v0_10_enumerate_every_shipped_profile() {
+    let lib_dir = integration_tests::mock_nvml_lib_dir();
+    for version in [peer_pin("go_nvlib_new"), peer_pin("go_nvlib_old")] {
+        let client = nvlib_client(&version);
+        for name in shipped_profiles() {
+            let path = repo_root().join(format!("manifests/helm/nvml-mock/profiles/{name}.yaml"));
+            let text = std::fs::read_to_string(&path)
+                .unwrap_or_else(|err| panic!("cannot read {}: {err}", path.display()));
+            let profile = Profile::parse(&text).unwrap_or_else(|err| panic!("{name}: {err}"));
+            let output = checked(
+                Command::new(&client)
+                    .env_clear()
+                    .env("LD_LIBRARY_PATH", lib_dir.path())
+                    .env("MOCK_NVML_CONFIG", &path)
+                    .output(),
+                &format!("the go-nvlib {version} client on {name}"),
+            );
+            let report: Value = serde_json::from_slice(&output.stdout)
+                .unwrap_or_else(|err| panic!("{name}: not JSON ({err})"));
+            let gpus = report["gpus"].as_array().cloned().unwrap_or_default();
+            assert_eq!(
+                gpus.len(),
+                profile.device_count(),
+                "{version} {name}: {report}"
+            );
+            for (gpu, device) in gpus.iter().zip(profile.devices()) {
+                let id = device.pci_bus_id;
+                let cc = device.compute_capability;
+                let expected = [
+                    ("uuid", Value::from(device.uuid.clone())),
+                    ("name", Value::from(device.name.clone())),
+                    (
+                        "pciBusId",
+                        Value::from(format!(
+                            "{:04x}:{:02x}:{:02x}.{:x}",
+                            id.domain, id.bus, id.device, id.function
+                        )),
+                    ),
+                    (
+                        "cudaComputeCapability",
+                        Value::from(format!("{}.{}", cc.major, cc.minor)),
+                    ),
+                    ("migCapable", Value::from(device.mig_mode.is_some())),
+                    ("migEnabled", Value::from(false)),
+                    ("fabricAttached", Value::from(device.fabric.is_some())),
+                ];
+                for (key, want) in expected {
+                    assert_eq!(gpu[key], want, "go-nvlib {version} on {name}, {key}: {gpu}");
+                }
+            }
+        }
+    }
+}
+
 /// go-nvlib v0.13 derives its MIG profiles from `nvmlDeviceGetGpuInstanceProfileInfo`: on gb200
 /// (table `unknown`) none, on h100 and a100 exactly the GPU instance profiles of their tables
 /// (the names it computes from memory sizes match the table's names), plus the compute instance
@@ -267,7 +357,8 @@ fn table_names(device: &nvml_profile::Device) -> Vec<String> {
 fn go_nvlib_v0_13_lists_the_mig_profiles_of_the_table() {
     let client = nvlib_client(&peer_pin("go_nvlib_new"));
     let lib_dir = integration_tests::mock_nvml_lib_dir();
-    for name in ["gb200", "h100", "a100"] {
+    for name in shipped_profiles() {
+        let name = name.as_str();
         let path = repo_root().join(format!("manifests/helm/nvml-mock/profiles/{name}.yaml"));
         let text = std::fs::read_to_string(&path)
             .unwrap_or_else(|err| panic!("cannot read {}: {err}", path.display()));
@@ -531,6 +622,36 @@ fn nvidia_ctk_cdi_generate_writes_the_gpus_control_devices_and_channels() {
         .map(|index| format!("/dev/nvidia-caps-imex-channels/channel{index}"))
         .collect();
     assert_eq!(channels, expected);
+}
+
+/// On every shipped profile, `nvidia-ctk cdi generate` names each GPU by index and UUID with its
+/// own device node (`/dev/nvidia<minor>`), from the tree the stager stages for that profile.
+#[test]
+fn nvidia_ctk_cdi_generate_names_every_gpu_of_every_shipped_profile() {
+    for name in shipped_profiles() {
+        let staged = stage_profile(&topology::demo(&workers()), &workers()[0], &name);
+        let path = repo_root().join(format!("manifests/helm/nvml-mock/profiles/{name}.yaml"));
+        let text = std::fs::read_to_string(&path)
+            .unwrap_or_else(|err| panic!("cannot read {}: {err}", path.display()));
+        let profile = Profile::parse(&text).unwrap_or_else(|err| panic!("{name}: {err}"));
+        let spec = cdi_generate(&staged, "nvml");
+        let mut expected: Vec<String> = Vec::new();
+        for gpu in profile.devices() {
+            expected.push(gpu.index.to_string());
+            expected.push(gpu.uuid.clone());
+            assert_eq!(
+                device_paths(&device(&spec, &gpu.uuid)["containerEdits"]),
+                [format!("/dev/nvidia{}", gpu.minor_number)],
+                "{name}: GPU {}",
+                gpu.index
+            );
+        }
+        expected.push("all".to_owned());
+        let mut found = names(&spec);
+        found.sort();
+        expected.sort();
+        assert_eq!(found, expected, "{name}");
+    }
 }
 
 // ---------------------------------------------------------------- the DRA driver's CD plugin
