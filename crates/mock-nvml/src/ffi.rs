@@ -1,5 +1,5 @@
 //! The exported NVML entry points: the only module tree with `unsafe` (this module's helpers and
-//! macros; the exports themselves in `system`, `device`, `events`, `structs` and `topo`, and the generated stubs
+//! macros; the exports themselves in `system`, `device`, `events`, `health`, `structs` and `topo`, and the generated stubs
 //! and aliases in [`stubs`], for every other function of `nvml-functions.txt`).
 //!
 //! Every export runs its body inside [`guard`] (`catch_unwind`), so no panic unwinds into C;
@@ -165,6 +165,7 @@ macro_rules! string_getter {
 
 mod device;
 mod events;
+mod health;
 mod structs;
 pub mod stubs;
 mod system;
@@ -172,6 +173,7 @@ mod topo;
 
 pub use device::*;
 pub use events::*;
+pub use health::*;
 pub use structs::*;
 pub use stubs::*;
 pub use system::*;

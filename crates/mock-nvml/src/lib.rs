@@ -17,6 +17,8 @@
 //!   checks the real library makes first.
 //! - [`state`]: the reference count, the loaded snapshot and the device handles.
 //! - [`query`]: pure functions from a profile device to NVML values and structs.
+//! - [`health`]: the same for the health and telemetry queries (power, thermal, fans, clocks,
+//!   ECC, retired pages, remapped rows, firmware and modes), from the profile's `health` block.
 //! - [`topo`]: the same for the PCIe topology and NVLink queries (one owner of the link checks).
 //! - [`abi`]: return codes and `#[repr(C)]` layouts, pinned by tests.
 //! - [`events`]: event sets, Xid delivery from the injection control file, the bounded wait.
@@ -38,6 +40,7 @@ pub mod config;
 pub mod events;
 #[allow(unsafe_code)]
 pub mod ffi;
+pub mod health;
 pub mod locate;
 pub mod query;
 pub mod state;

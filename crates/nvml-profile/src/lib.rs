@@ -16,11 +16,18 @@
 //! assert_eq!(two.devices().len(), 2);
 //! ```
 
+mod health;
 mod ids;
 mod pcie;
 mod schema;
 mod validate;
 
+pub use health::{
+    Accounting, ApplicationsClocks, AutoBoost, Bar1Memory, ClocksEventReason, ClocksEventReasons,
+    Display, EccCounts, EccErrors, EccLocations, Fans, GpuOperationMode, GpuOperationModes,
+    GspFirmware, Health, Inforom, PowerLimits, RemappedRows, RetiredPage, RetiredPages,
+    RowRemapperHistogram, SramCounts, SramEcc, SramSources, Thermal, VirtualizationMode,
+};
 pub use ids::{FabricUuid, PciBusId};
 pub use pcie::{PcieTopology, TopologyLevel};
 pub use schema::{
@@ -132,6 +139,9 @@ pub struct Device {
     pub nvlink: NvLink,
     /// Fabric registration; `None` means NOT_SUPPORTED.
     pub fabric: Option<Fabric>,
+    // ---- health and telemetry (issue 22, `health.rs`)
+    /// The `health` block, the entry's sub-sections over the defaults'.
+    pub health: Health,
 }
 
 impl Profile {
@@ -271,6 +281,7 @@ impl Profile {
                 .clone()
                 .unwrap_or_else(|| defaults.nvlink.clone()),
             fabric: entry.fabric.or(defaults.fabric),
+            health: health::resolve(defaults.health.as_ref(), entry.health.as_ref()),
         })
     }
 }

@@ -68,6 +68,9 @@ pub(crate) struct DeviceDefaults {
     pub(crate) nvlink: NvLink,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) fabric: Option<Fabric>,
+    // ---- health and telemetry (issue 22, `health.rs`)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) health: Option<crate::health::Health>,
 }
 
 /// One GPU: its identity, and any default it overrides.
@@ -121,6 +124,9 @@ pub(crate) struct DeviceEntry {
     pub(crate) nvlink: Option<NvLink>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) fabric: Option<Fabric>,
+    // ---- health and telemetry (issue 22, `health.rs`)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) health: Option<crate::health::Health>,
 }
 
 /// The product brand NVML reports.
