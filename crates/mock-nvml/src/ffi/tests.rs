@@ -193,7 +193,7 @@ macro_rules! device_string {
 }
 
 fn table() -> Vec<Entry> {
-    vec![
+    let mut table = vec![
         entry!(nvmlInit, |_device, _mode| nvmlInit()),
         entry!(nvmlInit_v2, |_device, _mode| nvmlInit_v2()),
         entry!(nvmlInitWithFlags, |_device, _mode| nvmlInitWithFlags(1)),
@@ -465,7 +465,10 @@ fn table() -> Vec<Entry> {
             let code = unsafe { nvmlEventSetWait(xid_set(), out(&mut value, mode), 0) };
             timed_out_is_success(mode, code)
         }),
-    ]
+    ];
+    // health and telemetry (issue 22)
+    table.extend(health_tests::table());
+    table
 }
 
 /// A new event set, or NULL in [`Mode::Null`] (and before init, when creation fails).
@@ -612,7 +615,8 @@ fn every_string_export_reports_a_short_buffer() {
         .into_iter()
         .filter(|entry| entry.writes_string)
         .collect();
-    assert_eq!(strings.len(), 5);
+    // five before issue 22, four health and telemetry strings since
+    assert_eq!(strings.len(), 9);
     for entry in strings {
         assert_eq!(
             (entry.call)(device, Mode::Short),
@@ -1124,3 +1128,6 @@ fn a_profile_without_topology_or_nvlink_is_not_supported() {
 
 #[path = "events_tests.rs"]
 mod events_tests;
+
+#[path = "health_tests.rs"]
+mod health_tests;
