@@ -467,3 +467,7 @@ pub struct Accounting {
     /// How many processes the buffer holds.
     pub buffer_size: u32,
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests;
