@@ -31,8 +31,6 @@ use measure::{differences, identity};
 use rows::Bench;
 use table::print_table;
 
-pub(crate) use build::pinned_snapshot;
-
 /// The cluster whose worker names the topology lists: the demo's.
 const CLUSTER: &str = harness::names::DEFAULT_CLUSTER;
 

@@ -100,6 +100,9 @@ pub enum Command {
     /// Regenerates the mock library's NVML function list (crates/mock-nvml/nvml-functions.txt)
     /// from go-nvml's nvml.h and upstream's snapshot, and upstream's export list.
     NvmlFunctions(NvmlFunctionsArgs),
+    /// Compares our mock library with upstream's, call by call, on every GPU profile both ship;
+    /// fails on any difference crates/nvml-conformance/allow.toml does not explain.
+    Conformance(ConformanceArgs),
 }
 
 /// Options for `inject`.
@@ -130,6 +133,17 @@ impl InjectArgs {
             _ => crate::inject::XidAction::Clear,
         }
     }
+}
+
+/// Options for `conformance`.
+#[derive(Debug, Clone, Args)]
+pub struct ConformanceArgs {
+    /// Upstream's snapshot (default: ../shared/peers/ beside the project, then the cached copy).
+    #[arg(long)]
+    pub snapshot: Option<PathBuf>,
+    /// Only these profiles (repeatable; default: every profile in manifests/helm/nvml-mock/profiles).
+    #[arg(long)]
+    pub profile: Option<Vec<String>>,
 }
 
 /// Options for `nvml-functions`.

@@ -9,6 +9,7 @@
 mod archive;
 mod bench_upstream;
 mod ci;
+mod conformance;
 mod doctor;
 mod faults;
 mod flags;
@@ -24,6 +25,7 @@ mod registry;
 #[cfg(test)]
 mod tidy;
 mod tools;
+mod upstream_mock;
 
 pub use xtask_support::{dirs, project_root};
 
@@ -112,6 +114,7 @@ fn run(flags: flags::Xtask) -> anyhow::Result<()> {
         Command::ImexDoublePayload(args) => images::imex_double_payload(&sh, &args.out),
         Command::BenchVsUpstream(args) => bench_upstream::run(&sh, &args),
         Command::NvmlFunctions(args) => nvml_functions::run(&sh, &args),
+        Command::Conformance(args) => conformance::run(&sh, &args),
     }
 }
 

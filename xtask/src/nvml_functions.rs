@@ -137,7 +137,7 @@ struct Bridge {
 
 /// Upstream's bridge; `None` when the snapshot is nowhere and none was asked for.
 fn upstream_bridge(sh: &Shell, args: &NvmlFunctionsArgs) -> Result<Option<Bridge>> {
-    let snapshot = match crate::bench_upstream::pinned_snapshot(args.snapshot.as_deref()) {
+    let snapshot = match crate::upstream_mock::pinned_snapshot(args.snapshot.as_deref()) {
         Ok(snapshot) => snapshot,
         Err(err) if args.snapshot.is_none() => {
             eprintln!("    {err:#}");

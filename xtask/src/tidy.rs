@@ -101,6 +101,14 @@ const RAW_COMMANDS: &[(&str, &str)] = &[
         "xtask/src/bench_upstream/",
         "builds both sides and times processes",
     ),
+    (
+        "xtask/src/conformance.rs",
+        "builds both sides and runs the runner once per side and profile",
+    ),
+    (
+        "xtask/src/upstream_mock.rs",
+        "builds upstream's mock from its snapshot with its own make",
+    ),
     ("xtask/src/ci.rs", "the CI driver: builds, tests, sandboxes"),
     ("xtask/src/ci/", "the CI driver's steps"),
     (
