@@ -26,6 +26,8 @@ use k8s_openapi::api::{
 use crate::helm::{args, container, fixture, pod_spec, run_helm, Template, NAMESPACE};
 
 const STAGER: &str = "nvml-mock";
+/// The profiles the chart ships (`profiles/<name>.yaml`).
+const PROFILES: [&str; 7] = ["a100", "b200", "gb200", "gb300", "h100", "l40s", "t4"];
 const NRI: &str = "nvml-mock-nri";
 
 fn stager_container(daemon_set: &DaemonSet) -> &Container {
@@ -339,7 +341,7 @@ fn a_new_image_tag_changes_both_pod_templates() {
 
 #[test]
 fn profile_configmap_holds_the_named_profile_verbatim() {
-    for profile in ["gb200", "h100"] {
+    for profile in PROFILES {
         let path = helm::chart_dir().join(format!("profiles/{profile}.yaml"));
         let want = std::fs::read_to_string(&path).unwrap_or_else(|err| {
             panic!(
@@ -1075,11 +1077,11 @@ fn rejects(yaml: &str, expected: &[&str]) {
 #[test]
 fn schema_rejects_an_unknown_profile() {
     rejects(
-        "gpu:\n  profile: a100\n",
+        "gpu:\n  profile: v100\n",
         &[
             "values don't meet the specifications of the schema",
             "/gpu/profile",
-            "'gb200', 'h100'",
+            "'a100', 'b200', 'gb200', 'gb300', 'h100', 'l40s', 't4'",
         ],
     );
 }
@@ -1241,12 +1243,12 @@ fn an_unknown_profile_file_fails_with_what_to_do() {
         "manifests/helm/nvml-mock",
         "--skip-schema-validation",
         "--set",
-        "gpu.profile=a100",
+        "gpu.profile=v100",
     ]));
     assert!(!ok, "rendering a missing profile succeeded");
     assert!(
         stderr.contains(
-            "gpu.profile \"a100\": the chart has no profiles/a100.yaml; use one of the shipped profiles or set gpu.customConfig"
+            "gpu.profile \"v100\": the chart has no profiles/v100.yaml; use one of the shipped profiles or set gpu.customConfig"
         ),
         "{stderr}"
     );

@@ -71,7 +71,15 @@ fn every_shipped_profile_parses() {
     seen.sort();
     assert_eq!(
         seen,
-        vec![("gb200".to_owned(), 4, true), ("h100".to_owned(), 8, false)],
-        "the shipped profiles are gb200 (4 GPUs, fabric) and h100 (8 GPUs, no fabric)"
+        vec![
+            ("a100".to_owned(), 8, false),
+            ("b200".to_owned(), 8, false),
+            ("gb200".to_owned(), 4, true),
+            ("gb300".to_owned(), 8, true),
+            ("h100".to_owned(), 8, false),
+            ("l40s".to_owned(), 8, false),
+            ("t4".to_owned(), 4, false),
+        ],
+        "the seven shipped profiles with their GPU counts and fabric support"
     );
 }

@@ -246,6 +246,70 @@ fn go_nvlib_v0_10_the_dra_drivers_enumerates_the_four_gpus() {
     go_nvlib_enumerates(&peer_pin("go_nvlib_old"));
 }
 
+/// The GPU instance profile names a profile's MIG table gives (none when it has no known table).
+fn table_names(device: &nvml_profile::Device) -> Vec<String> {
+    let mut names: Vec<String> = match &device.gpu_instance_profiles {
+        Some(nvml_profile::GpuInstanceProfiles::Known(rows)) => rows
+            .iter()
+            .map(|row| row.name.clone().unwrap_or_default())
+            .collect(),
+        _ => Vec::new(),
+    };
+    names.sort();
+    names
+}
+
+/// go-nvlib v0.13 derives its MIG profiles from `nvmlDeviceGetGpuInstanceProfileInfo`: on gb200
+/// (table `unknown`) none, on h100 and a100 exactly the GPU instance profiles of their tables
+/// (the names it computes from memory sizes match the table's names), plus the compute instance
+/// profiles it derives from them (`1c.2g.20gb`, ...).
+#[test]
+fn go_nvlib_v0_13_lists_the_mig_profiles_of_the_table() {
+    let client = nvlib_client(&peer_pin("go_nvlib_new"));
+    let lib_dir = integration_tests::mock_nvml_lib_dir();
+    for name in ["gb200", "h100", "a100"] {
+        let path = repo_root().join(format!("manifests/helm/nvml-mock/profiles/{name}.yaml"));
+        let text = std::fs::read_to_string(&path)
+            .unwrap_or_else(|err| panic!("cannot read {}: {err}", path.display()));
+        let profile = Profile::parse(&text).unwrap_or_else(|err| panic!("{name}: {err}"));
+        let output = checked(
+            Command::new(&client)
+                .env_clear()
+                .env("LD_LIBRARY_PATH", lib_dir.path())
+                .env("MOCK_NVML_CONFIG", &path)
+                .output(),
+            &format!("the go-nvlib client on {name}"),
+        );
+        let report: Value = serde_json::from_slice(&output.stdout)
+            .unwrap_or_else(|err| panic!("{name}: not JSON ({err})"));
+        let gpus = report["gpus"].as_array().cloned().unwrap_or_default();
+        assert_eq!(gpus.len(), profile.device_count(), "{name}: {report}");
+        for (gpu, device) in gpus.iter().zip(profile.devices()) {
+            let listed: Vec<String> = gpu["migProfileNames"]
+                .as_array()
+                .unwrap_or_else(|| panic!("{name}: no migProfileNames in {gpu}"))
+                .iter()
+                .map(|name| name.as_str().unwrap_or_default().to_owned())
+                .collect();
+            let mut instances: Vec<String> = listed
+                .iter()
+                .filter(|listed| !listed.contains("c."))
+                .cloned()
+                .collect();
+            instances.sort();
+            // go-nvlib visits each profile once per compute instance engine profile.
+            instances.dedup();
+            let want = table_names(&device);
+            assert_eq!(instances, want, "{name} GPU {}: {listed:?}", device.index);
+            assert_eq!(
+                listed.len() > want.len(),
+                !want.is_empty(),
+                "{name}: compute instance profiles only beside GPU instance ones: {listed:?}"
+            );
+        }
+    }
+}
+
 // ---------------------------------------------------------------- GPU feature discovery
 
 fn gpu_feature_discovery() -> PathBuf {

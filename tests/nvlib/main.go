@@ -14,20 +14,21 @@ import (
 )
 
 type gpu struct {
-	Index          int    `json:"index"`
-	UUID           string `json:"uuid"`
-	Name           string `json:"name"`
-	PCIBusID       string `json:"pciBusId"`
-	MigCapable     bool   `json:"migCapable"`
-	MigEnabled     bool   `json:"migEnabled"`
-	MigDevices     int    `json:"migDevices"`
-	MigProfiles    int    `json:"migProfiles"`
-	FabricAttached bool   `json:"fabricAttached"`
-	AddressingMode string `json:"addressingMode"`
-	Coherent       bool   `json:"coherent"`
-	Architecture   string `json:"architecture"`
-	Brand          string `json:"brand"`
-	CudaCC         string `json:"cudaComputeCapability"`
+	Index          int      `json:"index"`
+	UUID           string   `json:"uuid"`
+	Name           string   `json:"name"`
+	PCIBusID       string   `json:"pciBusId"`
+	MigCapable     bool     `json:"migCapable"`
+	MigEnabled     bool     `json:"migEnabled"`
+	MigDevices     int      `json:"migDevices"`
+	MigProfiles    int      `json:"migProfiles"`
+	MigNames       []string `json:"migProfileNames"`
+	FabricAttached bool     `json:"fabricAttached"`
+	AddressingMode string   `json:"addressingMode"`
+	Coherent       bool     `json:"coherent"`
+	Architecture   string   `json:"architecture"`
+	Brand          string   `json:"brand"`
+	CudaCC         string   `json:"cudaComputeCapability"`
 }
 
 func fail(format string, args ...any) {
@@ -54,6 +55,20 @@ func setLen[T any](c *calls, dst *int, call func() ([]T, error)) {
 	}
 }
 
+// migNames lists the MIG profiles go-nvlib derives from the GPU instance profile table, by name
+// ("1g.10gb", "1c.2g.20gb", ...), in go-nvlib's order.
+func migNames(d device.Device) ([]string, error) {
+	profiles, err := d.GetMigProfiles()
+	if err != nil {
+		return nil, err
+	}
+	names := []string{}
+	for _, p := range profiles {
+		names = append(names, p.String())
+	}
+	return names, nil
+}
+
 func main() {
 	lib := nvml.New()
 	if ret := lib.Init(); ret != nvml.SUCCESS {
@@ -76,7 +91,8 @@ func main() {
 		set(&c, &g.MigCapable, d.IsMigCapable)
 		set(&c, &g.MigEnabled, d.IsMigEnabled)
 		setLen(&c, &g.MigDevices, d.GetMigDevices)
-		setLen(&c, &g.MigProfiles, d.GetMigProfiles)
+		set(&c, &g.MigNames, func() ([]string, error) { return migNames(d) })
+		g.MigProfiles = len(g.MigNames)
 		set(&c, &g.FabricAttached, d.IsFabricAttached)
 		set(&c, &g.AddressingMode, d.GetAddressingModeAsString)
 		set(&c, &g.Coherent, d.IsCoherent)

@@ -18,6 +18,12 @@ def ret_of(call):
         return err.value, None
 
 
+def value_or_code(call):
+    """The call's result, or minus its NVML return code (as the Go client reports)."""
+    ret, value = ret_of(call)
+    return value if ret == 0 else -ret
+
+
 def uuid_text(raw):
     hexed = bytes(raw).hex()
     return "-".join([hexed[0:8], hexed[8:12], hexed[12:16], hexed[16:20], hexed[20:32]])
@@ -105,7 +111,7 @@ def main():
                 "temperature_c": n.nvmlDeviceGetTemperature(h, n.NVML_TEMPERATURE_GPU),
                 "power_usage_mw": n.nvmlDeviceGetPowerUsage(h),
                 "max_sm_clock": n.nvmlDeviceGetMaxClockInfo(h, n.NVML_CLOCK_SM),
-                "nvlink0_active": n.nvmlDeviceGetNvLinkState(h, 0),
+                "nvlink0_active": value_or_code(lambda: n.nvmlDeviceGetNvLinkState(h, 0)),
                 "pcie": [n.nvmlDeviceGetCurrPcieLinkGeneration(h), n.nvmlDeviceGetCurrPcieLinkWidth(h)],
             })
         json.dump(doc, sys.stdout, indent=1)

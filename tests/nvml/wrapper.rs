@@ -74,7 +74,11 @@ fn device_report(nvml: &Nvml, device: &Device<'_>) -> Result<Value, NvmlError> {
         "temperature_c": device.temperature(TemperatureSensor::Gpu)?,
         "power_usage_mw": device.power_usage()?,
         "max_sm_clock": device.max_clock_info(Clock::SM)?,
-        "nvlink0_active": u32::from(device.link_wrapper_for(0).is_active()?),
+        "nvlink0_active": match device.link_wrapper_for(0).is_active() {
+            Ok(active) => i64::from(active),
+            Err(NvmlError::NotSupported) => -3,
+            Err(err) => return Err(err),
+        },
         "pcie": [device.current_pcie_link_gen()?, device.current_pcie_link_width()?],
     }))
 }

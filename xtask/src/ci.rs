@@ -47,6 +47,11 @@ const STEPS: &[Step] = &[
         run: tests,
     },
     Step {
+        name: "conformance",
+        e2e: false,
+        run: conformance,
+    },
+    Step {
         name: "bench vs upstream",
         e2e: false,
         run: bench_vs_upstream,
@@ -224,6 +229,13 @@ fn ensure_nix_build_users(sh: &Shell) -> Result<()> {
         .run()?;
     }
     eprintln!("    created the nixbld group and build users for Nix's sandbox");
+    Ok(())
+}
+
+/// The differential check against upstream's Go mock on every profile: fails on any difference
+/// the allow-list does not explain. Upstream's build is shared with `bench vs upstream`.
+fn conformance(sh: &Shell) -> Result<()> {
+    cmd!(sh, "cargo xtask conformance").run()?;
     Ok(())
 }
 

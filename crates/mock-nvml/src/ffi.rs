@@ -166,6 +166,7 @@ macro_rules! string_getter {
 mod device;
 mod events;
 mod health;
+mod mig;
 mod structs;
 pub mod stubs;
 mod system;
@@ -174,6 +175,7 @@ mod topo;
 pub use device::*;
 pub use events::*;
 pub use health::*;
+pub use mig::*;
 pub use structs::*;
 pub use stubs::*;
 pub use system::*;

@@ -20,6 +20,7 @@
 //! - [`health`]: the same for the health and telemetry queries (power, thermal, fans, clocks,
 //!   ECC, retired pages, remapped rows, firmware and modes), from the profile's `health` block.
 //! - [`topo`]: the same for the PCIe topology and NVLink queries (one owner of the link checks).
+//! - [`mig`]: MIG profiles by name and their placements (C layouts and answers).
 //! - [`abi`]: return codes and `#[repr(C)]` layouts, pinned by tests.
 //! - [`events`]: event sets, Xid delivery from the injection control file, the bounded wait.
 //! - [`config`]: reading and overlaying the profile and topology.
@@ -42,6 +43,7 @@ pub mod events;
 pub mod ffi;
 pub mod health;
 pub mod locate;
+pub mod mig;
 pub mod query;
 pub mod state;
 pub mod topo;

@@ -352,9 +352,9 @@ mod tests {
     fn pci_info_follows_the_profile() {
         let devices = gb200();
         let info = pci_info(&devices[2]);
-        assert_eq!(&info.bus_id_legacy[..13], b"0000:41:00.0\0");
-        assert_eq!(&info.bus_id[..17], b"00000000:41:00.0\0");
-        assert_eq!((info.domain, info.bus, info.device), (0, 0x41, 0));
+        assert_eq!(&info.bus_id_legacy[..13], b"0000:4A:00.0\0");
+        assert_eq!(&info.bus_id[..17], b"00000000:4A:00.0\0");
+        assert_eq!((info.domain, info.bus, info.device), (0, 0x4a, 0));
         assert_eq!(info.pci_device_id, devices[2].pci.device_id);
     }
 
@@ -389,10 +389,10 @@ mod tests {
     #[test]
     fn lookups() {
         let devices = gb200();
-        assert_eq!(find_by_bus_id(&devices, "00000000:42:00.0"), Ok(3));
-        assert_eq!(find_by_bus_id(&devices, "42:00.0"), Ok(3));
+        assert_eq!(find_by_bus_id(&devices, "00000000:4B:00.0"), Ok(3));
+        assert_eq!(find_by_bus_id(&devices, "4b:00.0"), Ok(3));
         assert_eq!(
-            find_by_bus_id(&devices, "0000:43:00.0"),
+            find_by_bus_id(&devices, "0000:4c:00.0"),
             Err(abi::ERROR_NOT_FOUND)
         );
         assert_eq!(
@@ -475,18 +475,27 @@ mod tests {
 
     #[test]
     fn no_mig_table_no_mig_support_no_addressing_mode() {
-        // h100: MIG-capable, disabled, no table and no addressing mode in the profile.
+        // h100: MIG-capable, disabled, its real table, no addressing mode in the profile.
         let devices = Profile::parse(H100).unwrap().devices();
         let device = &devices[0];
         assert_eq!(max_mig_devices(device), Ok(0));
         assert_eq!(mig_device_at(device, 0), Err(abi::ERROR_NOT_FOUND));
+        let info = gpu_instance_profile(device, 0).unwrap();
         assert_eq!(
-            gpu_instance_profile(device, 0),
-            Err(abi::ERROR_NOT_SUPPORTED)
+            (info.id, info.instance_count, info.memory_size_mb),
+            (19, 7, 9984)
+        );
+        assert_eq!(
+            gpu_instance_profile(device, 6),
+            Err(abi::ERROR_NOT_SUPPORTED),
+            "NVML_GPU_INSTANCE_PROFILE_6_SLICE is not an H100 profile"
         );
         assert_eq!(addressing_mode(device), Err(abi::ERROR_NOT_SUPPORTED));
         // Without mig_mode the part has no MIG at all.
-        let text = H100.replace("  mig_mode: {current: false, pending: false}\n", "");
+        let text = H100.replace(
+            "  mig_mode: {current: false, pending: false, max_devices: 7}\n",
+            "",
+        );
         let devices = Profile::parse(&text).unwrap().devices();
         assert_eq!(devices[0].mig_mode, None);
         assert_eq!(max_mig_devices(&devices[0]), Ok(0));

@@ -297,7 +297,7 @@ pub enum Unknown {
 }
 
 /// One row of `nvmlGpuInstanceProfileInfo_t`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct GpuInstanceProfile {
     /// Which `NVML_GPU_INSTANCE_PROFILE_*` this is (0..=16, the argument callers pass).
@@ -324,6 +324,14 @@ pub struct GpuInstanceProfile {
     pub ofas: u32,
     /// Memory in MiB.
     pub memory_mib: u64,
+    // MIG names and placements (i22-profiles).
+    /// The profile's name (`1g.5gb`) that `nvmlDeviceGetGpuInstanceProfileInfoV` reports; absent:
+    /// the versioned query is NOT_SUPPORTED for this profile.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Where its instances can sit; absent: the placement query is NOT_SUPPORTED for it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placements: Option<crate::mig::Placements>,
 }
 
 /// `nvmlDeviceAddressingModeType_t`: how system memory is addressable from the GPU.

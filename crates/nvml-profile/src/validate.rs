@@ -183,7 +183,7 @@ fn gpu_instance_profiles(field: &str, profiles: Option<&GpuInstanceProfiles>) ->
             );
         }
     }
-    Ok(())
+    crate::mig::validate(field, rows)
 }
 
 fn device(entry: &DeviceEntry, position: usize, defaults: &DeviceDefaults) -> Result<()> {

@@ -140,6 +140,12 @@ func topologyOf(d nvml.Device, count int) map[string]any {
 	}
 }
 
+// nvlinkState0 is link 0's state, or minus the return code (NOT_SUPPORTED on a GPU without NVLink).
+func nvlinkState0(d nvml.Device) int {
+	state, ret := d.GetNvLinkState(0)
+	return codeOr(int(state), ret)
+}
+
 func main() {
 	// As the DRA compute-domain kubelet plugin does: nvmlInitWithFlags(NVML_INIT_FLAG_NO_GPUS).
 	if ret := nvml.InitWithFlags(nvml.INIT_FLAG_NO_GPUS); ret != nvml.SUCCESS {
@@ -216,7 +222,7 @@ func main() {
 			"temperature_c":      must(d.GetTemperature(nvml.TEMPERATURE_GPU)),
 			"power_usage_mw":     must(d.GetPowerUsage()),
 			"max_sm_clock":       must(d.GetMaxClockInfo(nvml.CLOCK_SM)),
-			"nvlink0_active":     must(d.GetNvLinkState(0)),
+			"nvlink0_active":     nvlinkState0(d),
 			"pcie":               []int{must(d.GetCurrPcieLinkGeneration()), must(d.GetCurrPcieLinkWidth())},
 			"topology":           topologyOf(d, count),
 		})

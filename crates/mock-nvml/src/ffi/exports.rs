@@ -69,6 +69,10 @@ pub const EXPORTS: &[&str] = &[
     "nvmlDeviceGetSupportedEventTypes",
     "nvmlEventSetWait_v2",
     "nvmlEventSetWait",
+    // MIG profiles by name and their placements (i22-profiles).
+    "nvmlDeviceGetGpuInstanceProfileInfoV",
+    "nvmlDeviceGetGpuInstancePossiblePlacements_v2",
+    "nvmlDeviceGetGpuInstancePossiblePlacements",
     // ---- health and telemetry (issue 22, `ffi/health.rs`)
     "nvmlDeviceGetPowerManagementMode",
     "nvmlDeviceGetPowerManagementLimit",

@@ -17,10 +17,10 @@ fn gb200() -> Device {
 fn energy_is_the_start_plus_the_draw_over_time() {
     let h100 = Profile::parse(H100).unwrap().devices().remove(0);
     assert_eq!(total_energy(&h100, Duration::ZERO), Ok(600_000));
-    // 69 W for 10 s is 690 J.
+    // 95 W for 10 s is 950 J.
     assert_eq!(
         total_energy(&h100, Duration::from_secs(10)),
-        Ok(600_000 + 690_000)
+        Ok(600_000 + 950_000)
     );
     assert_eq!(total_energy(&gb200(), Duration::from_millis(1)), Ok(145));
     let mut bare = gb200();

@@ -8,6 +8,16 @@ fn gb200_with(old: &str, new: &str) -> String {
     GB200.replacen(old, new, 1)
 }
 
+/// GB200 with `extra` (a flow-style `key: value`) added to its first device's entry.
+fn gb200_device0_with(extra: &str) -> String {
+    let line = GB200
+        .lines()
+        .find(|line| line.starts_with("  - {index: 0,"))
+        .unwrap();
+    let patched = format!("{}, {extra}}}", line.strip_suffix('}').unwrap());
+    gb200_with(line, &patched)
+}
+
 fn field_of(text: &str) -> String {
     match Profile::parse(text) {
         Err(Error::Invalid { field, .. }) => field,
@@ -36,10 +46,7 @@ fn shipped_profiles_carry_health() {
 
 #[test]
 fn a_device_overrides_sub_sections_and_keeps_the_rest() {
-    let text = gb200_with(
-        "    pci_bus_id: \"0000:01:00.0\"\n",
-        "    pci_bus_id: \"0000:01:00.0\"\n    health:\n      fans: {count: 2, speed_percent: 40}\n",
-    );
+    let text = gb200_device0_with("health: {fans: {count: 2, speed_percent: 40}}");
     let profile = Profile::parse(&text).unwrap();
     let devices = profile.devices();
     assert_eq!(devices[0].health.fans.unwrap().count, 2);
@@ -91,10 +98,7 @@ fn invalid_health_values_name_their_field() {
     for (old, new, field) in cases {
         assert_eq!(field_of(&gb200_with(old, new)), field, "{new}");
     }
-    let per_device = gb200_with(
-        "    pci_bus_id: \"0000:01:00.0\"\n",
-        "    pci_bus_id: \"0000:01:00.0\"\n    health: {performance_state: 40}\n",
-    );
+    let per_device = gb200_device0_with("health: {performance_state: 40}");
     assert_eq!(field_of(&per_device), "devices[0].health.performance_state");
     let typo = gb200_with("multi_gpu_board: false", "multi_gpu_bored: false");
     assert!(matches!(Profile::parse(&typo), Err(Error::Syntax(_))));

@@ -1,0 +1,105 @@
+//! MIG exports by profile name and placement (i22-profiles): `nvmlDeviceGetGpuInstanceProfileInfoV`
+//! and `nvmlDeviceGetGpuInstancePossiblePlacements` (v1 and `_v2`); the answers are [`crate::mig`]'s.
+
+use super::*;
+use crate::mig::{self, GpuInstancePlacement, ProfileInfoV};
+
+/// `nvmlDeviceGetGpuInstanceProfileInfoV`: the caller sets `version` to
+/// `nvmlGpuInstanceProfileInfo_v2` or `_v3`; exactly that layout's bytes are written. Any other
+/// tag is INVALID_ARGUMENT, as nvml.h documents for this function; see [`mig::profile_info_v`].
+///
+/// # Safety
+/// `info` must be NULL or valid for reading 4 bytes and writing the layout its version names.
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetGpuInstanceProfileInfoV(
+    device: nvmlDevice_t,
+    profile: c_uint,
+    info: *mut mig::GpuInstanceProfileInfoV2,
+) -> NvmlReturn {
+    guard(|| {
+        let value = with_device(device, |_, device| {
+            // SAFETY: forwarded from this function's contract.
+            let version = unsafe { get_u32(info.cast_const().cast()) }?;
+            mig::profile_info_v(device, profile, version)
+        })?;
+        match value {
+            // SAFETY: the caller's version tag says the buffer holds a v2 struct.
+            ProfileInfoV::V2(value) => unsafe { put(info, value) },
+            // SAFETY: the caller's version tag says the buffer holds a v3 struct (the same size).
+            ProfileInfoV::V3(value) => unsafe {
+                put(info.cast::<mig::GpuInstanceProfileInfoV3>(), value)
+            },
+        }
+    })
+}
+
+/// `nvmlDeviceGetGpuInstancePossiblePlacements_v2`; see [`possible_placements`].
+///
+/// # Safety
+/// As for [`possible_placements`].
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetGpuInstancePossiblePlacements_v2(
+    device: nvmlDevice_t,
+    profile_id: c_uint,
+    placements: *mut GpuInstancePlacement,
+    count: *mut c_uint,
+) -> NvmlReturn {
+    // SAFETY: forwarded from this function's contract.
+    unsafe { possible_placements(device, profile_id, placements, count) }
+}
+
+/// `nvmlDeviceGetGpuInstancePossiblePlacements` (v1): nvml.h declares it without a description
+/// of its own, so it answers as `_v2`.
+///
+/// # Safety
+/// As for [`possible_placements`].
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetGpuInstancePossiblePlacements(
+    device: nvmlDevice_t,
+    profile_id: c_uint,
+    placements: *mut GpuInstancePlacement,
+    count: *mut c_uint,
+) -> NvmlReturn {
+    // SAFETY: forwarded from this function's contract.
+    unsafe { possible_placements(device, profile_id, placements, count) }
+}
+
+/// The placements of profile `profile_id` ([`mig::placements`]) by the count protocol: NULL
+/// `count` is INVALID_ARGUMENT; NULL `placements` sets `*count` to the number of placements;
+/// otherwise `*count` is read as the array's capacity: too small sets it to the number needed and
+/// is INSUFFICIENT_SIZE with the array untouched, else the placements are written and `*count`
+/// is their number.
+///
+/// # Safety
+/// `count` must be NULL or valid for reading and writing an `unsigned int`; `placements` NULL or
+/// valid for writing `*count` placements.
+unsafe fn possible_placements(
+    device: nvmlDevice_t,
+    profile_id: c_uint,
+    placements: *mut GpuInstancePlacement,
+    count: *mut c_uint,
+) -> NvmlReturn {
+    guard(|| {
+        let list = with_device(device, |_, device| {
+            non_null([count.cast_const().cast()])?;
+            mig::placements(device, profile_id)
+        })?;
+        let needed = c_uint::try_from(list.len()).map_err(|_| abi::ERROR_UNKNOWN)?;
+        if !placements.is_null() {
+            // SAFETY: `count` is non-NULL (checked) and readable, per this function's contract.
+            let capacity = unsafe { get_u32(count.cast_const().cast()) }?;
+            if capacity < needed {
+                // SAFETY: as above, and writable.
+                unsafe { put(count, needed) }?;
+                return Err(abi::ERROR_INSUFFICIENT_SIZE);
+            }
+            for (slot, placement) in list.iter().enumerate() {
+                // SAFETY: `placements` is valid for `capacity >= list.len()` entries (contract and
+                // the check above); each write stays inside them.
+                unsafe { placements.add(slot).write_unaligned(*placement) };
+            }
+        }
+        // SAFETY: `count` is non-NULL and writable, per this function's contract.
+        unsafe { put(count, needed) }
+    })
+}
