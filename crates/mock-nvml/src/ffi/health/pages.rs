@@ -80,8 +80,8 @@ pub unsafe extern "C" fn nvmlDeviceGetRetiredPages(
 /// `nvmlDeviceGetRetiredPages_v2`: as v1, with each page's retirement time.
 ///
 /// # Safety
-/// As for [`nvmlDeviceGetRetiredPages`]; `timestamps` NULL or valid for writing `*page_count`
-/// values (NULL while `*page_count` is not zero is INVALID_ARGUMENT).
+/// As for [`nvmlDeviceGetRetiredPages`]; `timestamps` NULL (not written: nvml.h does not
+/// require it) or valid for writing `*page_count` values.
 #[no_mangle]
 pub unsafe extern "C" fn nvmlDeviceGetRetiredPages_v2(
     device: nvmlDevice_t,
@@ -94,9 +94,6 @@ pub unsafe extern "C" fn nvmlDeviceGetRetiredPages_v2(
         with_device(device, |_, device| {
             // SAFETY: forwarded from this function's contract.
             let asked = unsafe { asked(page_count, addresses) }?;
-            if asked != 0 && timestamps.is_null() {
-                return Err(abi::ERROR_INVALID_ARGUMENT);
-            }
             let pages = ecc::retired_pages(device, cause)?;
             // SAFETY: forwarded from this function's contract.
             unsafe { put_pages(pages, asked, page_count, addresses, timestamps) }
