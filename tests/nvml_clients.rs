@@ -844,3 +844,123 @@ fn nvml_wrapper_matrix() {
         check_report(&report, &scenario);
     }
 }
+
+// ---------------------------------------------------------------- issue 22, misc exports
+
+/// pynvml over the activity exports (`tests/nvml/pynvml_activity.py`) on gb200 with two
+/// processes on GPU 3: every value is the profile's, or derived from it (affinity from
+/// `pcie_topology`, GPM from the architecture and utilization), and the unmodelled ones answer
+/// NVML's codes (NOT_FOUND for an unknown pid, NOT_SUPPORTED for an unanswered field, INVALID
+/// ARGUMENT for a MIG parent of a GPU handle).
+#[test]
+fn pynvml_reads_processes_affinity_codecs_fields_and_gpm() {
+    mock_nvml_library();
+    let lib_dir = mock_nvml_lib_dir();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let base = std::fs::read_to_string(profile_path("gb200")).expect("gb200 profile");
+    let mut doc: serde_yaml::Value = serde_yaml::from_str(&base).expect("gb200 is YAML");
+    doc["devices"][3]["processes"] = serde_yaml::from_str(
+        "[{pid: 4242, name: python3, kind: compute, used_memory: 1073741824, sm_util: 90, memory_util: 40},
+          {pid: 77, name: Xorg, kind: graphics, used_memory: 16777216}]",
+    )
+    .expect("processes");
+    let text = serde_yaml::to_string(&doc).expect("YAML");
+    let path = dir.path().join("gb200-processes.yaml");
+    std::fs::write(&path, &text).expect("write the profile");
+    let profile = Profile::parse(&text).expect("the profile with processes parses");
+    let gpu = profile.device(3).expect("GPU 3");
+    let scenario = Scenario {
+        label: "gb200 with processes".to_owned(),
+        profile_path: path,
+        profile: profile.clone(),
+        node: format!("{CLUSTER}-worker"),
+        expected: Fabric::NotSupported,
+    };
+    let mut command = client_command(&pynvml_python(), lib_dir.path(), &scenario);
+    command.arg(repo_root().join("tests/nvml/pynvml_activity.py"));
+    let got = run_json(command, "pynvml, activity exports");
+    let numa = profile
+        .pcie_topology()
+        .and_then(|t| t.numa_node(3))
+        .expect("numa node");
+    assert_eq!(int(&got, "numa_node"), i64::from(numa));
+    // The CPUs of GPU 3's NUMA node as three 64-bit words.
+    let mut words = [0u64; 3];
+    let topology = profile.pcie_topology().expect("pcie_topology");
+    for &(first, last) in topology.cpus(3).expect("GPU 3's CPUs") {
+        for cpu in (first..=last).filter(|cpu| *cpu < 192) {
+            words[(cpu / 64) as usize] |= 1 << (cpu % 64);
+        }
+    }
+    assert_eq!(got["cpu_affinity"], serde_json::json!(words));
+    assert_eq!(got["memory_affinity"], serde_json::json!([1u64 << numa]));
+    assert_eq!(
+        int(&got, "p2p_nvlink"),
+        0,
+        "NVML_P2P_STATUS_OK over the NVLink fabric"
+    );
+    let processes = &gpu.processes;
+    assert_eq!(
+        got["compute"],
+        serde_json::json!([[processes[0].pid, processes[0].used_memory]])
+    );
+    assert_eq!(
+        got["graphics"],
+        serde_json::json!([[processes[1].pid, processes[1].used_memory]])
+    );
+    assert_eq!(
+        got["samples"],
+        serde_json::json!([[4242, 90, 40, 0, 0], [77, 0, 0, 0, 0]])
+    );
+    assert_eq!(
+        got["names"],
+        serde_json::json!(["python3", "Xorg", {"error": 6}])
+    );
+    let codecs = gpu.codecs.expect("codecs");
+    assert_eq!(
+        got["encoder"],
+        serde_json::json!([codecs.encoder, codecs.sampling_period_us])
+    );
+    assert_eq!(
+        got["decoder"],
+        serde_json::json!([codecs.decoder, codecs.sampling_period_us])
+    );
+    assert_eq!(
+        uint(&got, "encoder_capacity"),
+        u64::from(codecs.encoder_capacity)
+    );
+    assert_eq!(got["encoder_stats"], serde_json::json!([0, 0, 0]));
+    assert_eq!(uint(&got, "encoder_sessions"), 0);
+    let pcie = gpu.pcie_counters.expect("pcie counters");
+    assert_eq!(
+        got["pcie"],
+        serde_json::json!([pcie.tx_kbps, pcie.replays, gpu.pcie.max_gen])
+    );
+    let traffic = got["nvlink_traffic"].as_array().expect("rx, tx");
+    assert!(
+        traffic[0] == traffic[1] && traffic[0].as_u64() > Some(0),
+        "grows with uptime: {traffic:?}"
+    );
+    assert_eq!(uint(&got, "nvlink_errors"), 0, "healthy links");
+    assert_eq!(
+        got["fields"],
+        serde_json::json!([
+            [165, 0, 1],
+            [91, 0, gpu.nvlink.links],
+            [94, 0, pcie.replays],
+            [186, 0, gpu.power_usage_mw],
+            [83, NVML_ERROR_NOT_SUPPORTED, null]
+        ])
+    );
+    assert_eq!(uint(&got, "gpm_supported"), 1, "Blackwell");
+    assert_eq!(
+        got["gpm"],
+        serde_json::json!([
+            [0, f64::from(gpu.utilization.gpu)],
+            [0, f64::from(gpu.utilization.memory)],
+            [NVML_ERROR_NOT_SUPPORTED, 0.0]
+        ])
+    );
+    assert_eq!(uint(&got, "c2c"), 1);
+    assert_eq!(got["mig_parent"], serde_json::json!({"error": 2}));
+}

@@ -20,6 +20,9 @@
 //! - [`health`]: the same for the health and telemetry queries (power, thermal, fans, clocks,
 //!   ECC, retired pages, remapped rows, firmware and modes), from the profile's `health` block.
 //! - [`topo`]: the same for the PCIe topology and NVLink queries (one owner of the link checks).
+//! - [`activity`]: the same for PCIe extras, affinity, P2P, processes, codecs, NVLink counters
+//!   and C2C ([`activity_abi`] their C types); [`fields`] the field values, [`gpm`]
+//!   GPU performance monitoring.
 //! - [`mig`]: MIG profiles by name and their placements (C layouts and answers).
 //! - [`abi`]: return codes and `#[repr(C)]` layouts, pinned by tests.
 //! - [`events`]: event sets, Xid delivery from the injection control file, the bounded wait.
@@ -37,10 +40,14 @@
 //! dependencies. Its own tests and benchmark reach it the same way (`tests/`, `benches/`).
 
 pub mod abi;
+pub mod activity;
+pub mod activity_abi;
 pub mod config;
 pub mod events;
 #[allow(unsafe_code)]
 pub mod ffi;
+pub mod fields;
+pub mod gpm;
 pub mod health;
 pub mod locate;
 pub mod mig;

@@ -18,6 +18,12 @@ pub enum Command {
         /// Whether to print the header line.
         header: bool,
     },
+    /// `-q` / `--query`: every GPU's details as indented text; with `-x` / `--xml-format`, as
+    /// the `<nvidia_smi_log>` XML document.
+    Report {
+        /// `-x`: XML instead of text.
+        xml: bool,
+    },
     /// No arguments: a short per-GPU table.
     Summary,
     /// `-h` / `--help`.
@@ -89,6 +95,9 @@ nvidia-smi (cdsim mock driver): answers through libnvidia-ml.so.1
   --query-gpu=<fields> --format=csv[,noheader][,nounits]
                                               fields: index, name, uuid, pci.bus_id, serial,
                                               driver_version, count
+  -q, --query                                 every GPU's details (driver, CUDA, product, UUID,
+                                              serial, minor number, PCI, memory, fabric)
+  -x, --xml-format                            with -q: as XML (<nvidia_smi_log>)
   -i, --id=<index>                            only this GPU
 Other nvidia-smi operations (-pm, -mig, -r, ...) are not available on the mock.";
 
@@ -98,6 +107,7 @@ pub fn parse(args: &[String]) -> Result<Invocation, String> {
     let mut query = None;
     let mut format = None;
     let mut gpu = None;
+    let mut xml = false;
     let mut iter = args.iter();
     let set = |slot: &mut Option<Command>, value: Command| match slot.replace(value) {
         None => Ok(()),
@@ -119,6 +129,8 @@ pub fn parse(args: &[String]) -> Result<Invocation, String> {
             "--version" => set(&mut command, Command::Version)?,
             "-L" | "--list-gpus" => set(&mut command, Command::List)?,
             "-h" | "--help" => set(&mut command, Command::Help)?,
+            "-q" | "--query" => set(&mut command, Command::Report { xml: false })?,
+            "-x" | "--xml-format" => xml = true,
             "--query-gpu" => query = Some(value("--query-gpu")?),
             "--format" => format = Some(value("--format")?),
             "-i" | "--id" => {
@@ -156,10 +168,12 @@ pub fn parse(args: &[String]) -> Result<Invocation, String> {
     } else if format.is_some() {
         return Err("--format needs --query-gpu".to_owned());
     }
-    Ok(Invocation {
-        command: command.unwrap_or(Command::Summary),
-        gpu,
-    })
+    let command = match (command, xml) {
+        (Some(Command::Report { .. }), xml) => Command::Report { xml },
+        (_, true) => return Err("-x needs -q".to_owned()),
+        (command, false) => command.unwrap_or(Command::Summary),
+    };
+    Ok(Invocation { command, gpu })
 }
 
 #[cfg(test)]
@@ -178,6 +192,24 @@ mod tests {
         );
         assert_eq!(parse(&args("-L")).map(|it| it.command), Ok(Command::List));
         assert_eq!(parse(&[]).map(|it| it.command), Ok(Command::Summary));
+        assert_eq!(
+            parse(&args("-q")).map(|it| it.command),
+            Ok(Command::Report { xml: false })
+        );
+        for line in ["-q -x", "-x -q", "--query --xml-format"] {
+            assert_eq!(
+                parse(&args(line)).map(|it| it.command),
+                Ok(Command::Report { xml: true }),
+                "{line}"
+            );
+        }
+        assert_eq!(
+            parse(&args("-q -x -i 1")),
+            Ok(Invocation {
+                command: Command::Report { xml: true },
+                gpu: Some(1)
+            })
+        );
         assert_eq!(
             parse(&args(
                 "--query-gpu=index,uuid,pci.bus_id --format=csv,noheader -i 2"
@@ -214,6 +246,9 @@ mod tests {
             ("--version -L", "Invalid combination"),
             ("-i GPU-1234", "by index only"),
             ("-i", "needs a value"),
+            ("-x", "-x needs -q"),
+            ("-L -x", "-x needs -q"),
+            ("-q -L", "Invalid combination"),
         ] {
             let err = parse(&args(line)).expect_err(line);
             assert!(err.contains(message), "{line}: {err}");

@@ -1,19 +1,27 @@
 //! `nvidia-smi` of the mock driver: staged at `driver/usr/bin/nvidia-smi` beside check-fabric,
 //! it answers the queries NVIDIA's node software makes of a driver root (the DRA driver's init
 //! container runs `env -i LD_PRELOAD=<lib> nvidia-smi --version`) and a few for humans
-//! (`-L`, `--query-gpu`), everything through `libnvidia-ml.so.1`. It works against NVIDIA's
-//! library too.
+//! (`-L`, `--query-gpu`, `-q` and `-q -x`: `report.rs` holds what `-q` reports, `collect.rs`
+//! fills it through the library, `layout.rs` orders it (`modes.rs` names the modes), `text.rs` and `xml.rs` print it),
+//! everything through `libnvidia-ml.so.1`. It works against NVIDIA's library too.
 //!
 //! Exit codes follow nvidia-smi's: 0 success, 2 invalid argument or flag, the NVML error
 //! code when a call fails (9 driver not loaded, …; 255 for codes above 255), 12 when the
 //! library cannot be loaded.
 
 mod cli;
+mod collect;
 mod ffi;
+mod layout;
+mod modes;
+mod report;
+mod text;
+mod xml;
 
 use std::{io::Write, process::ExitCode};
 
 use cli::{Command, Field};
+use collect::Failure;
 use ffi::{Nvml, Return};
 
 fn main() -> ExitCode {
@@ -62,12 +70,12 @@ fn exit_code(code: Return) -> ExitCode {
     ExitCode::from(u8::try_from(code.0).unwrap_or(255))
 }
 
-type Failure = (String, Return);
+/// Tags a failed call with what was being read.
+fn at(what: &str) -> impl Fn(Return) -> Failure + '_ {
+    move |code| (what.to_owned(), code)
+}
 
 fn run(nvml: &Nvml, invocation: &cli::Invocation) -> Result<String, Failure> {
-    fn at(what: &str) -> impl Fn(Return) -> Failure + '_ {
-        move |code| (what.to_owned(), code)
-    }
     let driver = nvml.driver_version().map_err(at("driver version"))?;
     if invocation.command == Command::Version {
         let nvml_version = nvml.nvml_version().map_err(at("NVML version"))?;
@@ -89,36 +97,18 @@ fn run(nvml: &Nvml, invocation: &cli::Invocation) -> Result<String, Failure> {
         }
         None => (0..count).collect(),
     };
-    let mut out = String::new();
-    if let Command::Query { fields, header } = &invocation.command {
-        if *header {
-            let names: Vec<&str> = fields.iter().map(|field| field.header()).collect();
-            out.push_str(&names.join(", "));
-            out.push('\n');
-        }
-        for index in indices {
-            let device = nvml.handle(index).map_err(at(&format!("GPU {index}")))?;
-            let mut values = Vec::new();
-            for field in fields {
-                let value = match field {
-                    Field::Index => Ok(index.to_string()),
-                    Field::Name => nvml.name(device),
-                    Field::Uuid => nvml.uuid(device),
-                    Field::PciBusId => nvml.pci_bus_id(device),
-                    Field::Serial => match nvml.serial(device) {
-                        Err(Return(3)) => Ok("[N/A]".to_owned()),
-                        other => other,
-                    },
-                    Field::DriverVersion => Ok(driver.clone()),
-                    Field::Count => Ok(count.to_string()),
-                };
-                values.push(value.map_err(at(&format!("GPU {index} {}", field.header())))?);
-            }
-            out.push_str(&values.join(", "));
-            out.push('\n');
-        }
-        return Ok(out);
+    if let Command::Report { xml } = invocation.command {
+        let report = collect::report(nvml, &indices, count)?;
+        return Ok(if xml {
+            xml::render(&report)
+        } else {
+            text::render(&report)
+        });
     }
+    if let Command::Query { fields, header } = &invocation.command {
+        return csv(nvml, fields, *header, &indices, &driver, count);
+    }
+    let mut out = String::new();
     if invocation.command == Command::Summary {
         out.push_str(&format!(
             "cdsim mock driver {driver}: {count} GPU(s) (nvidia-smi --help for the queries answered)\n"
@@ -141,6 +131,45 @@ fn run(nvml: &Nvml, invocation: &cli::Invocation) -> Result<String, Failure> {
             }
             _ => out.push_str(&format!("GPU {index}: {name} (UUID: {uuid})\n")),
         }
+    }
+    Ok(out)
+}
+
+/// `--query-gpu=<fields> --format=csv`: one line per GPU of `indices`.
+fn csv(
+    nvml: &Nvml,
+    fields: &[Field],
+    header: bool,
+    indices: &[u32],
+    driver: &str,
+    count: u32,
+) -> Result<String, Failure> {
+    let mut out = String::new();
+    if header {
+        let names: Vec<&str> = fields.iter().map(|field| field.header()).collect();
+        out.push_str(&names.join(", "));
+        out.push('\n');
+    }
+    for &index in indices {
+        let device = nvml.handle(index).map_err(at(&format!("GPU {index}")))?;
+        let mut values = Vec::new();
+        for field in fields {
+            let value = match field {
+                Field::Index => Ok(index.to_string()),
+                Field::Name => nvml.name(device),
+                Field::Uuid => nvml.uuid(device),
+                Field::PciBusId => nvml.pci_bus_id(device),
+                Field::Serial => match nvml.serial(device) {
+                    Err(Return(3)) => Ok("[N/A]".to_owned()),
+                    other => other,
+                },
+                Field::DriverVersion => Ok(driver.to_owned()),
+                Field::Count => Ok(count.to_string()),
+            };
+            values.push(value.map_err(at(&format!("GPU {index} {}", field.header())))?);
+        }
+        out.push_str(&values.join(", "));
+        out.push('\n');
     }
     Ok(out)
 }

@@ -16,6 +16,7 @@
 //! assert_eq!(two.devices().len(), 2);
 //! ```
 
+mod activity;
 mod health;
 mod ids;
 mod mig;
@@ -23,6 +24,9 @@ mod pcie;
 mod schema;
 mod validate;
 
+pub use activity::{
+    C2c, Codecs, NvLinkCounters, PciClass, PcieCounters, PeerType, Platform, Process, ProcessKind,
+};
 pub use health::{
     Accounting, ApplicationsClocks, AutoBoost, Bar1Memory, ClocksEventReason, ClocksEventReasons,
     Display, EccCounts, EccErrors, EccLocations, Fans, GpuOperationMode, GpuOperationModes,
@@ -141,6 +145,21 @@ pub struct Device {
     pub nvlink: NvLink,
     /// Fabric registration; `None` means NOT_SUPPORTED.
     pub fabric: Option<Fabric>,
+    // ---- activity and extras (issue 22, misc area)
+    /// PCIe throughput and replays; `None` means NOT_SUPPORTED.
+    pub pcie_counters: Option<PcieCounters>,
+    /// PCI class codes; `None` means `nvmlDeviceGetPciInfoExt` is NOT_SUPPORTED.
+    pub pci_class: Option<PciClass>,
+    /// Video engines; `None` means NOT_SUPPORTED.
+    pub codecs: Option<Codecs>,
+    /// Running processes (none when the profile lists none).
+    pub processes: Vec<Process>,
+    /// NVLink counter rates; `None` means the counters are NOT_SUPPORTED.
+    pub nvlink_counters: Option<NvLinkCounters>,
+    /// NVLink-C2C; `None` means NOT_SUPPORTED.
+    pub c2c: Option<C2c>,
+    /// Rack placement; `None` means NOT_SUPPORTED.
+    pub platform: Option<Platform>,
     // ---- health and telemetry (issue 22, `health.rs`)
     /// The `health` block, the entry's sub-sections over the defaults'.
     pub health: Health,
@@ -289,6 +308,17 @@ impl Profile {
                 .clone()
                 .unwrap_or_else(|| defaults.nvlink.clone()),
             fabric: entry.fabric.or(defaults.fabric),
+            pcie_counters: entry.pcie_counters.or(defaults.pcie_counters),
+            pci_class: entry.pci_class.or(defaults.pci_class),
+            codecs: entry.codecs.or(defaults.codecs),
+            processes: entry
+                .processes
+                .clone()
+                .or_else(|| defaults.processes.clone())
+                .unwrap_or_default(),
+            nvlink_counters: entry.nvlink_counters.or(defaults.nvlink_counters),
+            c2c: entry.c2c.or(defaults.c2c),
+            platform: entry.platform.clone().or_else(|| defaults.platform.clone()),
             health: health::resolve(defaults.health.as_ref(), entry.health.as_ref()),
         })
     }

@@ -126,6 +126,12 @@ impl PcieTopology {
         )
     }
 
+    /// The logical CPUs of a visible GPU's NUMA node, as inclusive ranges (CPU affinity).
+    pub fn cpus(&self, gpu: usize) -> Option<&[(u32, u32)]> {
+        let place = self.places.get(gpu)?;
+        Some(&self.numa_nodes[place.numa].1)
+    }
+
     /// The NUMA node id of a visible GPU.
     pub fn numa_node(&self, gpu: usize) -> Option<u32> {
         let place = self.places.get(gpu)?;

@@ -68,6 +68,21 @@ pub(crate) struct DeviceDefaults {
     pub(crate) nvlink: NvLink,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) fabric: Option<Fabric>,
+    // ---- activity and extras (issue 22, misc area; types in `crate::activity`)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) pcie_counters: Option<crate::activity::PcieCounters>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) pci_class: Option<crate::activity::PciClass>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) codecs: Option<crate::activity::Codecs>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) processes: Option<Vec<crate::activity::Process>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) nvlink_counters: Option<crate::activity::NvLinkCounters>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) c2c: Option<crate::activity::C2c>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) platform: Option<crate::activity::Platform>,
     // ---- health and telemetry (issue 22, `health.rs`)
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) health: Option<crate::health::Health>,
@@ -124,6 +139,21 @@ pub(crate) struct DeviceEntry {
     pub(crate) nvlink: Option<NvLink>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) fabric: Option<Fabric>,
+    // ---- activity and extras (issue 22, misc area; types in `crate::activity`)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) pcie_counters: Option<crate::activity::PcieCounters>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) pci_class: Option<crate::activity::PciClass>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) codecs: Option<crate::activity::Codecs>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) processes: Option<Vec<crate::activity::Process>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) nvlink_counters: Option<crate::activity::NvLinkCounters>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) c2c: Option<crate::activity::C2c>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) platform: Option<crate::activity::Platform>,
     // ---- health and telemetry (issue 22, `health.rs`)
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) health: Option<crate::health::Health>,

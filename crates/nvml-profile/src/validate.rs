@@ -67,6 +67,7 @@ pub(crate) fn document(doc: &Document) -> Result<()> {
         }
     }
     nvswitches_are_not_gpus(doc, &bus_ids)?;
+    crate::activity::check(doc)?;
     if let Some(topology) = &doc.pcie_topology {
         crate::pcie::resolve(topology, doc.devices.len(), doc.devices.len())?;
     }

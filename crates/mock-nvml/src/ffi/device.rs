@@ -171,17 +171,20 @@ getter!(
         memory: device.utilization.memory,
     })
 );
-// The pre-v3 symbols fill today's 68-byte struct too: headers since NVML 11 map the unversioned
-// name to `_v3`, so only `dlsym` users reach them, and those pass the current struct.
+// `_v2` fills today's 68-byte struct too: headers since NVML 11 map the unversioned name to
+// `_v3`. The unversioned symbol is version 1 (and `_v1` forwards to it): the 52-byte struct
+// NVML had before, which a caller of it passes.
 getter!(nvmlDeviceGetPciInfo_v3, abi::PciInfo, |device| Ok(
     query::pci_info(device)
 ));
 getter!(nvmlDeviceGetPciInfo_v2, abi::PciInfo, |device| Ok(
     query::pci_info(device)
 ));
-getter!(nvmlDeviceGetPciInfo, abi::PciInfo, |device| Ok(
-    query::pci_info(device)
-));
+getter!(
+    nvmlDeviceGetPciInfo,
+    crate::activity_abi::PciInfoV1,
+    |device| Ok(crate::activity::pci_info_v1(&query::pci_info(device)))
+);
 getter!(nvmlDeviceGetMemoryInfo, abi::Memory, |device| Ok(
     query::memory_v1(device)
 ));

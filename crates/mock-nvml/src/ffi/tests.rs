@@ -17,13 +17,13 @@ use super::*;
 use crate::ENV_LOCK as LOCK;
 
 /// Holds the lock, a profile on disk and the environment pointing at it; shuts down on drop.
-struct Session {
+pub(super) struct Session {
     _lock: MutexGuard<'static, ()>,
     _dir: tempfile::TempDir,
 }
 
 impl Session {
-    fn new(profile: &str, topology: Option<(&str, &str)>) -> Session {
+    pub(super) fn new(profile: &str, topology: Option<(&str, &str)>) -> Session {
         let lock = LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         while nvmlShutdown() == abi::SUCCESS {}
         let dir = tempfile::tempdir().unwrap();
@@ -57,7 +57,7 @@ impl Drop for Session {
     }
 }
 
-fn handle(index: c_uint) -> nvmlDevice_t {
+pub(super) fn handle(index: c_uint) -> nvmlDevice_t {
     let mut device = null_mut();
     // SAFETY: `device` is a valid out slot.
     assert_eq!(
@@ -68,13 +68,13 @@ fn handle(index: c_uint) -> nvmlDevice_t {
 }
 
 /// The slot address of device 0, valid whether or not the library is initialised.
-fn slot0() -> nvmlDevice_t {
+pub(super) fn slot0() -> nvmlDevice_t {
     state::handle(0).unwrap().cast_mut().cast()
 }
 
 /// How a table entry is called.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Mode {
+pub(super) enum Mode {
     /// Valid outputs and buffers.
     Valid,
     /// Every output pointer NULL.
@@ -92,7 +92,7 @@ struct Entry {
     call: fn(nvmlDevice_t, Mode) -> NvmlReturn,
 }
 
-fn out<T>(slot: &mut T, mode: Mode) -> *mut T {
+pub(super) fn out<T>(slot: &mut T, mode: Mode) -> *mut T {
     match mode {
         Mode::Null => null_mut(),
         _ => slot,
@@ -293,7 +293,7 @@ fn table() -> Vec<Entry> {
         device_string!(nvmlDeviceGetUUID),
         device_string!(nvmlDeviceGetName),
         device_string!(nvmlDeviceGetSerial),
-        scalar!(nvmlDeviceGetPciInfo, abi::PciInfo),
+        scalar!(nvmlDeviceGetPciInfo, crate::activity_abi::PciInfoV1),
         scalar!(nvmlDeviceGetPciInfo_v2, abi::PciInfo),
         scalar!(nvmlDeviceGetPciInfo_v3, abi::PciInfo),
         scalar!(nvmlDeviceGetMemoryInfo, abi::Memory),
@@ -431,7 +431,10 @@ fn table() -> Vec<Entry> {
         link!(nvmlDeviceGetNvLinkState, c_uint),
         link!(nvmlDeviceGetNvLinkVersion, c_uint),
         link!(nvmlDeviceGetNvLinkRemotePciInfo_v2, abi::PciInfo),
-        link!(nvmlDeviceGetNvLinkRemotePciInfo, abi::PciInfo),
+        link!(
+            nvmlDeviceGetNvLinkRemotePciInfo,
+            crate::activity_abi::PciInfoV1
+        ),
         link!(nvmlDeviceGetNvLinkRemoteDeviceType, c_uint),
         entry!(nvmlDeviceGetNvLinkCapability, handle, |device, mode| {
             let mut value: c_uint = 9;
@@ -573,7 +576,8 @@ const LIFECYCLE: &[&str] = &[
 
 #[test]
 fn the_table_covers_every_export_once() {
-    let names: Vec<&str> = table().iter().map(|entry| entry.name).collect();
+    let mut names: Vec<&str> = table().iter().map(|entry| entry.name).collect();
+    names.extend(super::activity_tests::names());
     assert_eq!(names, EXPORTS);
 }
 

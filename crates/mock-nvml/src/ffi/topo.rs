@@ -154,11 +154,12 @@ link_getter!(
     abi::PciInfo,
     |device, link| topo::remote_pci_info(device, link)
 );
-// The v1 symbol fills today's struct too, as `nvmlDeviceGetPciInfo` does (see there).
+// The unversioned symbol is version 1: the 52-byte `nvmlPciInfo_t` of NVML before v2.
 link_getter!(
     nvmlDeviceGetNvLinkRemotePciInfo,
-    abi::PciInfo,
+    crate::activity_abi::PciInfoV1,
     |device, link| topo::remote_pci_info(device, link)
+        .map(|info| crate::activity::pci_info_v1(&info))
 );
 link_getter!(
     nvmlDeviceGetNvLinkRemoteDeviceType,
