@@ -1,5 +1,5 @@
 //! The exported NVML entry points: the only module tree with `unsafe` (this module's helpers and
-//! macros; the exports themselves in `system`, `device`, `events`, `structs`, `topo`, `activity`, `processes` and `gpm`, and the generated stubs
+//! macros; the exports themselves in `system`, `device`, `events`, `health`, `structs`, `topo`, `activity`, `processes` and `gpm`, and the generated stubs
 //! and aliases in [`stubs`], for every other function of `nvml-functions.txt`).
 //!
 //! Every export runs its body inside [`guard`] (`catch_unwind`), so no panic unwinds into C;
@@ -167,6 +167,7 @@ mod activity;
 mod device;
 mod events;
 mod gpm;
+mod health;
 mod mig;
 mod processes;
 mod structs;
@@ -178,6 +179,7 @@ pub use activity::*;
 pub use device::*;
 pub use events::*;
 pub use gpm::*;
+pub use health::*;
 pub use mig::*;
 pub use processes::*;
 pub use structs::*;

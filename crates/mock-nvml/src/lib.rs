@@ -17,6 +17,8 @@
 //!   checks the real library makes first.
 //! - [`state`]: the reference count, the loaded snapshot and the device handles.
 //! - [`query`]: pure functions from a profile device to NVML values and structs.
+//! - [`health`]: the same for the health and telemetry queries (power, thermal, fans, clocks,
+//!   ECC, retired pages, remapped rows, firmware and modes), from the profile's `health` block.
 //! - [`topo`]: the same for the PCIe topology and NVLink queries (one owner of the link checks).
 //! - [`activity`]: the same for PCIe extras, affinity, P2P, processes, codecs, NVLink counters
 //!   and C2C ([`activity_abi`] their C types); [`fields`] the field values, [`gpm`]
@@ -46,6 +48,7 @@ pub mod events;
 pub mod ffi;
 pub mod fields;
 pub mod gpm;
+pub mod health;
 pub mod locate;
 pub mod mig;
 pub mod query;

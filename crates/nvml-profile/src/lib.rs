@@ -17,6 +17,7 @@
 //! ```
 
 mod activity;
+mod health;
 mod ids;
 mod mig;
 mod pcie;
@@ -25,6 +26,12 @@ mod validate;
 
 pub use activity::{
     C2c, Codecs, NvLinkCounters, PciClass, PcieCounters, PeerType, Platform, Process, ProcessKind,
+};
+pub use health::{
+    Accounting, ApplicationsClocks, AutoBoost, Bar1Memory, ClocksEventReason, ClocksEventReasons,
+    Display, EccCounts, EccErrors, EccLocations, Fans, GpuOperationMode, GpuOperationModes,
+    GspFirmware, Health, Inforom, PowerLimits, RemappedRows, RetiredPage, RetiredPages,
+    RowRemapperHistogram, SramCounts, SramEcc, SramSources, Thermal, VirtualizationMode,
 };
 pub use ids::{FabricUuid, PciBusId};
 pub use mig::Placements;
@@ -153,6 +160,9 @@ pub struct Device {
     pub c2c: Option<C2c>,
     /// Rack placement; `None` means NOT_SUPPORTED.
     pub platform: Option<Platform>,
+    // ---- health and telemetry (issue 22, `health.rs`)
+    /// The `health` block, the entry's sub-sections over the defaults'.
+    pub health: Health,
 }
 
 impl Profile {
@@ -309,6 +319,7 @@ impl Profile {
             nvlink_counters: entry.nvlink_counters.or(defaults.nvlink_counters),
             c2c: entry.c2c.or(defaults.c2c),
             platform: entry.platform.clone().or_else(|| defaults.platform.clone()),
+            health: health::resolve(defaults.health.as_ref(), entry.health.as_ref()),
         })
     }
 }

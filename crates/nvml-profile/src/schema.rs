@@ -83,6 +83,9 @@ pub(crate) struct DeviceDefaults {
     pub(crate) c2c: Option<crate::activity::C2c>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) platform: Option<crate::activity::Platform>,
+    // ---- health and telemetry (issue 22, `health.rs`)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) health: Option<crate::health::Health>,
 }
 
 /// One GPU: its identity, and any default it overrides.
@@ -151,6 +154,9 @@ pub(crate) struct DeviceEntry {
     pub(crate) c2c: Option<crate::activity::C2c>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) platform: Option<crate::activity::Platform>,
+    // ---- health and telemetry (issue 22, `health.rs`)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) health: Option<crate::health::Health>,
 }
 
 /// The product brand NVML reports.

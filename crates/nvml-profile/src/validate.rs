@@ -149,7 +149,13 @@ fn defaults(defaults: &DeviceDefaults) -> Result<()> {
         &at("gpu_instance_profiles"),
         defaults.gpu_instance_profiles.as_ref(),
     )?;
-    nvlink(&at("nvlink"), &defaults.nvlink)
+    nvlink(&at("nvlink"), &defaults.nvlink)?;
+    // health and telemetry (issue 22)
+    if_set(
+        &at("health"),
+        defaults.health.as_ref(),
+        crate::health::validate,
+    )
 }
 
 /// `NVML_GPU_INSTANCE_PROFILE_COUNT`: profile arguments are `0..COUNT`.
@@ -215,7 +221,10 @@ fn device(entry: &DeviceEntry, position: usize, defaults: &DeviceDefaults) -> Re
     if_set(&at("pcie"), entry.pcie.as_ref(), pcie)?;
     if_set(&at("utilization"), entry.utilization.as_ref(), utilization)?;
     if_set(&at("clocks"), entry.clocks.as_ref(), clocks)?;
-    if_set(&at("nvlink"), entry.nvlink.as_ref(), nvlink)
+    if_set(&at("nvlink"), entry.nvlink.as_ref(), nvlink)?;
+    // health and telemetry (issue 22): the entry's sub-sections over the defaults'
+    let health = crate::health::resolve(defaults.health.as_ref(), entry.health.as_ref());
+    crate::health::validate(&at("health"), &health)
 }
 
 /// Runs `check` on a per-device override that is set; an unset one keeps the default, which

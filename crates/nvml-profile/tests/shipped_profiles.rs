@@ -145,3 +145,62 @@ fn versions_agree() {
         );
     }
 }
+
+/// Health and telemetry (issue 22): every shipped profile has every `health` sub-section
+/// upstream's configuration gives, with upstream's values for the part.
+#[test]
+fn every_profile_carries_upstreams_health_values() {
+    let seen: Vec<(String, u32, u32, u64, String, Option<u32>)> = shipped()
+        .into_iter()
+        .map(|(stem, profile)| {
+            let health = profile.devices().remove(0).health;
+            let complete = health.power.is_some()
+                && health.performance_state.is_some()
+                && health.clocks_event_reasons.is_some()
+                && health.applications_clocks.is_some()
+                && health.thermal.is_some()
+                && health.fans.is_some()
+                && health.bar1_memory.is_some()
+                && health.ecc_errors.is_some()
+                && health.retired_pages.is_some()
+                && health.remapped_rows.is_some()
+                && health.board_part_number.is_some()
+                && health.vbios_version.is_some()
+                && health.inforom.is_some()
+                && health.gsp_firmware.is_some()
+                && health.display.is_some()
+                && health.multi_gpu_board.is_some()
+                && health.gpu_operation_mode.is_some()
+                && health.virtualization_mode.is_some()
+                && health.accounting.is_some();
+            assert!(complete, "{stem}: a health sub-section is missing");
+            let power = health.power.unwrap_or_else(|| unreachable!());
+            let thermal = health.thermal.unwrap_or_else(|| unreachable!());
+            let bar1 = health.bar1_memory.unwrap_or_else(|| unreachable!());
+            let gsp = health.gsp_firmware.unwrap_or_else(|| unreachable!());
+            (
+                stem,
+                power.enforced_limit_mw,
+                thermal.slowdown_c,
+                bar1.total,
+                gsp.version,
+                health.memory_bus_width,
+            )
+        })
+        .collect();
+    let want = |name: &str, limit, slowdown, bar1, gsp: &str, bus| {
+        (name.to_owned(), limit, slowdown, bar1, gsp.to_owned(), bus)
+    };
+    assert_eq!(
+        seen,
+        [
+            want("a100", 400_000, 87, 64 << 30, "550.54.15", None),
+            want("b200", 1_000_000, 90, 256 << 30, "560.35.03", Some(8192)),
+            want("gb200", 1_000_000, 90, 512 << 30, "580.65.06", None),
+            want("gb300", 1_400_000, 90, 768 << 30, "570.124.06", None),
+            want("h100", 700_000, 87, 256 << 30, "550.163.01", Some(5120)),
+            want("l40s", 350_000, 93, 256 << 30, "550.163.01", None),
+            want("t4", 70_000, 93, 256 << 30, "550.163.01", None),
+        ]
+    );
+}

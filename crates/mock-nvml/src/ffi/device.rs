@@ -141,8 +141,9 @@ getter!(nvmlDeviceGetBrand, c_uint, |device| Ok(query::brand(
 getter!(nvmlDeviceGetArchitecture, c_uint, |device| Ok(
     query::architecture(device.architecture)
 ));
+// The mode `nvmlDeviceSetPersistenceMode` set, else the profile's (`ffi/health/pages.rs`).
 getter!(nvmlDeviceGetPersistenceMode, c_uint, |device| Ok(
-    c_uint::from(device.persistence_mode)
+    c_uint::from(health::persistence_mode(device))
 ));
 getter!(nvmlDeviceGetComputeMode, c_uint, |device| Ok(
     query::compute_mode(device.compute_mode)

@@ -72,7 +72,8 @@ fn the_tables_cover_every_stub_and_alias() {
     assert_eq!(names, stubs::STUBS);
     let names: Vec<&str> = ALIAS_CALLS.iter().map(|(name, ..)| *name).collect();
     assert_eq!(names, stubs::ALIASES);
-    assert!(stubs::STUBS.len() > 300, "{} stubs", stubs::STUBS.len());
+    // A sanity floor: hand-written exports (issue 22 added many) replace their stubs.
+    assert!(stubs::STUBS.len() > 200, "{} stubs", stubs::STUBS.len());
 }
 
 #[test]

@@ -193,7 +193,7 @@ macro_rules! device_string {
 }
 
 fn table() -> Vec<Entry> {
-    vec![
+    let mut table = vec![
         entry!(nvmlInit, |_device, _mode| nvmlInit()),
         entry!(nvmlInit_v2, |_device, _mode| nvmlInit_v2()),
         entry!(nvmlInitWithFlags, |_device, _mode| nvmlInitWithFlags(1)),
@@ -518,7 +518,10 @@ fn table() -> Vec<Entry> {
                 not_supported_is_success(mode, code, count == 0)
             }
         ),
-    ]
+    ];
+    // health and telemetry (issue 22)
+    table.extend(health_tests::table());
+    table
 }
 
 /// NOT_SUPPORTED with nothing written (`untouched`) is the valid answer on a part whose MIG table
@@ -675,7 +678,8 @@ fn every_string_export_reports_a_short_buffer() {
         .into_iter()
         .filter(|entry| entry.writes_string)
         .collect();
-    assert_eq!(strings.len(), 5);
+    // five before issue 22, four health and telemetry strings since
+    assert_eq!(strings.len(), 9);
     for entry in strings {
         assert_eq!(
             (entry.call)(device, Mode::Short),
@@ -1190,3 +1194,6 @@ fn a_profile_without_topology_or_nvlink_is_not_supported() {
 
 #[path = "events_tests.rs"]
 mod events_tests;
+
+#[path = "health_tests.rs"]
+mod health_tests;
