@@ -3,9 +3,13 @@
 
 use std::collections::HashMap;
 
-use serde::{Deserialize, Serialize};
+use serde::{de, Deserialize, Serialize};
+use serde_yaml::Value;
 
-use crate::{schema::GpuInstanceProfile, Error, Result};
+use crate::{
+    schema::{GpuInstanceProfile, GpuInstanceProfiles, Unknown},
+    Error, Result,
+};
 
 /// `NVML_DEVICE_NAME_V2_BUFFER_SIZE`: the `name` buffer of `nvmlGpuInstanceProfileInfo_v2_t`.
 const NAME_BUFFER: usize = 96;
@@ -19,6 +23,62 @@ pub struct Placements {
     pub starts: Vec<u32>,
     /// How many memory slices one instance occupies.
     pub size: u32,
+}
+
+/// The error serde's derive gives an untagged enum that matches no variant.
+const NO_VARIANT: &str = "data did not match any variant of untagged enum GpuInstanceProfiles";
+/// The error serde's derive gives an untagged enum whose value holds a YAML tag (`!name`).
+const TAGGED: &str = "untagged and internally tagged enums do not support enum input";
+
+/// Accepts exactly what `#[derive(Deserialize)] #[serde(untagged)]` accepted, with its messages:
+/// the variant `unknown` (the word, or the map `{unknown: ~}` / `{0: ~}`) or a sequence of rows.
+/// Checking the shape of the value directly, instead of buffering it as serde's `Content` and
+/// replaying it per variant, keeps the mock library smaller.
+impl<'de> Deserialize<'de> for GpuInstanceProfiles {
+    fn deserialize<D: de::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let value = serde_yaml::Value::deserialize(deserializer)?;
+        profiles_from_value(value).map_err(de::Error::custom)
+    }
+}
+
+fn profiles_from_value(value: Value) -> Result<GpuInstanceProfiles, &'static str> {
+    if has_tag(&value) {
+        return Err(TAGGED);
+    }
+    match value {
+        Value::String(word) if word == "unknown" => {
+            Ok(GpuInstanceProfiles::Unknown(Unknown::Unknown))
+        }
+        Value::Mapping(map) if is_unknown_variant(&map) => {
+            Ok(GpuInstanceProfiles::Unknown(Unknown::Unknown))
+        }
+        Value::Sequence(_) => Vec::<GpuInstanceProfile>::deserialize(value)
+            .map(GpuInstanceProfiles::Known)
+            .map_err(|_| NO_VARIANT),
+        _ => Err(NO_VARIANT),
+    }
+}
+
+/// `{unknown: ~}` or `{0: ~}`: the unit variant by name or by index.
+fn is_unknown_variant(map: &serde_yaml::Mapping) -> bool {
+    let mut entries = map.iter();
+    match (entries.next(), entries.next()) {
+        (Some((key, Value::Null)), None) => match key {
+            Value::String(name) => name == "unknown",
+            Value::Number(index) => index.as_u64() == Some(0),
+            _ => false,
+        },
+        _ => false,
+    }
+}
+
+fn has_tag(value: &Value) -> bool {
+    match value {
+        Value::Tagged(_) => true,
+        Value::Sequence(items) => items.iter().any(has_tag),
+        Value::Mapping(map) => map.iter().any(|(key, item)| has_tag(key) || has_tag(item)),
+        _ => false,
+    }
 }
 
 impl Placements {
@@ -163,5 +223,69 @@ mod tests {
         assert_eq!(message, "is 96 bytes, expected 1..=95");
         let (field, _) = rejected(&h100_with("name: \"2g.20gb\"", "name: \"\""));
         assert_eq!(field, format!("{ROWS}[3].name"));
+    }
+
+    fn profiles(yaml: &str) -> Result<GpuInstanceProfiles, String> {
+        let value: serde_yaml::Value = serde_yaml::from_str(yaml).unwrap();
+        serde::Deserialize::deserialize(value).map_err(|err: serde_yaml::Error| err.to_string())
+    }
+
+    const ROW: &str = "{profile: 0, id: 19, p2p: false, slices: 1, instances: 7, \
+        multiprocessors: 16, copy_engines: 1, decoders: 0, encoders: 0, jpegs: 0, ofas: 0, \
+        memory_mib: 4864}";
+
+    #[test]
+    fn gpu_instance_profiles_accept_what_the_untagged_derive_accepted() {
+        let unknown = GpuInstanceProfiles::Unknown(crate::Unknown::Unknown);
+        assert_eq!(profiles("unknown"), Ok(unknown.clone()));
+        assert_eq!(profiles("{unknown: ~}"), Ok(unknown.clone()));
+        assert_eq!(profiles("{0: ~}"), Ok(unknown));
+        assert_eq!(profiles("[]"), Ok(GpuInstanceProfiles::Known(Vec::new())));
+        match profiles(&format!("[{ROW}, {ROW}]")) {
+            Ok(GpuInstanceProfiles::Known(rows)) => {
+                assert_eq!(rows.len(), 2);
+                assert_eq!(
+                    (rows[1].id, rows[1].memory_mib, rows[1].name.as_deref()),
+                    (19, 4864, None)
+                );
+            }
+            other => panic!("expected two rows, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn gpu_instance_profiles_reject_other_shapes_with_the_derive_message() {
+        let message = "data did not match any variant of untagged enum GpuInstanceProfiles";
+        let bad_row = ROW.replace("ofas: 0", "ofas: 0, colour: red");
+        let shapes = [
+            "~",
+            "known",
+            "0",
+            "{}",
+            "{unknown: 1}",
+            "{unknown: ~, x: ~}",
+            "{1: ~}",
+        ];
+        for yaml in shapes
+            .iter()
+            .copied()
+            .chain([bad_row.as_str(), "[1]", "[~]"])
+        {
+            assert_eq!(profiles(yaml), Err(message.to_owned()), "{yaml}");
+        }
+    }
+
+    #[test]
+    fn gpu_instance_profiles_with_a_yaml_tag_get_the_derive_message() {
+        let message = "untagged and internally tagged enums do not support enum input";
+        let tagged_row = format!("[!row {ROW}]");
+        for yaml in [
+            "!unknown ~",
+            "{unknown: !x ~}",
+            "{!x 0: ~}",
+            tagged_row.as_str(),
+        ] {
+            assert_eq!(profiles(yaml), Err(message.to_owned()), "{yaml}");
+        }
     }
 }

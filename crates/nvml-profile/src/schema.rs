@@ -308,7 +308,10 @@ pub struct MigMode {
 }
 
 /// The GPU instance profiles `nvmlDeviceGetGpuInstanceProfileInfo` answers.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+///
+/// Written as an untagged enum (either shape is accepted); its `Deserialize` is hand-written in
+/// `mig.rs`, without serde's buffering of the whole value, to keep the mock library small.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(untagged)]
 pub enum GpuInstanceProfiles {
     /// `unknown`: the part's MIG profile table is not known to the profile's author; every
