@@ -236,7 +236,7 @@ pub fn build(inputs: Inputs<'_>) -> Result<Built, InitError> {
             )),
             Ok(document) => {
                 let profile = match document.resolve(node) {
-                    Some(identity) => profile.with_fabric_identity(
+                    Some(identity) => profile.into_fabric_identity(
                         FabricUuid::from_bytes(*identity.cluster_uuid.as_bytes()),
                         identity.clique_id,
                     ),

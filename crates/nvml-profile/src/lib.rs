@@ -234,7 +234,13 @@ impl Profile {
     /// per-device `fabric` block, and sets an absent `state` to `completed`.
     /// A profile without a default fabric block is returned unchanged (its GPUs stay NOT_SUPPORTED).
     pub fn with_fabric_identity(&self, cluster_uuid: FabricUuid, clique_id: u32) -> Profile {
-        let mut doc = self.doc.clone();
+        self.clone().into_fabric_identity(cluster_uuid, clique_id)
+    }
+
+    /// [`Profile::with_fabric_identity`] on an owned profile, without cloning it (the mock
+    /// library's path: it links no clone of the whole document).
+    pub fn into_fabric_identity(self, cluster_uuid: FabricUuid, clique_id: u32) -> Profile {
+        let mut doc = self.doc;
         let Some(defaults) = doc.device_defaults.fabric.as_mut() else {
             return Profile { doc };
         };

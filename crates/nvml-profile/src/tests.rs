@@ -171,6 +171,16 @@ fn fabric_identity_leaves_a_profile_without_fabric_alone() {
 }
 
 #[test]
+fn fabric_identity_on_an_owned_profile_is_the_same_rewrite() {
+    let uuid = fabric_uuid();
+    for text in [MINIMAL, H100, GB200] {
+        let profile = Profile::parse(text).unwrap();
+        let borrowed = profile.with_fabric_identity(uuid, 5);
+        assert_eq!(profile.into_fabric_identity(uuid, 5), borrowed);
+    }
+}
+
+#[test]
 fn unknown_keys_are_rejected_with_their_name() {
     let text = MINIMAL.replace("power_usage_mw: 1", "power_usage_mw: 1\n  powr: 3");
     let err = Profile::parse(&text).unwrap_err();
