@@ -227,7 +227,7 @@ mod tests {
 
     fn profiles(yaml: &str) -> Result<GpuInstanceProfiles, String> {
         let value: serde_yaml::Value = serde_yaml::from_str(yaml).unwrap();
-        serde::Deserialize::deserialize(value).map_err(|err: serde_yaml::Error| err.to_string())
+        serde::Deserialize::deserialize(&value).map_err(|err: serde_yaml::Error| err.to_string())
     }
 
     const ROW: &str = "{profile: 0, id: 19, p2p: false, slices: 1, instances: 7, \
