@@ -52,7 +52,7 @@ fn profiles_from_value(value: Value) -> Result<GpuInstanceProfiles, &'static str
         Value::Mapping(map) if is_unknown_variant(&map) => {
             Ok(GpuInstanceProfiles::Unknown(Unknown::Unknown))
         }
-        Value::Sequence(_) => Vec::<GpuInstanceProfile>::deserialize(value)
+        Value::Sequence(_) => Vec::<GpuInstanceProfile>::deserialize(&value)
             .map(GpuInstanceProfiles::Known)
             .map_err(|_| NO_VARIANT),
         _ => Err(NO_VARIANT),
