@@ -22,6 +22,7 @@ mod ids;
 mod mig;
 mod pcie;
 mod schema;
+mod seen;
 mod validate;
 
 pub use activity::{

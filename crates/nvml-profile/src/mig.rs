@@ -1,7 +1,7 @@
 //! The MIG parts of a GPU instance profile row that the versioned and placement queries answer:
 //! the profile's name and where its instances can sit (`gpu_instance_profiles[].placements`).
 
-use std::collections::HashMap;
+use crate::seen::Seen;
 
 use serde::{de, Deserialize, Serialize};
 use serde_yaml::Value;
@@ -91,7 +91,7 @@ impl Placements {
 /// Checks the rows' ids are unique (placements are asked for by id), names fit NVML's buffer,
 /// and placements are non-empty, ascending and of a positive size.
 pub(crate) fn validate(field: &str, rows: &[GpuInstanceProfile]) -> Result<()> {
-    let mut ids = HashMap::new();
+    let mut ids = Seen::new();
     for (position, row) in rows.iter().enumerate() {
         let at = |key: &str| format!("{field}[{position}].{key}");
         if let Some(first) = ids.insert(row.id, position) {

@@ -5,7 +5,7 @@
 //! `gpus` directly below it and nested `switches`); [`PcieTopology`] is its resolved form, one
 //! path per GPU, from which every answer is computed.
 
-use std::collections::HashMap;
+use crate::seen::Seen;
 
 use serde::{Deserialize, Serialize};
 
@@ -146,7 +146,7 @@ pub(crate) fn resolve(
     gpu_count: usize,
     visible: usize,
 ) -> Result<PcieTopology> {
-    let mut found: HashMap<u32, (String, Place)> = HashMap::new();
+    let mut found: Seen<u32, (String, Place)> = Seen::new();
     let mut numa_nodes = Vec::new();
     let mut bridges = 0;
     for (n, node) in doc.numa_nodes.iter().enumerate() {
@@ -199,7 +199,7 @@ pub(crate) fn resolve(
 /// The recursive walk over bridges and switches, collecting each GPU's place.
 struct Walk<'a> {
     gpu_count: usize,
-    found: &'a mut HashMap<u32, (String, Place)>,
+    found: &'a mut Seen<u32, (String, Place)>,
 }
 
 impl Walk<'_> {

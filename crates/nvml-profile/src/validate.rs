@@ -1,6 +1,6 @@
 //! Validation of a parsed document: every error names the offending field.
 
-use std::collections::HashMap;
+use crate::seen::Seen;
 
 use crate::{
     ids::{check_gpu_uuid, PciBusId},
@@ -34,9 +34,9 @@ pub(crate) fn document(doc: &Document) -> Result<()> {
     if doc.devices.is_empty() {
         return invalid("devices", "must list at least one GPU");
     }
-    let mut uuids = HashMap::new();
-    let mut bus_ids = HashMap::new();
-    let mut minors = HashMap::new();
+    let mut uuids = Seen::new();
+    let mut bus_ids = Seen::new();
+    let mut minors = Seen::new();
     for (position, entry) in doc.devices.iter().enumerate() {
         let at = |field: &str| format!("devices[{position}].{field}");
         device(entry, position, &doc.device_defaults)?;
@@ -165,7 +165,7 @@ fn gpu_instance_profiles(field: &str, profiles: Option<&GpuInstanceProfiles>) ->
     let Some(GpuInstanceProfiles::Known(rows)) = profiles else {
         return Ok(());
     };
-    let mut seen = HashMap::new();
+    let mut seen = Seen::new();
     for (position, row) in rows.iter().enumerate() {
         if row.profile >= GPU_INSTANCE_PROFILE_COUNT {
             return invalid(
@@ -339,7 +339,7 @@ fn nvlink(field: &str, nvlink: &NvLink) -> Result<()> {
 }
 
 /// No NVSwitch sits at a GPU's PCI address (remote PCI info must tell a switch from a GPU).
-fn nvswitches_are_not_gpus(doc: &Document, gpus: &HashMap<PciBusId, usize>) -> Result<()> {
+fn nvswitches_are_not_gpus(doc: &Document, gpus: &Seen<PciBusId, usize>) -> Result<()> {
     let defaults = std::iter::once((
         "device_defaults.nvlink".to_owned(),
         &doc.device_defaults.nvlink,
@@ -373,7 +373,7 @@ fn nvswitches_are_not_gpus(doc: &Document, gpus: &HashMap<PciBusId, usize>) -> R
 }
 
 fn nvswitches(field: &str, nvlink: &NvLink) -> Result<()> {
-    let mut seen = HashMap::new();
+    let mut seen = Seen::new();
     let mut total: u32 = 0;
     for (s, switch) in nvlink.switches.iter().enumerate() {
         let at = format!("{field}.switches[{s}]");
