@@ -360,13 +360,20 @@ struct Control {
 /// driver keeps them until reboot).
 #[derive(Debug, Default)]
 pub struct CounterControls {
-    controls: std::collections::HashMap<(u32, u32, CounterSet), Control>,
+    /// At most one entry per GPU, link and counter set ever touched (a few hundred): a linear
+    /// scan, which links less code into the library than a `HashMap`.
+    controls: Vec<((u32, u32, CounterSet), Control)>,
 }
 
 impl CounterControls {
     /// The value a caller sees for a raw counter value.
     pub fn seen(&self, key: (u32, u32, CounterSet), raw: u64) -> u64 {
-        let control = self.controls.get(&key).copied().unwrap_or_default();
+        let control = self
+            .controls
+            .iter()
+            .find(|(at, _)| *at == key)
+            .map(|(_, control)| *control)
+            .unwrap_or_default();
         control
             .frozen
             .unwrap_or(raw)
@@ -375,13 +382,25 @@ impl CounterControls {
 
     /// Counts from zero again (a frozen counter stays frozen, at zero).
     pub fn reset(&mut self, key: (u32, u32, CounterSet), raw: u64) {
-        let control = self.controls.entry(key).or_default();
+        let control = self.entry(key);
         control.baseline = control.frozen.unwrap_or(raw);
+    }
+
+    /// The control of `key`, added as "never reset nor frozen" the first time.
+    fn entry(&mut self, key: (u32, u32, CounterSet)) -> &mut Control {
+        let position = match self.controls.iter().position(|(at, _)| *at == key) {
+            Some(position) => position,
+            None => {
+                self.controls.push((key, Control::default()));
+                self.controls.len() - 1
+            }
+        };
+        &mut self.controls[position].1
     }
 
     /// Freezes the counter at its current value, or lets it run again.
     pub fn freeze(&mut self, key: (u32, u32, CounterSet), raw: u64, freeze: bool) {
-        let control = self.controls.entry(key).or_default();
+        let control = self.entry(key);
         match (freeze, control.frozen) {
             (true, None) => control.frozen = Some(raw),
             // Thawed: what it missed while frozen is skipped, so it resumes where it stopped.

@@ -7,10 +7,7 @@
 //! gives them). Metrics the profile does not model (tensor, FP pipes, occupancy, video engines,
 //! per-link NVLink bandwidth) get NOT_SUPPORTED in their own entry.
 
-use std::{
-    collections::HashMap,
-    sync::{Mutex, MutexGuard},
-};
+use std::sync::{Mutex, MutexGuard};
 
 use nvml_profile::{Architecture, Device};
 
@@ -37,7 +34,9 @@ pub struct Sample {
 /// The live samples by handle, and the next handle to issue.
 #[derive(Debug, Default)]
 struct Samples {
-    live: HashMap<usize, Sample>,
+    /// A consumer holds a few samples per GPU at a time: a linear scan, which links less code
+    /// into the library than a `HashMap`.
+    live: Vec<(usize, Sample)>,
     issued: usize,
 }
 
@@ -60,7 +59,7 @@ pub fn alloc() -> usize {
     let samples = guard.get_or_insert_with(Samples::default);
     samples.issued += 1;
     let handle = HANDLE_BASE + samples.issued * 16;
-    samples.live.insert(handle, Sample::default());
+    samples.live.push((handle, Sample::default()));
     handle
 }
 
@@ -68,7 +67,10 @@ pub fn alloc() -> usize {
 pub fn free(handle: usize) -> Result<(), NvmlReturn> {
     samples()
         .as_mut()
-        .and_then(|samples| samples.live.remove(&handle))
+        .and_then(|samples| {
+            let position = samples.live.iter().position(|(at, _)| *at == handle)?;
+            Some(samples.live.swap_remove(position))
+        })
         .map(drop)
         .ok_or(abi::ERROR_INVALID_ARGUMENT)
 }
@@ -79,7 +81,8 @@ pub fn take(handle: usize, device: &Device) -> Result<(), NvmlReturn> {
     let mut guard = samples();
     let sample = guard
         .as_mut()
-        .and_then(|samples| samples.live.get_mut(&handle))
+        .and_then(|samples| samples.live.iter_mut().find(|(at, _)| *at == handle))
+        .map(|(_, sample)| sample)
         .ok_or(abi::ERROR_INVALID_ARGUMENT)?;
     if !supported(device) {
         return Err(abi::ERROR_NOT_SUPPORTED);
@@ -94,8 +97,8 @@ pub fn pair(first: usize, second: usize) -> Result<u32, NvmlReturn> {
     let live = |handle| {
         guard
             .as_ref()
-            .and_then(|samples| samples.live.get(&handle))
-            .and_then(|sample| sample.taken_on)
+            .and_then(|samples| samples.live.iter().find(|(at, _)| *at == handle))
+            .and_then(|(_, sample)| sample.taken_on)
     };
     match (live(first), live(second)) {
         (Some(a), Some(b)) if a == b => Ok(a),
