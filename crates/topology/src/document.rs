@@ -72,19 +72,22 @@ impl Topology {
                 version: u64::from(self.version),
             });
         }
-        let mut uuids: HashMap<ClusterUuid, usize> = HashMap::new();
+        // Domains and a domain's cliques are few: an earlier one with the same uuid or id is
+        // found by a scan (less code in the mock library than a map per key type); node names
+        // can be many, so they keep a map.
         let mut nodes: HashMap<&str, (usize, usize)> = HashMap::new();
         for (domain_idx, domain) in self.domains.iter().enumerate() {
-            if let Some(first) = uuids.insert(domain.uuid, domain_idx) {
+            let mut earlier = self.domains[..domain_idx].iter();
+            if let Some(first) = earlier.position(|other| other.uuid == domain.uuid) {
                 return Err(Error::DuplicateUuid {
                     path: format!("domains[{domain_idx}].uuid"),
                     uuid: domain.uuid,
                     first: format!("domains[{first}]"),
                 });
             }
-            let mut ids: HashMap<u32, usize> = HashMap::new();
             for (clique_idx, clique) in domain.cliques.iter().enumerate() {
-                if let Some(first) = ids.insert(clique.id, clique_idx) {
+                let mut earlier = domain.cliques[..clique_idx].iter();
+                if let Some(first) = earlier.position(|other| other.id == clique.id) {
                     return Err(Error::DuplicateCliqueId {
                         path: format!("domains[{domain_idx}].cliques[{clique_idx}].id"),
                         id: clique.id,
