@@ -22,7 +22,6 @@
 //! The last `nvmlShutdown` forgets every set ([`forget_all`]).
 
 use std::{
-    collections::{BTreeMap, BTreeSet},
     path::PathBuf,
     sync::{
         atomic::{AtomicBool, Ordering},
@@ -53,10 +52,13 @@ pub struct Event {
 }
 
 /// One event set: the types registered per GPU and the injections already delivered.
+///
+/// Vecs with linear scans (a few GPUs, a few standing injections): less code in the library
+/// than B-tree maps.
 #[derive(Debug, Default)]
 pub struct EventSet {
-    registered: BTreeMap<usize, u64>,
-    delivered: BTreeSet<u64>,
+    registered: Vec<(usize, u64)>,
+    delivered: Vec<u64>,
 }
 
 impl EventSet {
@@ -69,7 +71,10 @@ impl EventSet {
         if types & !SUPPORTED != 0 {
             return Err(abi::ERROR_NOT_SUPPORTED);
         }
-        *self.registered.entry(gpu).or_default() |= types;
+        match self.registered.iter_mut().find(|(at, _)| *at == gpu) {
+            Some((_, registered)) => *registered |= types,
+            None => self.registered.push((gpu, types)),
+        }
         Ok(())
     }
 
@@ -81,11 +86,12 @@ impl EventSet {
         let injection = injections.iter().find(|injection| {
             let wanted = self
                 .registered
-                .get(&(injection.gpu as usize))
-                .is_some_and(|types| types & abi::EVENT_TYPE_XID_CRITICAL_ERROR != 0);
+                .iter()
+                .find(|(gpu, _)| *gpu == injection.gpu as usize)
+                .is_some_and(|(_, types)| types & abi::EVENT_TYPE_XID_CRITICAL_ERROR != 0);
             wanted && !self.delivered.contains(&injection.id)
         })?;
-        self.delivered.insert(injection.id);
+        self.delivered.push(injection.id);
         Some(Event {
             gpu: injection.gpu as usize,
             event_type: abi::EVENT_TYPE_XID_CRITICAL_ERROR,
@@ -96,9 +102,10 @@ impl EventSet {
 
 // ---------------------------------------------------------------- the registry
 
-static SETS: Mutex<BTreeMap<usize, EventSet>> = Mutex::new(BTreeMap::new());
+/// The live sets by handle (a consumer holds a few): a linear scan, as in [`EventSet`].
+static SETS: Mutex<Vec<(usize, EventSet)>> = Mutex::new(Vec::new());
 
-fn sets() -> MutexGuard<'static, BTreeMap<usize, EventSet>> {
+fn sets() -> MutexGuard<'static, Vec<(usize, EventSet)>> {
     // Every update is a single insert, remove or field update, so a poisoned lock still holds
     // consistent data.
     SETS.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -107,23 +114,25 @@ fn sets() -> MutexGuard<'static, BTreeMap<usize, EventSet>> {
 /// A new empty set's handle.
 pub fn create() -> usize {
     let address = Box::leak(Box::new(0u64)) as *mut u64 as usize;
-    sets().insert(address, EventSet::default());
+    sets().push((address, EventSet::default()));
     address
 }
 
 /// Frees a set: INVALID_ARGUMENT for a handle that is not a live set.
 pub fn free(handle: usize) -> Result<(), NvmlReturn> {
-    sets()
-        .remove(&handle)
-        .map(drop)
+    let mut sets = sets();
+    let position = sets.iter().position(|(at, _)| *at == handle);
+    position
+        .map(|position| drop(sets.swap_remove(position)))
         .ok_or(abi::ERROR_INVALID_ARGUMENT)
 }
 
 /// Runs `body` on a live set: INVALID_ARGUMENT for anything else.
 pub fn with_set<T>(handle: usize, body: impl FnOnce(&mut EventSet) -> T) -> Result<T, NvmlReturn> {
     sets()
-        .get_mut(&handle)
-        .map(body)
+        .iter_mut()
+        .find(|(at, _)| *at == handle)
+        .map(|(_, set)| body(set))
         .ok_or(abi::ERROR_INVALID_ARGUMENT)
 }
 

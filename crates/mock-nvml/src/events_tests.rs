@@ -34,7 +34,11 @@ fn registration_accepts_xid_only() {
     assert!(set.registered.is_empty());
     assert_eq!(set.register(1, SUPPORTED), Ok(()));
     assert_eq!(set.register(1, 0), Ok(()));
-    assert_eq!(set.registered.get(&1), Some(&SUPPORTED));
+    assert_eq!(
+        set.registered,
+        vec![(1, SUPPORTED)],
+        "one entry per GPU, types or-ed"
+    );
 }
 
 #[test]
