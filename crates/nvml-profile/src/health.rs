@@ -115,11 +115,9 @@ impl Health {
 
 /// A device's `health`: its entry's sub-sections over the defaults'.
 pub(crate) fn resolve(defaults: Option<&Health>, entry: Option<&Health>) -> Health {
-    let base = defaults.cloned().unwrap_or_default();
-    match entry {
-        Some(entry) => base.overlay(entry),
-        None => base,
-    }
+    // An absent block is an empty one; one overlay, no clone of the whole block first.
+    let none = Health::default();
+    defaults.unwrap_or(&none).overlay(entry.unwrap_or(&none))
 }
 
 /// Power management: limits in milliwatts.
