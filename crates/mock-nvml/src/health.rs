@@ -158,6 +158,11 @@ pub fn margin_temperature(device: &Device) -> Answer<i32> {
     Ok(i64::from(thermal.slowdown_c) as i32 - temperature(device, 0)?)
 }
 
+/// The memory's temperature now (field `NVML_FI_DEV_MEMORY_TEMP`), where the profile gives it.
+pub fn memory_temperature(device: &Device) -> Answer<u32> {
+    thermal(device)?.memory_c.ok_or(abi::ERROR_NOT_SUPPORTED)
+}
+
 /// `nvmlDeviceGetThermalSettings`: one internal GPU sensor with its temperature and the GPU
 /// maximum, whatever sensor index (as upstream answers).
 pub fn thermal_settings(device: &Device) -> Answer<c::ThermalSettings> {

@@ -17,7 +17,8 @@ enum Kind {
     Count,
     Devices,
     Opaque,
-    Fields,
+    /// Field values; the ids whose value varies with time.
+    Fields(Vec<u32>),
 }
 
 /// One output buffer (8-byte aligned) and how to read it back.
@@ -79,8 +80,14 @@ impl Output {
             Token::DevOut => Output::new(Kind::Devices, 8, 0),
             Token::OpaqueOut => Output::new(Kind::Opaque, 8, 0),
             Token::Fields(ids) => {
-                let mut output = Output::new(Kind::Fields, ids.len() * FIELD_VALUE_BYTES, 0);
-                for (entry, id) in ids.iter().enumerate() {
+                let varying = ids
+                    .iter()
+                    .filter(|(_, stability)| *stability == Stability::Varies)
+                    .map(|(id, _)| *id)
+                    .collect();
+                let kind = Kind::Fields(varying);
+                let mut output = Output::new(kind, ids.len() * FIELD_VALUE_BYTES, 0);
+                for (entry, (id, _)) in ids.iter().enumerate() {
                     output.set_u32(entry * FIELD_VALUE_BYTES, *id);
                 }
                 output.count = Some(ids.len());
@@ -159,9 +166,9 @@ pub fn output(output: &Output, handles: &[usize]) -> String {
             0 => "null".into(),
             _ => "set".into(),
         },
-        Kind::Fields => {
+        Kind::Fields(varying) => {
             let entries: Vec<String> = (0..output.bytes / FIELD_VALUE_BYTES)
-                .map(|entry| field(output, entry * FIELD_VALUE_BYTES))
+                .map(|entry| field(output, entry * FIELD_VALUE_BYTES, varying))
                 .collect();
             entries.join(" ")
         }
@@ -170,13 +177,16 @@ pub fn output(output: &Output, handles: &[usize]) -> String {
 
 /// One `nvmlFieldValue_t`: id, return, and type and value when it succeeded (the timestamp and
 /// latency vary, and are not compared).
-fn field(output: &Output, offset: usize) -> String {
+fn field(output: &Output, offset: usize, varying: &[u32]) -> String {
     let id = output.u32_at(offset);
     let ret = output.u32_at(offset + 28);
     if ret != 0 {
         return format!("{id}:ret={ret}");
     }
     let kind = output.u32_at(offset + 24);
+    if varying.contains(&id) {
+        return format!("{id}:type={kind}:written");
+    }
     format!("{id}:type={kind}:value={:#x}", output.u64_at(offset + 32))
 }
 
@@ -261,7 +271,10 @@ mod tests {
         let mut out = Output::for_token(&Token::Devs(2));
         out.set_u32(0, 0x2000);
         assert_eq!(output(&out, &[0x1000, 0x2000]), "dev1,-");
-        let mut fields = Output::for_token(&Token::Fields(vec![1, 7777]));
+        let mut fields = Output::for_token(&Token::Fields(vec![
+            (1, Stability::Stable),
+            (7777, Stability::Stable),
+        ]));
         fields.set_u32(24, 0);
         fields.set_u32(32, 1);
         fields.set_u32(FIELD_VALUE_BYTES + 28, 3);

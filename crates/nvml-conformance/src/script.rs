@@ -86,8 +86,9 @@ pub enum Token {
     SetConsumed,
     /// A NULL pointer.
     Null,
-    /// `int count, nvmlFieldValue_t *values` with these field ids preset.
-    Fields(Vec<u32>),
+    /// `int count, nvmlFieldValue_t *values` with these field ids preset (a `~` after an id: its
+    /// value varies with time, and only its presence is compared).
+    Fields(Vec<(u32, Stability)>),
     /// A pointer to one scalar output.
     Out(Scalar, Stability),
     /// A pointer to an output struct of `size` bytes, its first `u32` preset to `version`.
@@ -238,7 +239,7 @@ fn token(word: &str) -> Result<Token, String> {
         ("u32", _) => Token::U32(values(value).map_err(|err| format!("`{word}`: {err}"))?),
         ("u64", _) => Token::U64(number(value).map_err(|err| format!("`{word}`: {err}"))?),
         ("i32", _) => Token::I32(value.parse().map_err(|_| format!("`{word}`: an int"))?),
-        ("fields", _) => Token::Fields(values(value).map_err(|err| format!("`{word}`: {err}"))?),
+        ("fields", _) => Token::Fields(fields(value).map_err(|err| format!("`{word}`: {err}"))?),
         ("out", _) => {
             let (scalar, stability) = match value.strip_suffix('~') {
                 Some(scalar) => (scalar, Stability::Varies),
@@ -274,6 +275,16 @@ fn token(word: &str) -> Result<Token, String> {
         ("count", _) => Token::Count(value.parse().map_err(|_| format!("`{word}`: a count"))?),
         _ => return Err(format!("unknown token `{word}`")),
     })
+}
+
+/// `1,83~,94` → [(1, Stable), (83, Varies), (94, Stable)].
+fn fields(text: &str) -> Result<Vec<(u32, Stability)>, String> {
+    text.split(',')
+        .map(|part| match part.strip_suffix('~') {
+            Some(id) => Ok((narrow(number(id)?)?, Stability::Varies)),
+            None => Ok((narrow(number(part)?)?, Stability::Stable)),
+        })
+        .collect()
 }
 
 /// `1,2,5-7` → [1, 2, 5, 6, 7].
@@ -354,7 +365,7 @@ mod tests {
     #[test]
     fn tokens_parse_with_ranges_versions_and_volatility() {
         let script = parse(
-            "[calls]\nnvmlX dev u32:0-2,7 obj:40@0x2000028 out:u64~ str:96\nnvmlErrorString -> str u32:1",
+            "[calls]\nnvmlX dev u32:0-2,7 obj:40@0x2000028 out:u64~ str:96\nnvmlErrorString -> str u32:1\nnvmlF dev fields:1,83~",
         )
         .expect("parses");
         assert_eq!(
@@ -371,6 +382,10 @@ mod tests {
             ]
         );
         assert_eq!(script.calls[1].returns, Returns::Str);
+        assert_eq!(
+            script.calls[2].tokens[1],
+            Token::Fields(vec![(1, Stability::Stable), (83, Stability::Varies)])
+        );
     }
 
     #[test]

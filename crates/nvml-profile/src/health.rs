@@ -222,6 +222,9 @@ pub struct Thermal {
     /// `NVML_TEMPERATURE_THRESHOLD_MEM_MAX`; absent: NOT_SUPPORTED.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory_max_c: Option<u32>,
+    /// The memory's temperature now (field `NVML_FI_DEV_MEMORY_TEMP`); absent: NOT_SUPPORTED.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_c: Option<u32>,
 }
 
 /// Fans.

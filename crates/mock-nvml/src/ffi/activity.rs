@@ -482,7 +482,11 @@ pub unsafe extern "C" fn nvmlDeviceGetFieldValues(
                 let entry = unsafe { values.add(slot) };
                 // SAFETY: as above.
                 let mut value = unsafe { entry.read_unaligned() };
-                let answer = crate::fields::answer(device, value.field_id, value.scope_id, uptime);
+                let clocks = crate::fields::Clocks {
+                    uptime_s: uptime,
+                    energy: super::health::since_start(),
+                };
+                let answer = crate::fields::answer(device, value.field_id, value.scope_id, clocks);
                 value.timestamp = now_us;
                 value.latency_usec = 0;
                 (value.value_type, value.nvml_return, value.value) = match answer {

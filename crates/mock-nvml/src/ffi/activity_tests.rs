@@ -465,7 +465,7 @@ fn field_values_answer_each_entry() {
         field(91, 0),
         field(165, 4),
         field(186, 0),
-        field(83, 0),
+        field(7777, 0),
         field(165, 40),
     ];
     // SAFETY: six entries.

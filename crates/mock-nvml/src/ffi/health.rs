@@ -12,7 +12,7 @@ use crate::health::{self, ecc, layout, PowerLimit};
 
 /// Time since the first query that depends on it (the energy counter's and violation times'
 /// origin).
-fn since_start() -> Duration {
+pub(crate) fn since_start() -> Duration {
     static START: OnceLock<Instant> = OnceLock::new();
     START.get_or_init(Instant::now).elapsed()
 }
