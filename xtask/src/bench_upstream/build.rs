@@ -141,7 +141,10 @@ fn our_memory_total(profile: &Path) -> Result<u64> {
         .with_context(|| format!("{} has no device_defaults.memory.total", profile.display()))
 }
 
-/// Ours: the release library and check-fabric, and the shipped gb200 profile (4 GPUs).
+/// Ours: the release library and check-fabric, and the shipped gb200 profile (4 GPUs) as the
+/// stager stages it on every node (`driver/config/config.yaml`: parsed, `num_devices` set and
+/// written back by `Profile::to_yaml`, so without the shipped file's comments): the file the
+/// library reads in a cluster, as upstream's side reads the file its setup gives it.
 struct Ours {
     lib_dir: PathBuf,
     library: PathBuf,
@@ -158,11 +161,20 @@ fn ensure_ours(sh: &Shell, work: &Path) -> Result<Ours> {
     let library = lib_dir.join("libnvidia-ml.so.1");
     let built = release.join("libnvidia_ml.so");
     fs::copy(&built, &library).with_context(|| format!("copying {}", built.display()))?;
+    let shipped = root.join("manifests/helm/nvml-mock/profiles/gb200.yaml");
+    let text =
+        fs::read_to_string(&shipped).with_context(|| format!("reading {}", shipped.display()))?;
+    let staged = nvml_profile::Profile::parse(&text)
+        .and_then(|profile| profile.with_num_devices(4))
+        .and_then(|profile| profile.to_yaml())
+        .with_context(|| format!("staging {}", shipped.display()))?;
+    let profile = work.join("ours-config.yaml");
+    fs::write(&profile, staged).with_context(|| format!("writing {}", profile.display()))?;
     Ok(Ours {
         lib_dir,
         library,
         check_fabric: release.join("check-fabric"),
-        profile: root.join("manifests/helm/nvml-mock/profiles/gb200.yaml"),
+        profile,
     })
 }
 
