@@ -749,6 +749,17 @@ fn compute_domain_plugin() -> PathBuf {
 /// Starts the plugin on the staged tree for `node`, with no API server to reach, and returns
 /// the clique ids it logs for the four GPUs (it then waits for the API and is killed).
 fn plugin_cliques(staged: &Staged, node: &str) -> Vec<String> {
+    plugin_cliques_with_gates(staged, node, "", 4)
+}
+
+/// As [`plugin_cliques`], with the plugin's `FEATURE_GATES` (as the DRA chart sets it), for a
+/// node of `gpus` GPUs.
+fn plugin_cliques_with_gates(
+    staged: &Staged,
+    node: &str,
+    feature_gates: &str,
+    gpus: usize,
+) -> Vec<String> {
     let plugin = compute_domain_plugin();
     let work = tempfile::tempdir().unwrap_or_else(|err| panic!("{err}"));
     let kubeconfig = work.path().join("kubeconfig");
@@ -783,6 +794,7 @@ fn plugin_cliques(staged: &Staged, node: &str) -> Vec<String> {
             work.path().join("plugins"),
         )
         .env("ALT_PROC_DEVICES_PATH", staged.proc_devices())
+        .env("FEATURE_GATES", feature_gates)
         .arg("-v=4")
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -801,7 +813,7 @@ fn plugin_cliques(staged: &Staged, node: &str) -> Vec<String> {
     let deadline = Instant::now() + Duration::from_secs(60);
     let mut log = Vec::new();
     let mut cliques = Vec::new();
-    while cliques.len() < 4 {
+    while cliques.len() < gpus {
         let left = deadline.saturating_duration_since(Instant::now());
         match receiver.recv_timeout(left) {
             Ok(line) => {
@@ -829,7 +841,7 @@ fn plugin_cliques(staged: &Staged, node: &str) -> Vec<String> {
     let _ = child.wait();
     assert_eq!(
         cliques.len(),
-        4,
+        gpus,
         "the plugin logged {} cliques for {node} in 60 s:\n{}",
         cliques.len(),
         log.join("\n")
@@ -860,6 +872,51 @@ fn compute_domain_kubelet_plugin_logs_the_demo_and_rebind_cliques() {
     assert_eq!(
         plugin_cliques(&staged, &workers[1]),
         vec!["00000000-0000-0000-0000-0000000000ff/99"; 4]
+    );
+}
+
+/// The plugin reads the demo topology's clique through every shipped profile that has a fabric
+/// (GB200, GB300), one entry per GPU. gb300 carries upstream's driver 570.124.06, older than the
+/// 570.158.1 the plugin's default `IMEXDaemonsWithDNSNames` gate requires: the plugin refuses to
+/// start there, as on such a node, and says to turn the gate off; `ComputeDomainCliques` needs
+/// that gate, so for a driver that old both are off (what a user of that driver sets through the
+/// chart), and the plugin still reads each GPU's clique.
+#[test]
+fn compute_domain_kubelet_plugin_logs_the_clique_on_every_fabric_profile() {
+    let workers = workers();
+    let demo = topology::demo(&workers);
+    let mut checked_profiles = Vec::new();
+    for name in shipped_profiles() {
+        let path = repo_root().join(format!("manifests/helm/nvml-mock/profiles/{name}.yaml"));
+        let text = std::fs::read_to_string(&path)
+            .unwrap_or_else(|err| panic!("cannot read {}: {err}", path.display()));
+        let profile = Profile::parse(&text).unwrap_or_else(|err| panic!("{name}: {err}"));
+        if !profile.has_fabric() {
+            continue;
+        }
+        let version: Vec<u32> = profile
+            .driver_version()
+            .split('.')
+            .map(|part| part.parse().unwrap_or(0))
+            .collect();
+        let gates = if version < vec![570, 158, 1] {
+            "IMEXDaemonsWithDNSNames=false,ComputeDomainCliques=false"
+        } else {
+            ""
+        };
+        let staged = stage_profile(&demo, &workers[3], &name);
+        assert_eq!(
+            plugin_cliques_with_gates(&staged, &workers[3], gates, profile.device_count()),
+            vec!["00000000-0000-0000-0000-0000000000ab/1"; profile.device_count()],
+            "{name} (driver {}, FEATURE_GATES={gates:?})",
+            profile.driver_version()
+        );
+        checked_profiles.push(name);
+    }
+    assert_eq!(
+        checked_profiles,
+        ["gb200", "gb300"],
+        "the profiles with a fabric"
     );
 }
 
