@@ -136,12 +136,7 @@ fn stage_profile(topology: &topology::Topology, node: &str, profile: &str) -> St
                     .into_iter()
                     .filter(|arg| !arg.starts_with("--profile=")),
             )
-            .arg(format!(
-                "--profile={}",
-                repo_root()
-                    .join(format!("manifests/helm/nvml-mock/profiles/{profile}.yaml"))
-                    .display()
-            ))
+            .arg(format!("--profile={}", profile_path(profile).display()))
             .arg(format!("--topology-file={}", topology_file.display()))
             .args([
                 "--imex-channels",
@@ -274,6 +269,20 @@ fn table_names(device: &nvml_profile::Device) -> Vec<String> {
     names
 }
 
+/// A shipped profile's path and its parsed document.
+fn shipped_profile(name: &str) -> (PathBuf, Profile) {
+    let path = profile_path(name);
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|err| panic!("cannot read {}: {err}", path.display()));
+    let profile = Profile::parse(&text).unwrap_or_else(|err| panic!("{name}: {err}"));
+    (path, profile)
+}
+
+/// `manifests/helm/nvml-mock/profiles/<name>.yaml`.
+fn profile_path(name: &str) -> PathBuf {
+    repo_root().join(format!("manifests/helm/nvml-mock/profiles/{name}.yaml"))
+}
+
 /// The names of the shipped profiles (`manifests/helm/nvml-mock/profiles/<name>.yaml`).
 fn shipped_profiles() -> Vec<String> {
     let dir = repo_root().join("manifests/helm/nvml-mock/profiles");
@@ -300,10 +309,7 @@ fn go_nvlib_v0_13_and_v0_10_enumerate_every_shipped_profile() {
     for version in [peer_pin("go_nvlib_new"), peer_pin("go_nvlib_old")] {
         let client = nvlib_client(&version);
         for name in shipped_profiles() {
-            let path = repo_root().join(format!("manifests/helm/nvml-mock/profiles/{name}.yaml"));
-            let text = std::fs::read_to_string(&path)
-                .unwrap_or_else(|err| panic!("cannot read {}: {err}", path.display()));
-            let profile = Profile::parse(&text).unwrap_or_else(|err| panic!("{name}: {err}"));
+            let (path, profile) = shipped_profile(&name);
             let output = checked(
                 Command::new(&client)
                     .env_clear()
@@ -359,10 +365,7 @@ fn go_nvlib_v0_13_lists_the_mig_profiles_of_the_table() {
     let lib_dir = integration_tests::mock_nvml_lib_dir();
     for name in shipped_profiles() {
         let name = name.as_str();
-        let path = repo_root().join(format!("manifests/helm/nvml-mock/profiles/{name}.yaml"));
-        let text = std::fs::read_to_string(&path)
-            .unwrap_or_else(|err| panic!("cannot read {}: {err}", path.display()));
-        let profile = Profile::parse(&text).unwrap_or_else(|err| panic!("{name}: {err}"));
+        let (path, profile) = shipped_profile(name);
         let output = checked(
             Command::new(&client)
                 .env_clear()
@@ -630,10 +633,7 @@ fn nvidia_ctk_cdi_generate_writes_the_gpus_control_devices_and_channels() {
 fn nvidia_ctk_cdi_generate_names_every_gpu_of_every_shipped_profile() {
     for name in shipped_profiles() {
         let staged = stage_profile(&topology::demo(&workers()), &workers()[0], &name);
-        let path = repo_root().join(format!("manifests/helm/nvml-mock/profiles/{name}.yaml"));
-        let text = std::fs::read_to_string(&path)
-            .unwrap_or_else(|err| panic!("cannot read {}: {err}", path.display()));
-        let profile = Profile::parse(&text).unwrap_or_else(|err| panic!("{name}: {err}"));
+        let (_, profile) = shipped_profile(&name);
         let spec = cdi_generate(&staged, "nvml");
         let mut expected: Vec<String> = Vec::new();
         for gpu in profile.devices() {
@@ -887,10 +887,7 @@ fn compute_domain_kubelet_plugin_logs_the_clique_on_every_fabric_profile() {
     let demo = topology::demo(&workers);
     let mut checked_profiles = Vec::new();
     for name in shipped_profiles() {
-        let path = repo_root().join(format!("manifests/helm/nvml-mock/profiles/{name}.yaml"));
-        let text = std::fs::read_to_string(&path)
-            .unwrap_or_else(|err| panic!("cannot read {}: {err}", path.display()));
-        let profile = Profile::parse(&text).unwrap_or_else(|err| panic!("{name}: {err}"));
+        let (_, profile) = shipped_profile(&name);
         if !profile.has_fabric() {
             continue;
         }
