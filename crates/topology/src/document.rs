@@ -162,26 +162,28 @@ fn unknown_key(document: &Value) -> Option<String> {
             expected.join(", ")
         ))
     };
-    let list = |value: Option<&Value>| {
-        value
-            .and_then(Value::as_sequence)
-            .cloned()
-            .unwrap_or_default()
-    };
     if let Some(found) = unknown("", document, TOP) {
         return Some(found);
     }
-    for (d, domain) in list(document.get("domains")).iter().enumerate() {
+    for (d, domain) in entries(document.get("domains")).iter().enumerate() {
         if let Some(found) = unknown(&format!("domains[{d}]"), domain, DOMAIN) {
             return Some(found);
         }
-        for (c, clique) in list(domain.get("cliques")).iter().enumerate() {
+        for (c, clique) in entries(domain.get("cliques")).iter().enumerate() {
             if let Some(found) = unknown(&format!("domains[{d}].cliques[{c}]"), clique, CLIQUE) {
                 return Some(found);
             }
         }
     }
     None
+}
+
+/// The entries of a list, or none when the value is absent or not a list (the deserialiser
+/// reports a wrong shape).
+fn entries(value: Option<&Value>) -> &[Value] {
+    value
+        .and_then(Value::as_sequence)
+        .map_or(&[], |list| list.as_slice())
 }
 
 /// The document as written, before the checks that need a path in their message.
