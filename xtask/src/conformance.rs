@@ -148,24 +148,8 @@ fn upstream_config(configs: &Path, name: &str, work: &Path) -> Result<PathBuf> {
     }
     let text = fs::read_to_string(&path)?;
     let sized = work.join("upstream-gb200-4gpu.yaml");
-    fs::write(&sized, with_num_devices(&text, 4)?)?;
+    fs::write(&sized, crate::upstream_mock::with_num_devices(&text, 4)?)?;
     Ok(sized)
-}
-
-/// Upstream's `setup.sh`: `sed "/^system:/a\  num_devices: N"`.
-fn with_num_devices(profile: &str, devices: usize) -> Result<String> {
-    let mut out = String::with_capacity(profile.len() + 24);
-    let mut inserted = false;
-    for line in profile.lines() {
-        out.push_str(line);
-        out.push('\n');
-        if line == "system:" && !inserted {
-            out.push_str(&format!("  num_devices: {devices}\n"));
-            inserted = true;
-        }
-    }
-    ensure!(inserted, "upstream's profile has no `system:` line");
-    Ok(out)
 }
 
 /// One side's outcomes and device count; a case that crashes the process is recorded and the run
@@ -333,17 +317,6 @@ fn print_report(judged: &[Judged], allow: &AllowList, used: &[usize], work: &Pat
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn num_devices_goes_under_system_as_upstreams_setup_puts_it() {
-        let sized = with_num_devices("version: \"1.0\"\nsystem:\n  driver_version: x\n", 4)
-            .expect("has system");
-        assert_eq!(
-            sized,
-            "version: \"1.0\"\nsystem:\n  num_devices: 4\n  driver_version: x\n"
-        );
-        assert!(with_num_devices("devices: []\n", 4).is_err());
-    }
 
     #[test]
     fn upstreams_implemented_functions_are_its_export_comments() {

@@ -192,3 +192,35 @@ fn extract_sources(sh: &Shell, snapshot: &Path, dir: &Path, upstream: &Upstream)
     fs::remove_dir_all(&scratch)?;
     Ok(())
 }
+
+/// Upstream's `setup.sh`: `sed "/^system:/a\  num_devices: N"`.
+pub(crate) fn with_num_devices(profile: &str, devices: usize) -> Result<String> {
+    let mut out = String::with_capacity(profile.len() + 24);
+    let mut inserted = false;
+    for line in profile.lines() {
+        out.push_str(line);
+        out.push('\n');
+        if line == "system:" && !inserted {
+            out.push_str(&format!("  num_devices: {devices}\n"));
+            inserted = true;
+        }
+    }
+    ensure!(inserted, "upstream's profile has no `system:` line");
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn num_devices_goes_under_system_as_upstreams_setup_puts_it() {
+        let sized = with_num_devices("version: \"1.0\"\nsystem:\n  driver_version: x\n", 4)
+            .expect("has system");
+        assert_eq!(
+            sized,
+            "version: \"1.0\"\nsystem:\n  num_devices: 4\n  driver_version: x\n"
+        );
+        assert!(with_num_devices("devices: []\n", 4).is_err());
+    }
+}

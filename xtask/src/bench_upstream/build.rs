@@ -80,8 +80,8 @@ pub(super) fn probes(sh: &Shell, root: &Path, work: &Path) -> Result<Probes> {
 /// upstream's profile rounds it to 192 GiB) in the first `memory:` block's `total_bytes`, with
 /// `free_bytes` kept at total minus `reserved_bytes`.
 fn sized_profile(profile: &str, gpus: usize, memory_total: u64) -> Result<String> {
+    let profile = crate::upstream_mock::with_num_devices(profile, gpus)?;
     let mut out = String::with_capacity(profile.len() + 32);
-    let mut inserted = false;
     let mut in_memory = false;
     let mut total_set = false;
     let mut reserved = None;
@@ -118,12 +118,7 @@ fn sized_profile(profile: &str, gpus: usize, memory_total: u64) -> Result<String
         }
         out.push_str(line);
         out.push('\n');
-        if line == "system:" {
-            out.push_str(&format!("  num_devices: {gpus}\n"));
-            inserted = true;
-        }
     }
-    ensure!(inserted, "upstream's gb200 profile has no `system:` line");
     ensure!(
         total_set,
         "upstream's gb200 profile has no `memory:` block with `total_bytes`"
