@@ -269,8 +269,14 @@ mod tests {
         );
         assert_eq!(visible.devices[1].pci_bus_id, full.devices[3].pci_bus_id);
         assert_eq!(visible.devices[1].fabric, full.devices[3].fabric);
-        assert_eq!((visible.host_index(1), visible.host_index(2)), (Some(3), None));
-        assert_eq!((visible.visible_index(3), visible.visible_index(0)), (Some(1), None));
+        assert_eq!(
+            (visible.host_index(1), visible.host_index(2)),
+            (Some(3), None)
+        );
+        assert_eq!(
+            (visible.visible_index(3), visible.visible_index(0)),
+            (Some(1), None)
+        );
         let pcie = visible.pcie.as_ref().unwrap();
         assert_eq!(pcie.numa_node(0), full.pcie.as_ref().unwrap().numa_node(1));
         assert_eq!(pcie.level(0, 2), None);

@@ -78,15 +78,9 @@ mod tests {
 
     #[test]
     fn a_subset_is_listed_in_profile_order_by_minor() {
-        assert_eq!(
-            select(&[0, 1, 2, 3], &[3, 1]),
-            Visibility::Only(vec![1, 3])
-        );
+        assert_eq!(select(&[0, 1, 2, 3], &[3, 1]), Visibility::Only(vec![1, 3]));
         // Minors need not equal indices: position is what is kept.
-        assert_eq!(
-            select(&[4, 5, 6, 7], &[6, 9]),
-            Visibility::Only(vec![2])
-        );
+        assert_eq!(select(&[4, 5, 6, 7], &[6, 9]), Visibility::Only(vec![2]));
     }
 
     #[test]

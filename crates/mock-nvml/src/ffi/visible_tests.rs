@@ -37,15 +37,27 @@ fn count() -> c_uint {
     count
 }
 
-fn text(getter: unsafe extern "C" fn(nvmlDevice_t, *mut c_char, c_uint) -> NvmlReturn, device: nvmlDevice_t) -> String {
+fn text(
+    getter: unsafe extern "C" fn(nvmlDevice_t, *mut c_char, c_uint) -> NvmlReturn,
+    device: nvmlDevice_t,
+) -> String {
     let mut buffer = [0 as c_char; 96];
     // SAFETY: a buffer of the length passed.
-    assert_eq!(unsafe { getter(device, buffer.as_mut_ptr(), 96) }, abi::SUCCESS);
+    assert_eq!(
+        unsafe { getter(device, buffer.as_mut_ptr(), 96) },
+        abi::SUCCESS
+    );
     // SAFETY: the library wrote a NUL-terminated string.
-    unsafe { CStr::from_ptr(buffer.as_ptr()) }.to_str().unwrap().to_owned()
+    unsafe { CStr::from_ptr(buffer.as_ptr()) }
+        .to_str()
+        .unwrap()
+        .to_owned()
 }
 
-fn scalar(getter: unsafe extern "C" fn(nvmlDevice_t, *mut c_uint) -> NvmlReturn, device: nvmlDevice_t) -> c_uint {
+fn scalar(
+    getter: unsafe extern "C" fn(nvmlDevice_t, *mut c_uint) -> NvmlReturn,
+    device: nvmlDevice_t,
+) -> c_uint {
     let mut value = c_uint::MAX;
     // SAFETY: a valid out slot.
     assert_eq!(unsafe { getter(device, &mut value) }, abi::SUCCESS);
@@ -72,7 +84,10 @@ fn bus_id(device: nvmlDevice_t) -> String {
     // SAFETY: zeroed plain-old-data C struct.
     let mut info: abi::PciInfo = unsafe { std::mem::zeroed() };
     // SAFETY: a valid struct.
-    assert_eq!(unsafe { nvmlDeviceGetPciInfo_v3(device, &mut info) }, abi::SUCCESS);
+    assert_eq!(
+        unsafe { nvmlDeviceGetPciInfo_v3(device, &mut info) },
+        abi::SUCCESS
+    );
     CStr::from_bytes_until_nul(&info.bus_id)
         .unwrap()
         .to_str()
@@ -150,7 +165,10 @@ fn a_subset_is_renumbered_and_keeps_its_identity() {
     // SAFETY: zeroed plain-old-data C struct.
     let mut fabric: abi::GpuFabricInfo = unsafe { std::mem::zeroed() };
     // SAFETY: a valid struct.
-    assert_eq!(unsafe { nvmlDeviceGetGpuFabricInfo(handle(1), &mut fabric) }, abi::SUCCESS);
+    assert_eq!(
+        unsafe { nvmlDeviceGetGpuFabricInfo(handle(1), &mut fabric) },
+        abi::SUCCESS
+    );
     let profile = Profile::parse(GB200).unwrap();
     let expected = profile.devices()[3].fabric.unwrap();
     assert_eq!(fabric.clique_id, expected.clique_id);
@@ -166,14 +184,19 @@ fn topology_queries_answer_over_the_visible_gpus() {
     let mut level = 0;
     // SAFETY: a valid out slot.
     let code = unsafe { nvmlDeviceGetTopologyCommonAncestor(handle(1), handle(2), &mut level) };
-    assert_eq!((code, level), (abi::SUCCESS, 10), "host 4 and 5 share a switch: SINGLE");
+    assert_eq!(
+        (code, level),
+        (abi::SUCCESS, 10),
+        "host 4 and 5 share a switch: SINGLE"
+    );
     // SAFETY: a valid out slot.
     let code = unsafe { nvmlDeviceGetTopologyCommonAncestor(handle(0), handle(1), &mut level) };
     assert_eq!((code, level), (abi::SUCCESS, 50), "host 1 and 4: SYSTEM");
     let mut array = [null_mut(); 4];
     let mut count = 4;
     // SAFETY: an array of `count` handles.
-    let code = unsafe { nvmlDeviceGetTopologyNearestGpus(handle(0), 50, &mut count, array.as_mut_ptr()) };
+    let code =
+        unsafe { nvmlDeviceGetTopologyNearestGpus(handle(0), 50, &mut count, array.as_mut_ptr()) };
     assert_eq!((code, count), (abi::SUCCESS, 2));
     assert_eq!(array[..2], [handle(1), handle(2)]);
     let mut count = 4;
@@ -204,9 +227,15 @@ fn an_xid_names_the_host_index_and_reaches_the_visible_handle() {
     // SAFETY: zeroed plain-old-data C struct.
     let mut data: abi::EventData = unsafe { std::mem::zeroed() };
     // SAFETY: a valid struct.
-    assert_eq!(unsafe { nvmlEventSetWait_v2(set, &mut data, 1000) }, abi::SUCCESS);
+    assert_eq!(
+        unsafe { nvmlEventSetWait_v2(set, &mut data, 1000) },
+        abi::SUCCESS
+    );
     assert_eq!((data.device, data.event_data), (handle(1) as usize, 79));
     // SAFETY: as above.
-    assert_eq!(unsafe { nvmlEventSetWait_v2(set, &mut data, 100) }, abi::ERROR_TIMEOUT);
+    assert_eq!(
+        unsafe { nvmlEventSetWait_v2(set, &mut data, 100) },
+        abi::ERROR_TIMEOUT
+    );
     assert_eq!(nvmlEventSetFree(set), abi::SUCCESS);
 }
