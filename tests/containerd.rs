@@ -9,6 +9,8 @@
 //!   check-fabric prints the node's clique from the demo topology;
 //! - a pod without the annotation gets the overlay but no channel devices;
 //! - a pod in an excluded namespace gets nothing;
+//! - a container whose `NVIDIA_VISIBLE_DEVICES` names 2 of the 4 GPUs by UUID gets only their
+//!   device nodes, and its nvidia-smi and check-fabric see exactly those two as GPUs 0 and 1;
 //! - with the plugin away, a workload container is created unmocked; when the plugin returns it
 //!   has containerd stop that container (an excluded namespace's container keeps running), and
 //!   the container created again is injected.
@@ -179,7 +181,76 @@ fn containerd_injects_the_staged_tree_through_nri() {
     assert_eq!(stdout.trim(), "absent");
 
     rig.remove_pod(&pod);
+    a_container_given_two_gpus_sees_exactly_those(&mut rig);
     a_container_created_while_the_plugin_is_away_is_stopped_when_it_returns(&mut rig);
+}
+
+/// What the device plugin does for a pod asking for 2 `nvidia.com/gpu`: the container's
+/// `NVIDIA_VISIBLE_DEVICES` names 2 of the 4 GPUs by UUID. The plugin injects only their device
+/// nodes (and the control nodes); inside, nvidia-smi and check-fabric see exactly those two, as
+/// GPUs 0 and 1, with their own UUIDs. A pod without any request keeps today's behaviour.
+fn a_container_given_two_gpus_sees_exactly_those(rig: &mut Rig) {
+    let staged = std::fs::read_to_string(rig.overlay().join("driver/config/config.yaml"))
+        .unwrap_or_else(|err| panic!("cannot read the staged profile: {err}"));
+    let profile = nvml_profile::Profile::parse(&staged)
+        .unwrap_or_else(|err| panic!("the staged profile is invalid: {err}"));
+    let devices = profile.devices();
+    assert_eq!(devices.len(), 4, "the staged tray has 4 GPUs");
+    let (first, second) = (&devices[1], &devices[3]);
+    let visible = format!("{},{}", first.uuid, second.uuid);
+
+    let pod = rig.run_pod("two-gpus", "cdsim-workload", &[]);
+    let (container, _) = rig.create_container_with_env(
+        &pod,
+        "two-gpus",
+        "main",
+        &[("NVIDIA_VISIBLE_DEVICES", &visible)],
+    );
+    rig.start_container(&container);
+    let (ok, stdout, stderr) = rig.exec(&container, "ls /dev | grep nvidia");
+    assert!(ok, "no NVIDIA device nodes in the container: {stderr}");
+    assert_eq!(
+        stdout.split_whitespace().collect::<Vec<_>>(),
+        [
+            "nvidia-uvm".to_owned(),
+            "nvidia-uvm-tools".to_owned(),
+            format!("nvidia{}", first.minor_number),
+            format!("nvidia{}", second.minor_number),
+            "nvidiactl".to_owned(),
+        ],
+        "only the allocated GPUs' nodes and the control nodes\n--- plugin log\n{}",
+        rig.plugin_log()
+    );
+    let (ok, stdout, stderr) = rig.exec(&container, "nvidia-smi -L");
+    assert!(ok, "nvidia-smi -L failed in the container:\n{stdout}{stderr}");
+    assert_eq!(
+        stdout.lines().collect::<Vec<_>>(),
+        [
+            format!("GPU 0: {} (UUID: {})", first.name, first.uuid),
+            format!("GPU 1: {} (UUID: {})", second.name, second.uuid),
+        ],
+        "the container's NVML lists exactly the allocated GPUs, from index 0"
+    );
+    let (ok, stdout, stderr) = rig.exec(&container, "check-fabric");
+    assert!(ok, "check-fabric failed:\n{stdout}{stderr}");
+    assert!(stdout.starts_with("Discovered 2 GPU(s)\n"), "{stdout}");
+    assert_eq!(
+        stdout.matches("cliqueId    : 1\n").count(),
+        2,
+        "each keeps the tray's fabric identity:\n{stdout}"
+    );
+
+    // No request, no annotation: the overlay without GPU nodes, and NVML lists every GPU.
+    let plain = rig.run_pod("no-gpus", "cdsim-workload", &[]);
+    let container = rig.run_container(&plain, "no-gpus", "main");
+    let (ok, stdout, _) = rig.exec(&container, "ls /dev | grep -c '^nvidia' || true");
+    assert!(ok);
+    assert_eq!(stdout.trim(), "0", "a pod that asked for no GPU got GPU nodes");
+    let (ok, stdout, stderr) = rig.exec(&container, "nvidia-smi -L");
+    assert!(ok, "{stdout}{stderr}");
+    assert_eq!(stdout.lines().count(), 4, "{stdout}");
+    rig.remove_pod(&pod);
+    rig.remove_pod(&plain);
 }
 
 /// The plugin away (a rollout): a workload container created meanwhile runs without the mock.

@@ -588,3 +588,53 @@ fn x_without_q_is_a_usage_error() {
     assert_eq!(output.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&output.stderr).contains("-x needs -q"));
 }
+
+/// A process that sees only `/dev/nvidia1` and `/dev/nvidia3` (a fake dev root,
+/// `MOCK_NVML_DEV_ROOT`, standing in for a container's `/dev`): nvidia-smi lists those two GPUs
+/// as 0 and 1, each with its own UUID, bus id and minor number, and counts two attached GPUs.
+#[test]
+fn a_process_seeing_two_gpu_nodes_lists_those_two_from_index_0() {
+    let lib_dir = mock_nvml_lib_dir();
+    let dev = tempfile::tempdir().expect("temp dir");
+    let gpus = profile("gb200").devices();
+    let visible = [&gpus[1], &gpus[3]];
+    for gpu in visible {
+        std::fs::write(dev.path().join(format!("nvidia{}", gpu.minor_number)), "").expect("node");
+    }
+    let smi = |args: &[&str]| {
+        let output = Command::new(artifact("nvidia-smi", "nvidia-smi"))
+            .args(args)
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .env("LD_LIBRARY_PATH", lib_dir.path())
+            .env("MOCK_NVML_CONFIG", profile_path("gb200"))
+            .env("MOCK_NVML_DEV_ROOT", dev.path())
+            .output()
+            .expect("run nvidia-smi");
+        assert!(output.status.success(), "nvidia-smi {args:?}: {output:?}");
+        String::from_utf8(output.stdout).expect("UTF-8 stdout")
+    };
+    let rows = smi(&[
+        "--query-gpu=index,uuid,pci.bus_id,count",
+        "--format=csv,noheader",
+    ]);
+    let rows: Vec<Vec<&str>> = rows
+        .lines()
+        .map(|line| line.split(", ").collect())
+        .collect();
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    for (index, (row, gpu)) in rows.iter().zip(visible).enumerate() {
+        assert_eq!(row[0], index.to_string(), "{row:?}");
+        assert_eq!(row[1], gpu.uuid, "{row:?}");
+        assert_eq!(PciBusId::parse(row[2]), Ok(gpu.pci_bus_id), "{row:?}");
+        assert_eq!(row[3], "2", "{row:?}");
+    }
+    let xml = smi(&["-q", "-x"]);
+    assert!(xml.contains("<attached_gpus>2</attached_gpus>"), "{xml}");
+    let minors: Vec<&str> = xml
+        .split("<minor_number>")
+        .skip(1)
+        .filter_map(|rest| rest.split('<').next())
+        .collect();
+    assert_eq!(minors, ["1", "3"], "each keeps its own minor number");
+}

@@ -487,10 +487,26 @@ plugin_dir = ""
 
     /// Creates a container in `pod`; returns its id and how long CreateContainer took.
     pub fn create_container(&self, pod: &str, pod_name: &str, name: &str) -> (String, Duration) {
+        self.create_container_with_env(pod, pod_name, name, &[])
+    }
+
+    /// [`Rig::create_container`] with these environment variables in the container's config.
+    pub fn create_container_with_env(
+        &self,
+        pod: &str,
+        pod_name: &str,
+        name: &str,
+        env: &[(&str, &str)],
+    ) -> (String, Duration) {
+        let envs: Vec<serde_json::Value> = env
+            .iter()
+            .map(|(key, value)| serde_json::json!({ "key": key, "value": value }))
+            .collect();
         let config = serde_json::json!({
             "metadata": { "name": name },
             "image": { "image": self.image },
             "command": ["/bin/sleep", "86400"],
+            "envs": envs,
             "log_path": format!("{name}.log"),
             "linux": {}
         });

@@ -4,6 +4,10 @@
 //! them and a [`Staged`] snapshot that the caller took of the node's staged
 //! tree (see `staged.rs`), so every rule here is unit-tested without a
 //! filesystem.
+//! GPU device nodes: a container whose allocation names GPUs ([`gpus::request`]:
+//! `NVIDIA_VISIBLE_DEVICES`, `nvidia.com/gpu` CDI names) gets only those GPUs' nodes and the
+//! control nodes; one without a request gets every staged node when the pod's device annotation
+//! asks, else none. A device path the container already has is never added again.
 //! Nothing here fails: a problem becomes a warning and less injection.
 
 use std::collections::{BTreeMap, BTreeSet};
