@@ -601,6 +601,7 @@ fn a_process_seeing_two_gpu_nodes_lists_those_two_from_index_0() {
     for gpu in visible {
         std::fs::write(dev.path().join(format!("nvidia{}", gpu.minor_number)), "").expect("node");
     }
+    std::fs::write(dev.path().join("nvidiactl"), "").expect("nvidiactl");
     let smi = |args: &[&str]| {
         let output = Command::new(artifact("nvidia-smi", "nvidia-smi"))
             .args(args)

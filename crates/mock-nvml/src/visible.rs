@@ -11,8 +11,11 @@ use std::path::{Path, PathBuf};
 
 use node_layout::{
     env::{DEFAULT_DEV_ROOT, MOCK_NVML_DEV_ROOT},
-    paths::GPU_NODE_PREFIX,
+    paths::{GPU_CONTROL_NODES, GPU_NODE_PREFIX},
 };
+
+/// `nvidiactl`, the driver's control node.
+const CONTROL_NODE: &str = GPU_CONTROL_NODES[0];
 
 /// Which of the profile's GPUs a process sees.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,7 +52,15 @@ pub fn dev_root() -> PathBuf {
 
 /// The minors among `minors` whose `<root>/nvidia<minor>` exists (anything that `stat`s,
 /// following links: a container's node is a character device, a test's a plain file).
+///
+/// Without `<root>/nvidiactl` none counts as present, after that one `stat`: no GPU node is
+/// usable without the control node (the real library fails init), every container that is
+/// given GPUs gets it (NVIDIA's toolkit, CDI specs, the NRI plugin), and a host without the
+/// nodes, the common case outside containers, pays one `stat` instead of one per GPU.
 pub fn present_minors(root: &Path, minors: &[u32]) -> Vec<u32> {
+    if root.join(CONTROL_NODE).metadata().is_err() {
+        return Vec::new();
+    }
     minors
         .iter()
         .copied()
@@ -91,6 +102,9 @@ mod tests {
         std::fs::write(dir.path().join("nvidiactl"), "").unwrap();
         std::os::unix::fs::symlink("/nonexistent", dir.path().join("nvidia2")).unwrap();
         assert_eq!(present_minors(dir.path(), &[0, 1, 2, 3]), vec![1, 3]);
+        // Without the control node no GPU node counts.
+        std::fs::remove_file(dir.path().join("nvidiactl")).unwrap();
+        assert_eq!(present_minors(dir.path(), &[0, 1, 2, 3]), Vec::<u32>::new());
         assert_eq!(
             present_minors(&dir.path().join("absent"), &[0, 1]),
             Vec::<u32>::new()
