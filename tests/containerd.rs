@@ -202,11 +202,12 @@ fn a_container_given_two_gpus_sees_exactly_those(rig: &mut Rig) {
     let visible = format!("{},{}", first.uuid, second.uuid);
 
     let pod = rig.run_pod("two-gpus", "cdsim-workload", &[]);
-    let (container, _) = rig.create_container_with_env(
+    let (container, _) = rig.create_container_with(
         &pod,
         "two-gpus",
         "main",
         &[("NVIDIA_VISIBLE_DEVICES", &visible)],
+        &[],
     );
     rig.start_container(&container);
     let (ok, stdout, stderr) = rig.exec(&container, "ls /dev | grep nvidia");
@@ -222,6 +223,14 @@ fn a_container_given_two_gpus_sees_exactly_those(rig: &mut Rig) {
         ],
         "only the allocated GPUs' nodes and the control nodes\n--- plugin log\n{}",
         rig.plugin_log()
+    );
+    let log = rig.plugin_log();
+    assert!(
+        log.lines().any(|line| line.contains("GPU allocation")
+            && line.contains("cdsim-workload/two-gpus/main")
+            && line.contains(&first.uuid)
+            && line.contains(&second.uuid)),
+        "the plugin's log names no GPU allocation for the container:\n{log}"
     );
     let (ok, stdout, stderr) = rig.exec(&container, "check-fabric");
     assert!(ok, "check-fabric failed:\n{stdout}{stderr}");
@@ -243,6 +252,43 @@ fn a_container_given_two_gpus_sees_exactly_those(rig: &mut Rig) {
         2,
         "each keeps the tray's fabric identity:\n{stdout}"
     );
+
+    // A CDI device (the device plugin's CDI strategy): containerd's own CDI injection adds
+    // `/dev/nvidia2` and the control nodes from the spec; the plugin adds none of them again,
+    // and NVML sees that one GPU.
+    let third = &devices[2];
+    let cdi = rig.run_pod("cdi-gpu", "cdsim-workload", &[]);
+    let (container, _) =
+        rig.create_container_with(&cdi, "cdi-gpu", "main", &[], &["nvidia.com/gpu=2"]);
+    rig.start_container(&container);
+    let (ok, stdout, stderr) = rig.exec(&container, "ls /dev | grep nvidia");
+    assert!(ok, "no NVIDIA device nodes in the CDI container: {stderr}");
+    assert_eq!(
+        stdout.split_whitespace().collect::<Vec<_>>(),
+        [
+            "nvidia-uvm".to_owned(),
+            "nvidia-uvm-tools".to_owned(),
+            format!("nvidia{}", third.minor_number),
+            "nvidiactl".to_owned(),
+        ],
+        "--- plugin log\n{}",
+        rig.plugin_log()
+    );
+    let (ok, stdout, stderr) = rig.exec(&container, "check-fabric");
+    assert!(ok, "check-fabric failed:\n{stdout}{stderr}");
+    assert!(
+        stdout.starts_with(&format!("Discovered 1 GPU(s)\nGPU 0 ({})\n", third.uuid)),
+        "{stdout}"
+    );
+    // containerd 2.2 hands NRI no CDI device of a CRI request (its own injection did the work):
+    // the plugin adds the overlay and no device node either way.
+    let log = rig.plugin_log();
+    assert!(
+        log.lines()
+            .any(|line| line.contains("cdsim-workload/cdi-gpu/main") && line.contains("devices=0")),
+        "the plugin added device nodes to the CDI container:\n{log}"
+    );
+    rig.remove_pod(&cdi);
 
     // No request, no annotation: the overlay without GPU nodes, and NVML lists every GPU.
     let plain = rig.run_pod("no-gpus", "cdsim-workload", &[]);
