@@ -5,10 +5,13 @@
 //! - the `NVIDIA_VISIBLE_DEVICES` environment variable (its last entry): unset, empty or `void`
 //!   says nothing; `none` asks for no GPU (the control nodes only); `all` for every GPU; anything
 //!   else is a comma list of GPU indices or UUIDs;
+//! - the device plugin's `volume-mounts` strategy: a mount at
+//!   `/var/run/nvidia-container-devices/<index|uuid|all>` per GPU (the variable then names that
+//!   directory, and says nothing itself);
 //! - CDI device names of kind `nvidia.com/gpu` (`nvidia.com/gpu=<index|uuid|all>`), from the
 //!   container's CDI devices and from its `cdi.k8s.io/*` annotations (comma lists of names).
 //!
-//! Both sources together: `all` in either is every GPU, else the union of what they list.
+//! The sources together: `all` in any is every GPU, else the union of what they list.
 //! MIG devices (`MIG-…`, `<gpu>:<instance>`) are not modelled: logged and left out, as are
 //! unknown UUIDs and indices past the staged GPU count.
 
@@ -20,6 +23,9 @@ use crate::proto::Container;
 pub const VISIBLE_DEVICES: &str = "NVIDIA_VISIBLE_DEVICES";
 /// The CDI kind of NVIDIA's GPUs.
 pub const CDI_KIND: &str = "nvidia.com/gpu";
+/// Where the device plugin's `volume-mounts` strategy mounts one empty file per GPU
+/// (`<root>/<index|uuid|all>`), `NVIDIA_VISIBLE_DEVICES` then naming this directory.
+pub const VOLUME_MOUNTS_ROOT: &str = "/var/run/nvidia-container-devices";
 /// The prefix of the annotations that carry CDI device names.
 pub const CDI_ANNOTATION_PREFIX: &str = "cdi.k8s.io/";
 
@@ -67,15 +73,25 @@ enum Item {
     Gpu(GpuId),
 }
 
-/// Reads the container's request from its environment, CDI devices and annotations.
+/// Reads the container's request from its environment, volume mounts, CDI devices and
+/// annotations.
 pub fn request(container: &Container) -> GpuRequest {
     let mut items = Vec::new();
     let mut none = false;
     match visible_devices(&container.env).map(str::trim) {
         None | Some("" | "void") => (),
         Some("none") => none = true,
+        // The device plugin's volume-mounts strategy: the list is in the mounts.
+        Some(VOLUME_MOUNTS_ROOT) => (),
         Some(list) => items.extend(list_items(list)),
     }
+    items.extend(container.mounts.iter().filter_map(|mount| {
+        let device = mount
+            .destination
+            .strip_prefix(VOLUME_MOUNTS_ROOT)?
+            .strip_prefix('/')?;
+        Some(item(device))
+    }));
     let annotated = container
         .annotations
         .iter()
@@ -119,19 +135,20 @@ fn list_items(list: &str) -> impl Iterator<Item = Item> + '_ {
     list.split(',')
         .map(str::trim)
         .filter(|item| !item.is_empty())
-        .map(|item| match item {
-            "all" => Item::All,
-            id => Item::Gpu(GpuId::parse(id)),
-        })
+        .map(item)
+}
+
+fn item(text: &str) -> Item {
+    match text {
+        "all" => Item::All,
+        id => Item::Gpu(GpuId::parse(id)),
+    }
 }
 
 /// A CDI name of kind `nvidia.com/gpu`, as an item; other kinds are not ours.
 fn cdi_item(name: &str) -> Option<Item> {
     let (kind, device) = name.trim().split_once('=')?;
-    (kind == CDI_KIND).then(|| match device {
-        "all" => Item::All,
-        id => Item::Gpu(GpuId::parse(id)),
-    })
+    (kind == CDI_KIND).then(|| item(device))
 }
 
 /// One GPU of the staged profile.

@@ -107,6 +107,37 @@ fn cdi_devices_and_annotations_name_gpus_of_nvidias_kind_only() {
 }
 
 #[test]
+fn the_volume_mounts_strategy_lists_gpus_as_mount_points() {
+    let mut mounted = container(
+        &["NVIDIA_VISIBLE_DEVICES=/var/run/nvidia-container-devices"],
+        &[],
+        &[],
+    );
+    for destination in [
+        format!("/var/run/nvidia-container-devices/{UUID_A}"),
+        "/var/run/nvidia-container-devices/2".to_owned(),
+        "/var/run/nvidia-container-devices-other/3".to_owned(),
+        "/data".to_owned(),
+    ] {
+        mounted.mounts.push(crate::proto::Mount {
+            destination,
+            ..crate::proto::Mount::default()
+        });
+    }
+    assert_eq!(
+        request(&mounted),
+        GpuRequest::Listed(vec![GpuId::Index(2), GpuId::Uuid(UUID_A.to_owned())])
+    );
+    // The directory named without any mount under it: no request.
+    let bare = container(
+        &["NVIDIA_VISIBLE_DEVICES=/var/run/nvidia-container-devices"],
+        &[],
+        &[],
+    );
+    assert_eq!(request(&bare), GpuRequest::Unspecified);
+}
+
+#[test]
 fn both_sources_are_merged() {
     let both = container(
         &["NVIDIA_VISIBLE_DEVICES=0"],
