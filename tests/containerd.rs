@@ -192,10 +192,9 @@ fn containerd_injects_the_staged_tree_through_nri() {
 /// request keeps today's behaviour. (nvidia-smi's agreement is `tests/nvidia_smi.rs`'s; the test
 /// image carries only check-fabric's library closure.)
 fn a_container_given_two_gpus_sees_exactly_those(rig: &mut Rig) {
-    let staged = std::fs::read_to_string(rig.overlay().join("driver/config/config.yaml"))
-        .unwrap_or_else(|err| panic!("cannot read the staged profile: {err}"));
-    let profile = nvml_profile::Profile::parse(&staged)
-        .unwrap_or_else(|err| panic!("the staged profile is invalid: {err}"));
+    // The rig stages the shipped gb200 profile (`stager_input_args`).
+    let profile = nvml_profile::Profile::parse(nvml_profile::GB200)
+        .unwrap_or_else(|err| panic!("the gb200 profile is invalid: {err}"));
     let devices = profile.devices();
     assert_eq!(devices.len(), 4, "the staged tray has 4 GPUs");
     let (first, second) = (&devices[1], &devices[3]);

@@ -25,6 +25,8 @@ struct Run<'a> {
     profile: &'a str,
     topology: Option<&'a Path>,
     node: Option<&'a str>,
+    /// `MOCK_NVML_DEV_ROOT`: the directory standing in for the process's `/dev`.
+    dev_root: Option<&'a Path>,
 }
 
 impl Run<'_> {
@@ -42,6 +44,9 @@ impl Run<'_> {
         }
         if let Some(node) = self.node {
             command.env("NODE_NAME", node);
+        }
+        if let Some(dev_root) = self.dev_root {
+            command.env("MOCK_NVML_DEV_ROOT", dev_root);
         }
         command.output().expect("run nvidia-smi")
     }
@@ -510,6 +515,7 @@ fn gb200_q_and_q_x_report_the_profile_and_the_trays_clique() {
         profile: "gb200",
         topology: Some(&topology_file),
         node: Some(node),
+        dev_root: None,
     };
     assert_eq!(identity.cluster_uuid, topology::DEMO_UUID);
     let profile = profile("gb200");
@@ -540,6 +546,7 @@ fn h100_q_and_q_x_say_na_for_the_fabric_it_does_not_support() {
         profile: "h100",
         topology: None,
         node: None,
+        dev_root: None,
     };
     let profile = profile("h100");
     assert!(!profile.has_fabric());
@@ -568,6 +575,7 @@ fn every_shipped_profile_reads_back_through_q_and_q_x() {
             profile: name,
             topology: None,
             node: None,
+            dev_root: None,
         };
         let profile = profile(name);
         check_xml(&run.ok(&["-q", "-x"]), &profile, &profile.devices());
@@ -583,6 +591,7 @@ fn x_without_q_is_a_usage_error() {
         profile: "gb200",
         topology: None,
         node: None,
+        dev_root: None,
     };
     let output = run.smi(&["-x"]);
     assert_eq!(output.status.code(), Some(2));
@@ -602,19 +611,14 @@ fn a_process_seeing_two_gpu_nodes_lists_those_two_from_index_0() {
         std::fs::write(dev.path().join(format!("nvidia{}", gpu.minor_number)), "").expect("node");
     }
     std::fs::write(dev.path().join("nvidiactl"), "").expect("nvidiactl");
-    let smi = |args: &[&str]| {
-        let output = Command::new(artifact("nvidia-smi", "nvidia-smi"))
-            .args(args)
-            .env_clear()
-            .env("PATH", "/usr/bin:/bin")
-            .env("LD_LIBRARY_PATH", lib_dir.path())
-            .env("MOCK_NVML_CONFIG", profile_path("gb200"))
-            .env("MOCK_NVML_DEV_ROOT", dev.path())
-            .output()
-            .expect("run nvidia-smi");
-        assert!(output.status.success(), "nvidia-smi {args:?}: {output:?}");
-        String::from_utf8(output.stdout).expect("UTF-8 stdout")
+    let run = Run {
+        lib_dir: lib_dir.path(),
+        profile: "gb200",
+        topology: None,
+        node: None,
+        dev_root: Some(dev.path()),
     };
+    let smi = |args: &[&str]| run.ok(args);
     let rows = smi(&[
         "--query-gpu=index,uuid,pci.bus_id,count",
         "--format=csv,noheader",

@@ -44,17 +44,16 @@ pub fn snapshot(policy: &Policy, wants: &Wants) -> Staged {
 /// The staged profile's GPUs (index, UUID, minor), which map a request's UUIDs and indices to
 /// device nodes; a profile that cannot be read or parsed gives none, with a warning.
 fn gpu_table(config: &Path, warnings: &mut Vec<String>) -> Vec<StagedGpu> {
-    let text = match fs::metadata(config) {
+    let bytes = match fs::metadata(config) {
         Ok(meta) if meta.is_file() && meta.len() <= MAX_PROFILE_BYTES => {
-            fs::read_to_string(config).map_err(|err| err.to_string())
+            fs::read(config).map_err(|err| err.to_string())
         }
         Ok(_) => Err(format!(
             "not a regular file of at most {MAX_PROFILE_BYTES} bytes"
         )),
         Err(err) => Err(err.to_string()),
     };
-    let profile =
-        text.and_then(|text| nvml_profile::Profile::parse(&text).map_err(|err| err.to_string()));
+    let profile = bytes.and_then(|bytes| parse_profile(&bytes));
     match profile {
         Ok(profile) => profile
             .devices()
@@ -73,6 +72,13 @@ fn gpu_table(config: &Path, warnings: &mut Vec<String>) -> Vec<StagedGpu> {
             Vec::new()
         }
     }
+}
+
+/// The staged profile's bytes as a profile, in the form the stager writes (the one place here
+/// that knows that form).
+fn parse_profile(bytes: &[u8]) -> Result<nvml_profile::Profile, String> {
+    let text = std::str::from_utf8(bytes).map_err(|err| err.to_string())?;
+    nvml_profile::Profile::parse(text).map_err(|err| err.to_string())
 }
 
 /// The glibc encoding of `st_rdev`: (major, minor).
