@@ -242,6 +242,7 @@ fn image_meta(
             "cdsim image-builder: manifests/images.toml [images.{}]",
             image.name
         ),
+        user: image.user.clone(),
     }
 }
 

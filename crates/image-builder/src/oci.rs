@@ -45,6 +45,8 @@ pub struct ImageMeta {
     pub labels: BTreeMap<String, String>,
     /// The `created_by` of the single history entry.
     pub created_by: String,
+    /// `User` (`uid:gid`), left out of the config when `None`.
+    pub user: Option<String>,
 }
 
 /// A finished archive and the identities derived from it.
@@ -151,6 +153,9 @@ fn image_config(layer_digest: &str, meta: &ImageMeta) -> Value {
         container_config.insert("Labels".into(), json!(meta.labels));
     }
     container_config.insert("WorkingDir".into(), json!(meta.workdir));
+    if let Some(user) = &meta.user {
+        container_config.insert("User".into(), json!(user));
+    }
     json!({
         "architecture": meta.architecture,
         "os": "linux",
@@ -266,6 +271,7 @@ mod tests {
             workdir: "/".to_owned(),
             labels: [("a".to_owned(), "b".to_owned())].into(),
             created_by: "test".to_owned(),
+            user: None,
         }
     }
 

@@ -41,6 +41,9 @@ pub struct ImageSpec {
     pub imex_label: Option<String>,
     /// The files, in spec order.
     pub files: Vec<FileSpec>,
+    /// `User` of the image config (`uid:gid`); only specs built in code set
+    /// it (`images.toml` has no such key, so Nix's images need none).
+    pub user: Option<String>,
 }
 
 /// One entry of an image's `files` list.
@@ -289,6 +292,7 @@ fn validate_image(name: &str, raw: RawImage) -> Result<ImageSpec> {
         labels: raw.labels,
         imex_label: raw.imex_label,
         files,
+        user: None,
     };
     if image.uses_imex() && image.imex_label.is_none() {
         return Err(invalid(
