@@ -82,6 +82,10 @@ const RAW_COMMANDS: &[(&str, &str)] = &[
         "builds NVIDIA's DRA driver with go, a build recipe",
     ),
     (
+        "crates/harness/src/gpu_stack/",
+        "builds NVIDIA's device plugin and NFD with go, a build recipe",
+    ),
+    (
         "crates/node-image/src/",
         "the offline node image's build recipes",
     ),

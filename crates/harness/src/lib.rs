@@ -15,6 +15,7 @@
 
 pub mod cluster;
 pub mod fabric;
+pub mod gpu_stack;
 pub mod imex;
 pub mod inject;
 pub mod k8s;

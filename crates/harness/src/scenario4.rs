@@ -34,7 +34,7 @@ use crate::report::{round, Outcome, ScenarioResult, WorkerDetail};
 use crate::runner::{Cmd, Runner};
 
 mod api;
-mod image;
+pub(crate) mod image;
 mod objects;
 
 use api::{

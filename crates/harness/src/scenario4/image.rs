@@ -45,7 +45,7 @@ pub struct ImageInputs {
     pub busybox: PathBuf,
 }
 
-fn host_file(path: &str, host: &Path, mode: u32, links: &[&str]) -> FileSpec {
+pub(crate) fn host_file(path: &str, host: &Path, mode: u32, links: &[&str]) -> FileSpec {
     FileSpec {
         path: path.to_owned(),
         kind: FileKind::File {
@@ -128,6 +128,7 @@ pub fn image_spec(inputs: &ImageInputs) -> ImageSpec {
         .collect(),
         imex_label: None,
         files,
+        user: None,
     }
 }
 
@@ -144,7 +145,7 @@ impl Snapshot {
     }
 }
 
-fn pinned(versions: &toml::Table, key: &str) -> Result<String> {
+pub(crate) fn pinned(versions: &toml::Table, key: &str) -> Result<String> {
     versions
         .get("peers")
         .and_then(|peers| peers.get(key))
@@ -193,7 +194,11 @@ fn sha256_file(path: &Path) -> Result<String> {
 
 /// `<cache>/<key>`, made by `make(staging)` into a fresh directory and renamed
 /// into place, so an interrupted build never leaves a partial entry behind.
-fn cached(parent: &Path, key: &str, make: impl FnOnce(&Path) -> Result<()>) -> Result<PathBuf> {
+pub(crate) fn cached(
+    parent: &Path,
+    key: &str,
+    make: impl FnOnce(&Path) -> Result<()>,
+) -> Result<PathBuf> {
     let dir = parent.join(key);
     if dir.is_dir() {
         return Ok(dir);
