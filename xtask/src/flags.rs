@@ -78,6 +78,14 @@ pub enum Command {
     NodeImage(NodeImageArgs),
     /// Build the mock and workload images as reproducible archives.
     Images(ImagesArgs),
+    /// Build NVIDIA's device plugin (with GPU feature discovery) and
+    /// node-feature-discovery images from source, offline, with the device
+    /// plugin's chart (NFD's as its dependency).
+    ///
+    /// Go builds at the `[peers]` pins through the module proxy, cached under
+    /// the cache directory's `go/`, `images/gpu-stack-<key>/` and `charts/`;
+    /// a second run builds nothing. Prints the archives, tags and chart path.
+    GpuStackImages(GpuStackImagesArgs),
     /// Write the IMEX TEST DOUBLE's payload directory (for tests only).
     ///
     /// Builds `crates/imex-double` and lays it out as NVIDIA's imex archive is
@@ -378,6 +386,14 @@ pub struct ImagesArgs {
     /// The nvidia-imex payload for the workload image.
     #[arg(long, value_parser = imex_path)]
     pub imex: Option<PathBuf>,
+}
+
+/// Options for `gpu-stack-images`.
+#[derive(Debug, Clone, Args)]
+pub struct GpuStackImagesArgs {
+    /// Print one JSON object (archives, references, binaries, chart, Helm values).
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Options for `imex-double-payload`.

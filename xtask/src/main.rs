@@ -14,6 +14,7 @@ mod doctor;
 mod faults;
 mod flags;
 mod flow;
+mod gpu_stack_images;
 mod images;
 mod interrupt;
 mod lock;
@@ -111,6 +112,7 @@ fn run(flags: flags::Xtask) -> anyhow::Result<()> {
         Command::HostSetup => doctor::host_setup(&sh),
         Command::NodeImage(args) => node_image::run(&sh, &args),
         Command::Images(args) => images::run(&sh, &args),
+        Command::GpuStackImages(args) => gpu_stack_images::run(&sh, &args),
         Command::ImexDoublePayload(args) => images::imex_double_payload(&sh, &args.out),
         Command::BenchVsUpstream(args) => bench_upstream::run(&sh, &args),
         Command::NvmlFunctions(args) => nvml_functions::run(&sh, &args),
