@@ -46,8 +46,20 @@ pub(super) fn nfd_ldflags(version: &str) -> String {
     )
 }
 
+/// Fails with what to do when there is no `go` (only a build that is not cached needs it).
+fn require_go() -> Result<()> {
+    if xtask_support::tools::find_on_path("go").is_none() {
+        anyhow::bail!(
+            "the device plugin and node-feature-discovery are built from source with Go (1.25 or \
+             later), and no `go` is on PATH: install Go (or use `nix develop`) and rerun"
+        );
+    }
+    Ok(())
+}
+
 /// The module cache directory of `module@version` (`go mod download`).
 pub(super) fn module_dir(sh: &Shell, module: &str, version: &str) -> Result<PathBuf> {
+    require_go()?;
     let _env = [
         sh.push_env("GOFLAGS", ""),
         sh.push_env("GOTOOLCHAIN", "local"),
@@ -128,6 +140,7 @@ pub(super) fn nfd(sh: &Shell, cache: &Path, version: &str) -> Result<PathBuf> {
         &cache.join("go"),
         &format!("node-feature-discovery-{version}"),
         |out| {
+            require_go()?;
             let tree = nfd_tree(sh, cache, version)?;
             eprintln!("    go build {} @{version}", NFD_BINARIES.join(", "));
             let started = std::time::Instant::now();
