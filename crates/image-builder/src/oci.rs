@@ -333,6 +333,18 @@ mod tests {
     }
 
     #[test]
+    fn a_user_is_in_the_config_only_when_set() {
+        let config_of = |meta: &ImageMeta| -> Value {
+            let archive = write_archive(b"layer", meta).expect("archive");
+            serde_json::from_slice(&file(&archive, &blob_path(&archive.image_id))).expect("config")
+        };
+        assert!(config_of(&meta())["config"].get("User").is_none());
+        let mut nobody = meta();
+        nobody.user = Some("65534:65534".to_owned());
+        assert_eq!(config_of(&nobody)["config"]["User"], "65534:65534");
+    }
+
+    #[test]
     fn formats_epochs() {
         assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
         assert_eq!(rfc3339(951_782_400), "2000-02-29T00:00:00Z");
