@@ -378,7 +378,8 @@ fn e2e_warm_rerun(sh: &Shell) -> Result<()> {
 /// API, and the control plane (labelled by the stager, tainted) is named as
 /// skipped.
 fn e2e_kube_context(sh: &Shell) -> Result<()> {
-    let cluster = crate::names::KindCluster::new(crate::names::DEFAULT_CLUSTER)?;
+    // Only the names that follow from the cluster's name are used.
+    let cluster = crate::names::KindCluster::new(crate::names::DEFAULT_CLUSTER, 0)?;
     let (context, control_plane) = (cluster.context(), cluster.control_plane());
     for scenario in ["scenario1", "scenario3"] {
         let out = cmd!(sh, "cargo xtask {scenario} --kube-context {context}")
