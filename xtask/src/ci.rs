@@ -13,6 +13,7 @@ use xshell::{cmd, Shell};
 
 use crate::flags::CiArgs;
 
+mod full_rack;
 mod nonroot;
 mod through_registry;
 
@@ -105,6 +106,11 @@ const STEPS: &[Step] = &[
         name: "non-root user",
         e2e: true,
         run: nonroot::user,
+    },
+    Step {
+        name: "e2e full rack",
+        e2e: true,
+        run: full_rack::run,
     },
 ];
 
