@@ -123,10 +123,14 @@ pub fn check(doc: &Value) -> Result<Vec<String>> {
     ));
     let rebind = details(scenario("scenario4-rebind")?);
     anyhow::ensure!(
-        rebind.iter().any(|(_, detail, _)| detail.contains(REBIND_CLIQUE)),
+        rebind
+            .iter()
+            .any(|(_, detail, _)| detail.contains(REBIND_CLIQUE)),
         "scenario4-rebind: no detail names the rebind clique {REBIND_CLIQUE}"
     );
-    lines.push(format!("scenario4-rebind: the rack moved to {REBIND_CLIQUE}"));
+    lines.push(format!(
+        "scenario4-rebind: the rack moved to {REBIND_CLIQUE}"
+    ));
     Ok(lines)
 }
 
@@ -145,7 +149,7 @@ mod tests {
             .collect();
         for clique in cliques {
             four.push(json!({"node": "", "pod": "", "passed": true,
-                "detail": format!("ComputeDomainClique uid.{clique} lists 18 node(s) of its clique only")}));
+                "detail": format!("ComputeDomainClique uid.{clique} exists, listing 0 daemon(s) now, none of another clique")}));
         }
         let rebind = json!([{"node": "w1", "pod": "d", "passed": true,
             "detail": format!("daemon pod labelled resource.nvidia.com/computeDomain.cliqueID={REBIND_CLIQUE}")}]);

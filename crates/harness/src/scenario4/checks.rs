@@ -173,7 +173,7 @@ pub(super) async fn clique_objects(
             node: String::new(),
             pod: String::new(),
             detail: format!(
-                "ComputeDomainClique {name} lists {} node(s) of its clique only",
+                "ComputeDomainClique {name} exists, listing {} daemon(s) now, none of another clique",
                 nodes.len()
             ),
             passed: true,
