@@ -5,77 +5,143 @@
 //! `devices[]` entry's `health` overrides the defaults' sub-section by sub-section
 //! ([`Health::overlay`]). Types only; validation is in `health/validate.rs`.
 
+use borsh::{BorshDeserialize, BorshSerialize};
+#[cfg(feature = "yaml")]
 use serde::{Deserialize, Serialize};
 
 mod validate;
 pub(crate) use validate::validate;
 
 /// The `health` block (every sub-section optional).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
+#[cfg_attr(feature = "yaml", derive(Serialize, Deserialize))]
+#[cfg_attr(feature = "yaml", serde(deny_unknown_fields))]
 pub struct Health {
     /// Power management limits and the energy counter.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "yaml",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub power: Option<PowerLimits>,
     /// `nvmlPstates_t` now (0 = P0); also the power state.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "yaml",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub performance_state: Option<u32>,
     /// Clocks event (throttle) reasons, active and supported.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "yaml",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub clocks_event_reasons: Option<ClocksEventReasons>,
     /// Application clocks, current and default.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "yaml",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub applications_clocks: Option<ApplicationsClocks>,
     /// Auto boosted clocks; absent: NOT_SUPPORTED (data-centre parts).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "yaml",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub auto_boost: Option<AutoBoost>,
     /// Temperature thresholds.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "yaml",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub thermal: Option<Thermal>,
     /// Fans (`count: 0` on liquid-cooled and passively cooled parts).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "yaml",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub fans: Option<Fans>,
     /// The BAR1 aperture.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "yaml",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub bar1_memory: Option<Bar1Memory>,
     /// Memory bus width in bits.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "yaml",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub memory_bus_width: Option<u32>,
     /// ECC default mode and error counters.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "yaml",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub ecc_errors: Option<EccErrors>,
     /// Retired pages (page retirement, pre-Ampere; empty on later parts).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "yaml",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub retired_pages: Option<RetiredPages>,
     /// Remapped rows (Ampere and later).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "yaml",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub remapped_rows: Option<RemappedRows>,
     /// Board part number.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "yaml",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub board_part_number: Option<String>,
     /// VBIOS version.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "yaml",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub vbios_version: Option<String>,
     /// InfoROM versions.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "yaml",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub inforom: Option<Inforom>,
     /// GSP firmware.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "yaml",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub gsp_firmware: Option<GspFirmware>,
     /// Display mode and whether a display is active.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "yaml",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub display: Option<Display>,
     /// Whether the GPU is on a multi-GPU board.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "yaml",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub multi_gpu_board: Option<bool>,
     /// GPU operation mode, current and pending.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "yaml",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub gpu_operation_mode: Option<GpuOperationModes>,
     /// Virtualization mode.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "yaml",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub virtualization_mode: Option<VirtualizationMode>,
     /// Process accounting.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "yaml",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub accounting: Option<Accounting>,
 }
 
@@ -121,8 +187,9 @@ pub(crate) fn resolve(defaults: Option<&Health>, entry: Option<&Health>) -> Heal
 }
 
 /// Power management: limits in milliwatts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
+#[cfg_attr(feature = "yaml", derive(Serialize, Deserialize))]
+#[cfg_attr(feature = "yaml", serde(deny_unknown_fields))]
 pub struct PowerLimits {
     /// Whether power management is enabled (`nvmlDeviceGetPowerManagementMode`).
     pub management: bool,
@@ -138,13 +205,14 @@ pub struct PowerLimits {
     pub max_limit_mw: u32,
     /// Energy consumed before the library was first initialised, in millijoules; the counter then
     /// grows by the power draw (`power_usage_mw`) times the time since.
-    #[serde(default)]
+    #[cfg_attr(feature = "yaml", serde(default))]
     pub energy_at_start_mj: u64,
 }
 
 /// One clocks event (throttle) reason, `nvmlClocksEventReason*`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
+#[cfg_attr(feature = "yaml", derive(Serialize, Deserialize))]
+#[cfg_attr(feature = "yaml", serde(rename_all = "snake_case"))]
 pub enum ClocksEventReason {
     /// 0x1.
     GpuIdle,
@@ -179,8 +247,9 @@ impl ClocksEventReason {
 }
 
 /// Clocks event reasons.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Clone, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
+#[cfg_attr(feature = "yaml", derive(Serialize, Deserialize))]
+#[cfg_attr(feature = "yaml", serde(deny_unknown_fields))]
 pub struct ClocksEventReasons {
     /// Holding the clocks back now.
     pub active: Vec<ClocksEventReason>,
@@ -189,8 +258,9 @@ pub struct ClocksEventReasons {
 }
 
 /// Application clocks in MHz.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
+#[cfg_attr(feature = "yaml", derive(Serialize, Deserialize))]
+#[cfg_attr(feature = "yaml", serde(deny_unknown_fields))]
 #[allow(missing_docs)]
 pub struct ApplicationsClocks {
     pub graphics: u32,
@@ -200,8 +270,9 @@ pub struct ApplicationsClocks {
 }
 
 /// Auto boosted clocks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
+#[cfg_attr(feature = "yaml", derive(Serialize, Deserialize))]
+#[cfg_attr(feature = "yaml", serde(deny_unknown_fields))]
 pub struct AutoBoost {
     /// Enabled now.
     pub enabled: bool,
@@ -210,8 +281,9 @@ pub struct AutoBoost {
 }
 
 /// Temperature thresholds in °C.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
+#[cfg_attr(feature = "yaml", derive(Serialize, Deserialize))]
+#[cfg_attr(feature = "yaml", serde(deny_unknown_fields))]
 pub struct Thermal {
     /// `NVML_TEMPERATURE_THRESHOLD_SHUTDOWN`.
     pub shutdown_c: u32,
@@ -220,16 +292,23 @@ pub struct Thermal {
     /// `NVML_TEMPERATURE_THRESHOLD_GPU_MAX` (the sensor's default maximum).
     pub gpu_max_c: u32,
     /// `NVML_TEMPERATURE_THRESHOLD_MEM_MAX`; absent: NOT_SUPPORTED.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "yaml",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub memory_max_c: Option<u32>,
     /// The memory's temperature now (field `NVML_FI_DEV_MEMORY_TEMP`); absent: NOT_SUPPORTED.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "yaml",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub memory_c: Option<u32>,
 }
 
 /// Fans.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
+#[cfg_attr(feature = "yaml", derive(Serialize, Deserialize))]
+#[cfg_attr(feature = "yaml", serde(deny_unknown_fields))]
 pub struct Fans {
     /// How many; 0: speed queries are NOT_SUPPORTED.
     pub count: u32,
@@ -238,8 +317,9 @@ pub struct Fans {
 }
 
 /// The BAR1 aperture in bytes; free is `total - used`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
+#[cfg_attr(feature = "yaml", derive(Serialize, Deserialize))]
+#[cfg_attr(feature = "yaml", serde(deny_unknown_fields))]
 #[allow(missing_docs)]
 pub struct Bar1Memory {
     pub total: u64,
@@ -247,113 +327,121 @@ pub struct Bar1Memory {
 }
 
 /// ECC default mode and counters; answered only while `ecc.current` is true.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
+#[cfg_attr(feature = "yaml", derive(Serialize, Deserialize))]
+#[cfg_attr(feature = "yaml", serde(deny_unknown_fields))]
 pub struct EccErrors {
     /// `nvmlDeviceGetDefaultEccMode`.
     pub default_enabled: bool,
     /// Since the driver loaded (all zero when absent).
-    #[serde(default)]
+    #[cfg_attr(feature = "yaml", serde(default))]
     pub volatile: EccCounts,
     /// Over the GPU's life (all zero when absent).
-    #[serde(default)]
+    #[cfg_attr(feature = "yaml", serde(default))]
     pub aggregate: EccCounts,
     /// On-die SRAM (all zero when absent).
-    #[serde(default)]
+    #[cfg_attr(feature = "yaml", serde(default))]
     pub sram: SramEcc,
 }
 
 /// Corrected and uncorrected counts by location.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
+#[cfg_attr(feature = "yaml", derive(Serialize, Deserialize))]
+#[cfg_attr(feature = "yaml", serde(deny_unknown_fields))]
 #[allow(missing_docs)]
 pub struct EccCounts {
-    #[serde(default)]
+    #[cfg_attr(feature = "yaml", serde(default))]
     pub corrected: EccLocations,
-    #[serde(default)]
+    #[cfg_attr(feature = "yaml", serde(default))]
     pub uncorrected: EccLocations,
 }
 
 /// Error counts per memory location; the total is their sum.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
+#[cfg_attr(feature = "yaml", derive(Serialize, Deserialize))]
+#[cfg_attr(feature = "yaml", serde(deny_unknown_fields))]
 #[allow(missing_docs)]
 pub struct EccLocations {
-    #[serde(default)]
+    #[cfg_attr(feature = "yaml", serde(default))]
     pub l1_cache: u64,
-    #[serde(default)]
+    #[cfg_attr(feature = "yaml", serde(default))]
     pub l2_cache: u64,
-    #[serde(default)]
+    #[cfg_attr(feature = "yaml", serde(default))]
     pub device_memory: u64,
-    #[serde(default)]
+    #[cfg_attr(feature = "yaml", serde(default))]
     pub register_file: u64,
-    #[serde(default)]
+    #[cfg_attr(feature = "yaml", serde(default))]
     pub texture_memory: u64,
 }
 
 /// SRAM ECC counters (`nvmlEccSramErrorStatus_v1_t`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
+#[cfg_attr(feature = "yaml", derive(Serialize, Deserialize))]
+#[cfg_attr(feature = "yaml", serde(deny_unknown_fields))]
 #[allow(missing_docs)]
 pub struct SramEcc {
-    #[serde(default)]
+    #[cfg_attr(feature = "yaml", serde(default))]
     pub volatile: SramCounts,
-    #[serde(default)]
+    #[cfg_attr(feature = "yaml", serde(default))]
     pub aggregate: SramCounts,
-    #[serde(default)]
+    #[cfg_attr(feature = "yaml", serde(default))]
     pub uncorrectable_sources: SramSources,
-    #[serde(default)]
+    #[cfg_attr(feature = "yaml", serde(default))]
     pub threshold_exceeded: bool,
 }
 
 /// SRAM counts of one kind.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
+#[cfg_attr(feature = "yaml", derive(Serialize, Deserialize))]
+#[cfg_attr(feature = "yaml", serde(deny_unknown_fields))]
 #[allow(missing_docs)]
 pub struct SramCounts {
-    #[serde(default)]
+    #[cfg_attr(feature = "yaml", serde(default))]
     pub correctable: u64,
-    #[serde(default)]
+    #[cfg_attr(feature = "yaml", serde(default))]
     pub uncorrectable_parity: u64,
-    #[serde(default)]
+    #[cfg_attr(feature = "yaml", serde(default))]
     pub uncorrectable_sec_ded: u64,
 }
 
 /// Aggregate uncorrectable SRAM errors by where they happened.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
+#[cfg_attr(feature = "yaml", derive(Serialize, Deserialize))]
+#[cfg_attr(feature = "yaml", serde(deny_unknown_fields))]
 #[allow(missing_docs)]
 pub struct SramSources {
-    #[serde(default)]
+    #[cfg_attr(feature = "yaml", serde(default))]
     pub l2: u64,
-    #[serde(default)]
+    #[cfg_attr(feature = "yaml", serde(default))]
     pub sm: u64,
-    #[serde(default)]
+    #[cfg_attr(feature = "yaml", serde(default))]
     pub pcie: u64,
-    #[serde(default)]
+    #[cfg_attr(feature = "yaml", serde(default))]
     pub mcu: u64,
-    #[serde(default)]
+    #[cfg_attr(feature = "yaml", serde(default))]
     pub other: u64,
 }
 
 /// Retired pages by cause, and whether a retirement waits for the next reboot.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
+#[cfg_attr(feature = "yaml", derive(Serialize, Deserialize))]
+#[cfg_attr(feature = "yaml", serde(deny_unknown_fields))]
 pub struct RetiredPages {
     /// `NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS`.
-    #[serde(default)]
+    #[cfg_attr(feature = "yaml", serde(default))]
     pub multiple_single_bit: Vec<RetiredPage>,
     /// `NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR`.
-    #[serde(default)]
+    #[cfg_attr(feature = "yaml", serde(default))]
     pub double_bit: Vec<RetiredPage>,
     /// `nvmlDeviceGetRetiredPagesPendingStatus`.
-    #[serde(default)]
+    #[cfg_attr(feature = "yaml", serde(default))]
     pub pending: bool,
 }
 
 /// One retired page.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
+#[cfg_attr(feature = "yaml", derive(Serialize, Deserialize))]
+#[cfg_attr(feature = "yaml", serde(deny_unknown_fields))]
 pub struct RetiredPage {
     /// The page's address.
     pub address: u64,
@@ -362,8 +450,9 @@ pub struct RetiredPage {
 }
 
 /// Remapped rows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
+#[cfg_attr(feature = "yaml", derive(Serialize, Deserialize))]
+#[cfg_attr(feature = "yaml", serde(deny_unknown_fields))]
 #[allow(missing_docs)]
 pub struct RemappedRows {
     pub correctable: u32,
@@ -371,13 +460,17 @@ pub struct RemappedRows {
     pub pending: bool,
     pub failure_occurred: bool,
     /// Banks per remapping availability; absent: the histogram is NOT_SUPPORTED.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "yaml",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub histogram: Option<RowRemapperHistogram>,
 }
 
 /// `nvmlRowRemapperHistogramValues_t`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
+#[cfg_attr(feature = "yaml", derive(Serialize, Deserialize))]
+#[cfg_attr(feature = "yaml", serde(deny_unknown_fields))]
 #[allow(missing_docs)]
 pub struct RowRemapperHistogram {
     pub max: u32,
@@ -388,22 +481,33 @@ pub struct RowRemapperHistogram {
 }
 
 /// InfoROM versions; an absent object is NOT_SUPPORTED.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Clone, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
+#[cfg_attr(feature = "yaml", derive(Serialize, Deserialize))]
+#[cfg_attr(feature = "yaml", serde(deny_unknown_fields))]
 #[allow(missing_docs)]
 pub struct Inforom {
     pub image_version: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "yaml",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub oem: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "yaml",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub ecc: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "yaml",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub power: Option<String>,
 }
 
 /// GSP firmware.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Clone, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
+#[cfg_attr(feature = "yaml", derive(Serialize, Deserialize))]
+#[cfg_attr(feature = "yaml", serde(deny_unknown_fields))]
 pub struct GspFirmware {
     /// Running on the GSP now.
     pub enabled: bool,
@@ -414,8 +518,9 @@ pub struct GspFirmware {
 }
 
 /// Display mode (a display can be attached) and active (one is initialised).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
+#[cfg_attr(feature = "yaml", derive(Serialize, Deserialize))]
+#[cfg_attr(feature = "yaml", serde(deny_unknown_fields))]
 #[allow(missing_docs)]
 pub struct Display {
     pub mode: bool,
@@ -423,8 +528,9 @@ pub struct Display {
 }
 
 /// `nvmlGpuOperationMode_t`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
+#[cfg_attr(feature = "yaml", derive(Serialize, Deserialize))]
+#[cfg_attr(feature = "yaml", serde(rename_all = "snake_case"))]
 pub enum GpuOperationMode {
     /// `NVML_GOM_ALL_ON` (0).
     AllOn,
@@ -435,8 +541,9 @@ pub enum GpuOperationMode {
 }
 
 /// GPU operation mode, current and pending.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
+#[cfg_attr(feature = "yaml", derive(Serialize, Deserialize))]
+#[cfg_attr(feature = "yaml", serde(deny_unknown_fields))]
 #[allow(missing_docs)]
 pub struct GpuOperationModes {
     pub current: GpuOperationMode,
@@ -444,8 +551,9 @@ pub struct GpuOperationModes {
 }
 
 /// `nvmlGpuVirtualizationMode_t`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
+#[cfg_attr(feature = "yaml", derive(Serialize, Deserialize))]
+#[cfg_attr(feature = "yaml", serde(rename_all = "snake_case"))]
 pub enum VirtualizationMode {
     /// Bare metal (0).
     None,
@@ -460,8 +568,9 @@ pub enum VirtualizationMode {
 }
 
 /// Process accounting.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
+#[cfg_attr(feature = "yaml", derive(Serialize, Deserialize))]
+#[cfg_attr(feature = "yaml", serde(deny_unknown_fields))]
 pub struct Accounting {
     /// Accounting on.
     pub enabled: bool,

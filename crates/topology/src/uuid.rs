@@ -4,6 +4,7 @@
 use std::fmt;
 use std::str::FromStr;
 
+#[cfg(feature = "yaml")]
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// A cluster uuid: 16 bytes, written as dashed lowercase hex (`8-4-4-4-12`).
@@ -12,7 +13,19 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 /// anything else is rejected (unlike upstream, which drops non-hex characters
 /// and pads, turning typos into silently different identities).
 /// The default is all zero bytes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Default,
+    borsh::BorshSerialize,
+    borsh::BorshDeserialize,
+)]
 pub struct ClusterUuid([u8; 16]);
 
 /// Why a string is not a cluster uuid.
@@ -83,12 +96,14 @@ impl fmt::Display for ClusterUuid {
     }
 }
 
+#[cfg(feature = "yaml")]
 impl Serialize for ClusterUuid {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         serializer.collect_str(self)
     }
 }
 
+#[cfg(feature = "yaml")]
 impl<'de> Deserialize<'de> for ClusterUuid {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<ClusterUuid, D::Error> {
         let text = String::deserialize(deserializer)?;
