@@ -5,15 +5,15 @@
 //! processes on every part).
 
 use borsh::{BorshDeserialize, BorshSerialize};
-#[cfg(feature = "yaml")]
 use serde::{Deserialize, Serialize};
 
 use crate::{schema::Document, Error, Result};
 
 /// `pcie_counters`: PCIe throughput (`nvmlDeviceGetPcieThroughput`) and the replay counter.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
-#[cfg_attr(feature = "yaml", derive(Serialize, Deserialize))]
-#[cfg_attr(feature = "yaml", serde(deny_unknown_fields))]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize,
+)]
+#[serde(deny_unknown_fields)]
 pub struct PcieCounters {
     /// Transmitted KB/s over the last 20 ms.
     pub tx_kbps: u32,
@@ -25,9 +25,10 @@ pub struct PcieCounters {
 
 /// `pci_class`: the PCI class code (`nvmlDeviceGetPciInfoExt`); a data-centre GPU is a
 /// "3D controller", base 0x03, sub 0x02.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
-#[cfg_attr(feature = "yaml", derive(Serialize, Deserialize))]
-#[cfg_attr(feature = "yaml", serde(deny_unknown_fields))]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize,
+)]
+#[serde(deny_unknown_fields)]
 pub struct PciClass {
     /// 8-bit base class.
     pub base: u32,
@@ -38,9 +39,10 @@ pub struct PciClass {
 /// `codecs`: the video engines' utilization (percent) and the encoder's capacity.
 /// Encoder and frame-buffer-capture sessions are not modelled: there are none, so their
 /// statistics are zero.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
-#[cfg_attr(feature = "yaml", derive(Serialize, Deserialize))]
-#[cfg_attr(feature = "yaml", serde(deny_unknown_fields))]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize,
+)]
+#[serde(deny_unknown_fields)]
 pub struct Codecs {
     /// NVENC utilization, percent.
     pub encoder: u32,
@@ -57,9 +59,10 @@ pub struct Codecs {
 }
 
 /// Whether a process uses the GPU for compute or graphics.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
-#[cfg_attr(feature = "yaml", derive(Serialize, Deserialize))]
-#[cfg_attr(feature = "yaml", serde(rename_all = "snake_case"))]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize,
+)]
+#[serde(rename_all = "snake_case")]
 pub enum ProcessKind {
     /// Listed by `nvmlDeviceGetComputeRunningProcesses`.
     Compute,
@@ -68,9 +71,8 @@ pub enum ProcessKind {
 }
 
 /// One entry of `processes`: a process running on the GPU.
-#[derive(Debug, Clone, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
-#[cfg_attr(feature = "yaml", derive(Serialize, Deserialize))]
-#[cfg_attr(feature = "yaml", serde(deny_unknown_fields))]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Process {
     /// Process id.
     pub pid: u32,
@@ -81,23 +83,24 @@ pub struct Process {
     /// GPU memory it uses, bytes.
     pub used_memory: u64,
     /// SM utilization, percent (`nvmlDeviceGetProcessUtilization`).
-    #[cfg_attr(feature = "yaml", serde(default))]
+    #[serde(default)]
     pub sm_util: u32,
     /// Frame-buffer utilization, percent.
-    #[cfg_attr(feature = "yaml", serde(default))]
+    #[serde(default)]
     pub memory_util: u32,
     /// Encoder utilization, percent.
-    #[cfg_attr(feature = "yaml", serde(default))]
+    #[serde(default)]
     pub encoder_util: u32,
     /// Decoder utilization, percent.
-    #[cfg_attr(feature = "yaml", serde(default))]
+    #[serde(default)]
     pub decoder_util: u32,
 }
 
 /// `nvlink_counters`: how fast each active link's counters grow, per second of uptime.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
-#[cfg_attr(feature = "yaml", derive(Serialize, Deserialize))]
-#[cfg_attr(feature = "yaml", serde(deny_unknown_fields))]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize,
+)]
+#[serde(deny_unknown_fields)]
 pub struct NvLinkCounters {
     /// Utilization counter growth (both directions), units per second.
     pub traffic_per_second: u64,
@@ -106,18 +109,20 @@ pub struct NvLinkCounters {
 }
 
 /// `c2c`: the NVLink-C2C link to a Grace CPU (`nvmlDeviceGetC2cModeInfoV`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
-#[cfg_attr(feature = "yaml", derive(Serialize, Deserialize))]
-#[cfg_attr(feature = "yaml", serde(deny_unknown_fields))]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize,
+)]
+#[serde(deny_unknown_fields)]
 pub struct C2c {
     /// Whether C2C is enabled.
     pub enabled: bool,
 }
 
 /// How a GPU reaches its NVLink peers (`nvmlPlatformInfo_t.peerType`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
-#[cfg_attr(feature = "yaml", derive(Serialize, Deserialize))]
-#[cfg_attr(feature = "yaml", serde(rename_all = "snake_case"))]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize,
+)]
+#[serde(rename_all = "snake_case")]
 pub enum PeerType {
     /// Directly, GPU to GPU (0).
     DirectConnected,
@@ -127,9 +132,8 @@ pub enum PeerType {
 
 /// `platform`: where the board sits in its rack (`nvmlDeviceGetPlatformInfo`); the GPU's
 /// `module_id` is the platform's module id.
-#[derive(Debug, Clone, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
-#[cfg_attr(feature = "yaml", derive(Serialize, Deserialize))]
-#[cfg_attr(feature = "yaml", serde(deny_unknown_fields))]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Platform {
     /// The chassis (rack) serial number, at most 15 bytes.
     pub chassis_serial: String,

@@ -6,142 +6,79 @@
 //! ([`Health::overlay`]). Types only; validation is in `health/validate.rs`.
 
 use borsh::{BorshDeserialize, BorshSerialize};
-#[cfg(feature = "yaml")]
 use serde::{Deserialize, Serialize};
 
 mod validate;
 pub(crate) use validate::validate;
 
 /// The `health` block (every sub-section optional).
-#[derive(Debug, Clone, Default, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
-#[cfg_attr(feature = "yaml", derive(Serialize, Deserialize))]
-#[cfg_attr(feature = "yaml", serde(deny_unknown_fields))]
+#[derive(
+    Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize,
+)]
+#[serde(deny_unknown_fields)]
 pub struct Health {
     /// Power management limits and the energy counter.
-    #[cfg_attr(
-        feature = "yaml",
-        serde(default, skip_serializing_if = "Option::is_none")
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub power: Option<PowerLimits>,
     /// `nvmlPstates_t` now (0 = P0); also the power state.
-    #[cfg_attr(
-        feature = "yaml",
-        serde(default, skip_serializing_if = "Option::is_none")
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub performance_state: Option<u32>,
     /// Clocks event (throttle) reasons, active and supported.
-    #[cfg_attr(
-        feature = "yaml",
-        serde(default, skip_serializing_if = "Option::is_none")
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clocks_event_reasons: Option<ClocksEventReasons>,
     /// Application clocks, current and default.
-    #[cfg_attr(
-        feature = "yaml",
-        serde(default, skip_serializing_if = "Option::is_none")
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub applications_clocks: Option<ApplicationsClocks>,
     /// Auto boosted clocks; absent: NOT_SUPPORTED (data-centre parts).
-    #[cfg_attr(
-        feature = "yaml",
-        serde(default, skip_serializing_if = "Option::is_none")
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub auto_boost: Option<AutoBoost>,
     /// Temperature thresholds.
-    #[cfg_attr(
-        feature = "yaml",
-        serde(default, skip_serializing_if = "Option::is_none")
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub thermal: Option<Thermal>,
     /// Fans (`count: 0` on liquid-cooled and passively cooled parts).
-    #[cfg_attr(
-        feature = "yaml",
-        serde(default, skip_serializing_if = "Option::is_none")
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fans: Option<Fans>,
     /// The BAR1 aperture.
-    #[cfg_attr(
-        feature = "yaml",
-        serde(default, skip_serializing_if = "Option::is_none")
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bar1_memory: Option<Bar1Memory>,
     /// Memory bus width in bits.
-    #[cfg_attr(
-        feature = "yaml",
-        serde(default, skip_serializing_if = "Option::is_none")
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory_bus_width: Option<u32>,
     /// ECC default mode and error counters.
-    #[cfg_attr(
-        feature = "yaml",
-        serde(default, skip_serializing_if = "Option::is_none")
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ecc_errors: Option<EccErrors>,
     /// Retired pages (page retirement, pre-Ampere; empty on later parts).
-    #[cfg_attr(
-        feature = "yaml",
-        serde(default, skip_serializing_if = "Option::is_none")
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retired_pages: Option<RetiredPages>,
     /// Remapped rows (Ampere and later).
-    #[cfg_attr(
-        feature = "yaml",
-        serde(default, skip_serializing_if = "Option::is_none")
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub remapped_rows: Option<RemappedRows>,
     /// Board part number.
-    #[cfg_attr(
-        feature = "yaml",
-        serde(default, skip_serializing_if = "Option::is_none")
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub board_part_number: Option<String>,
     /// VBIOS version.
-    #[cfg_attr(
-        feature = "yaml",
-        serde(default, skip_serializing_if = "Option::is_none")
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vbios_version: Option<String>,
     /// InfoROM versions.
-    #[cfg_attr(
-        feature = "yaml",
-        serde(default, skip_serializing_if = "Option::is_none")
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub inforom: Option<Inforom>,
     /// GSP firmware.
-    #[cfg_attr(
-        feature = "yaml",
-        serde(default, skip_serializing_if = "Option::is_none")
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gsp_firmware: Option<GspFirmware>,
     /// Display mode and whether a display is active.
-    #[cfg_attr(
-        feature = "yaml",
-        serde(default, skip_serializing_if = "Option::is_none")
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub display: Option<Display>,
     /// Whether the GPU is on a multi-GPU board.
-    #[cfg_attr(
-        feature = "yaml",
-        serde(default, skip_serializing_if = "Option::is_none")
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub multi_gpu_board: Option<bool>,
     /// GPU operation mode, current and pending.
-    #[cfg_attr(
-        feature = "yaml",
-        serde(default, skip_serializing_if = "Option::is_none")
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu_operation_mode: Option<GpuOperationModes>,
     /// Virtualization mode.
-    #[cfg_attr(
-        feature = "yaml",
-        serde(default, skip_serializing_if = "Option::is_none")
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub virtualization_mode: Option<VirtualizationMode>,
     /// Process accounting.
-    #[cfg_attr(
-        feature = "yaml",
-        serde(default, skip_serializing_if = "Option::is_none")
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub accounting: Option<Accounting>,
 }
 
@@ -187,9 +124,10 @@ pub(crate) fn resolve(defaults: Option<&Health>, entry: Option<&Health>) -> Heal
 }
 
 /// Power management: limits in milliwatts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
-#[cfg_attr(feature = "yaml", derive(Serialize, Deserialize))]
-#[cfg_attr(feature = "yaml", serde(deny_unknown_fields))]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize,
+)]
+#[serde(deny_unknown_fields)]
 pub struct PowerLimits {
     /// Whether power management is enabled (`nvmlDeviceGetPowerManagementMode`).
     pub management: bool,
@@ -205,14 +143,15 @@ pub struct PowerLimits {
     pub max_limit_mw: u32,
     /// Energy consumed before the library was first initialised, in millijoules; the counter then
     /// grows by the power draw (`power_usage_mw`) times the time since.
-    #[cfg_attr(feature = "yaml", serde(default))]
+    #[serde(default)]
     pub energy_at_start_mj: u64,
 }
 
 /// One clocks event (throttle) reason, `nvmlClocksEventReason*`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
-#[cfg_attr(feature = "yaml", derive(Serialize, Deserialize))]
-#[cfg_attr(feature = "yaml", serde(rename_all = "snake_case"))]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize,
+)]
+#[serde(rename_all = "snake_case")]
 pub enum ClocksEventReason {
     /// 0x1.
     GpuIdle,
@@ -247,9 +186,8 @@ impl ClocksEventReason {
 }
 
 /// Clocks event reasons.
-#[derive(Debug, Clone, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
-#[cfg_attr(feature = "yaml", derive(Serialize, Deserialize))]
-#[cfg_attr(feature = "yaml", serde(deny_unknown_fields))]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ClocksEventReasons {
     /// Holding the clocks back now.
     pub active: Vec<ClocksEventReason>,
@@ -258,9 +196,10 @@ pub struct ClocksEventReasons {
 }
 
 /// Application clocks in MHz.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
-#[cfg_attr(feature = "yaml", derive(Serialize, Deserialize))]
-#[cfg_attr(feature = "yaml", serde(deny_unknown_fields))]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize,
+)]
+#[serde(deny_unknown_fields)]
 #[allow(missing_docs)]
 pub struct ApplicationsClocks {
     pub graphics: u32,
@@ -270,9 +209,10 @@ pub struct ApplicationsClocks {
 }
 
 /// Auto boosted clocks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
-#[cfg_attr(feature = "yaml", derive(Serialize, Deserialize))]
-#[cfg_attr(feature = "yaml", serde(deny_unknown_fields))]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize,
+)]
+#[serde(deny_unknown_fields)]
 pub struct AutoBoost {
     /// Enabled now.
     pub enabled: bool,
@@ -281,9 +221,10 @@ pub struct AutoBoost {
 }
 
 /// Temperature thresholds in °C.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
-#[cfg_attr(feature = "yaml", derive(Serialize, Deserialize))]
-#[cfg_attr(feature = "yaml", serde(deny_unknown_fields))]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize,
+)]
+#[serde(deny_unknown_fields)]
 pub struct Thermal {
     /// `NVML_TEMPERATURE_THRESHOLD_SHUTDOWN`.
     pub shutdown_c: u32,
@@ -292,23 +233,18 @@ pub struct Thermal {
     /// `NVML_TEMPERATURE_THRESHOLD_GPU_MAX` (the sensor's default maximum).
     pub gpu_max_c: u32,
     /// `NVML_TEMPERATURE_THRESHOLD_MEM_MAX`; absent: NOT_SUPPORTED.
-    #[cfg_attr(
-        feature = "yaml",
-        serde(default, skip_serializing_if = "Option::is_none")
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory_max_c: Option<u32>,
     /// The memory's temperature now (field `NVML_FI_DEV_MEMORY_TEMP`); absent: NOT_SUPPORTED.
-    #[cfg_attr(
-        feature = "yaml",
-        serde(default, skip_serializing_if = "Option::is_none")
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory_c: Option<u32>,
 }
 
 /// Fans.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
-#[cfg_attr(feature = "yaml", derive(Serialize, Deserialize))]
-#[cfg_attr(feature = "yaml", serde(deny_unknown_fields))]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize,
+)]
+#[serde(deny_unknown_fields)]
 pub struct Fans {
     /// How many; 0: speed queries are NOT_SUPPORTED.
     pub count: u32,
@@ -317,9 +253,10 @@ pub struct Fans {
 }
 
 /// The BAR1 aperture in bytes; free is `total - used`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
-#[cfg_attr(feature = "yaml", derive(Serialize, Deserialize))]
-#[cfg_attr(feature = "yaml", serde(deny_unknown_fields))]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize,
+)]
+#[serde(deny_unknown_fields)]
 #[allow(missing_docs)]
 pub struct Bar1Memory {
     pub total: u64,
@@ -327,121 +264,174 @@ pub struct Bar1Memory {
 }
 
 /// ECC default mode and counters; answered only while `ecc.current` is true.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
-#[cfg_attr(feature = "yaml", derive(Serialize, Deserialize))]
-#[cfg_attr(feature = "yaml", serde(deny_unknown_fields))]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize,
+)]
+#[serde(deny_unknown_fields)]
 pub struct EccErrors {
     /// `nvmlDeviceGetDefaultEccMode`.
     pub default_enabled: bool,
     /// Since the driver loaded (all zero when absent).
-    #[cfg_attr(feature = "yaml", serde(default))]
+    #[serde(default)]
     pub volatile: EccCounts,
     /// Over the GPU's life (all zero when absent).
-    #[cfg_attr(feature = "yaml", serde(default))]
+    #[serde(default)]
     pub aggregate: EccCounts,
     /// On-die SRAM (all zero when absent).
-    #[cfg_attr(feature = "yaml", serde(default))]
+    #[serde(default)]
     pub sram: SramEcc,
 }
 
 /// Corrected and uncorrected counts by location.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
-#[cfg_attr(feature = "yaml", derive(Serialize, Deserialize))]
-#[cfg_attr(feature = "yaml", serde(deny_unknown_fields))]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    BorshSerialize,
+    BorshDeserialize,
+)]
+#[serde(deny_unknown_fields)]
 #[allow(missing_docs)]
 pub struct EccCounts {
-    #[cfg_attr(feature = "yaml", serde(default))]
+    #[serde(default)]
     pub corrected: EccLocations,
-    #[cfg_attr(feature = "yaml", serde(default))]
+    #[serde(default)]
     pub uncorrected: EccLocations,
 }
 
 /// Error counts per memory location; the total is their sum.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
-#[cfg_attr(feature = "yaml", derive(Serialize, Deserialize))]
-#[cfg_attr(feature = "yaml", serde(deny_unknown_fields))]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    BorshSerialize,
+    BorshDeserialize,
+)]
+#[serde(deny_unknown_fields)]
 #[allow(missing_docs)]
 pub struct EccLocations {
-    #[cfg_attr(feature = "yaml", serde(default))]
+    #[serde(default)]
     pub l1_cache: u64,
-    #[cfg_attr(feature = "yaml", serde(default))]
+    #[serde(default)]
     pub l2_cache: u64,
-    #[cfg_attr(feature = "yaml", serde(default))]
+    #[serde(default)]
     pub device_memory: u64,
-    #[cfg_attr(feature = "yaml", serde(default))]
+    #[serde(default)]
     pub register_file: u64,
-    #[cfg_attr(feature = "yaml", serde(default))]
+    #[serde(default)]
     pub texture_memory: u64,
 }
 
 /// SRAM ECC counters (`nvmlEccSramErrorStatus_v1_t`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
-#[cfg_attr(feature = "yaml", derive(Serialize, Deserialize))]
-#[cfg_attr(feature = "yaml", serde(deny_unknown_fields))]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    BorshSerialize,
+    BorshDeserialize,
+)]
+#[serde(deny_unknown_fields)]
 #[allow(missing_docs)]
 pub struct SramEcc {
-    #[cfg_attr(feature = "yaml", serde(default))]
+    #[serde(default)]
     pub volatile: SramCounts,
-    #[cfg_attr(feature = "yaml", serde(default))]
+    #[serde(default)]
     pub aggregate: SramCounts,
-    #[cfg_attr(feature = "yaml", serde(default))]
+    #[serde(default)]
     pub uncorrectable_sources: SramSources,
-    #[cfg_attr(feature = "yaml", serde(default))]
+    #[serde(default)]
     pub threshold_exceeded: bool,
 }
 
 /// SRAM counts of one kind.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
-#[cfg_attr(feature = "yaml", derive(Serialize, Deserialize))]
-#[cfg_attr(feature = "yaml", serde(deny_unknown_fields))]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    BorshSerialize,
+    BorshDeserialize,
+)]
+#[serde(deny_unknown_fields)]
 #[allow(missing_docs)]
 pub struct SramCounts {
-    #[cfg_attr(feature = "yaml", serde(default))]
+    #[serde(default)]
     pub correctable: u64,
-    #[cfg_attr(feature = "yaml", serde(default))]
+    #[serde(default)]
     pub uncorrectable_parity: u64,
-    #[cfg_attr(feature = "yaml", serde(default))]
+    #[serde(default)]
     pub uncorrectable_sec_ded: u64,
 }
 
 /// Aggregate uncorrectable SRAM errors by where they happened.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
-#[cfg_attr(feature = "yaml", derive(Serialize, Deserialize))]
-#[cfg_attr(feature = "yaml", serde(deny_unknown_fields))]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    BorshSerialize,
+    BorshDeserialize,
+)]
+#[serde(deny_unknown_fields)]
 #[allow(missing_docs)]
 pub struct SramSources {
-    #[cfg_attr(feature = "yaml", serde(default))]
+    #[serde(default)]
     pub l2: u64,
-    #[cfg_attr(feature = "yaml", serde(default))]
+    #[serde(default)]
     pub sm: u64,
-    #[cfg_attr(feature = "yaml", serde(default))]
+    #[serde(default)]
     pub pcie: u64,
-    #[cfg_attr(feature = "yaml", serde(default))]
+    #[serde(default)]
     pub mcu: u64,
-    #[cfg_attr(feature = "yaml", serde(default))]
+    #[serde(default)]
     pub other: u64,
 }
 
 /// Retired pages by cause, and whether a retirement waits for the next reboot.
-#[derive(Debug, Clone, Default, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
-#[cfg_attr(feature = "yaml", derive(Serialize, Deserialize))]
-#[cfg_attr(feature = "yaml", serde(deny_unknown_fields))]
+#[derive(
+    Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize,
+)]
+#[serde(deny_unknown_fields)]
 pub struct RetiredPages {
     /// `NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS`.
-    #[cfg_attr(feature = "yaml", serde(default))]
+    #[serde(default)]
     pub multiple_single_bit: Vec<RetiredPage>,
     /// `NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR`.
-    #[cfg_attr(feature = "yaml", serde(default))]
+    #[serde(default)]
     pub double_bit: Vec<RetiredPage>,
     /// `nvmlDeviceGetRetiredPagesPendingStatus`.
-    #[cfg_attr(feature = "yaml", serde(default))]
+    #[serde(default)]
     pub pending: bool,
 }
 
 /// One retired page.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
-#[cfg_attr(feature = "yaml", derive(Serialize, Deserialize))]
-#[cfg_attr(feature = "yaml", serde(deny_unknown_fields))]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize,
+)]
+#[serde(deny_unknown_fields)]
 pub struct RetiredPage {
     /// The page's address.
     pub address: u64,
@@ -450,9 +440,10 @@ pub struct RetiredPage {
 }
 
 /// Remapped rows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
-#[cfg_attr(feature = "yaml", derive(Serialize, Deserialize))]
-#[cfg_attr(feature = "yaml", serde(deny_unknown_fields))]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize,
+)]
+#[serde(deny_unknown_fields)]
 #[allow(missing_docs)]
 pub struct RemappedRows {
     pub correctable: u32,
@@ -460,17 +451,15 @@ pub struct RemappedRows {
     pub pending: bool,
     pub failure_occurred: bool,
     /// Banks per remapping availability; absent: the histogram is NOT_SUPPORTED.
-    #[cfg_attr(
-        feature = "yaml",
-        serde(default, skip_serializing_if = "Option::is_none")
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub histogram: Option<RowRemapperHistogram>,
 }
 
 /// `nvmlRowRemapperHistogramValues_t`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
-#[cfg_attr(feature = "yaml", derive(Serialize, Deserialize))]
-#[cfg_attr(feature = "yaml", serde(deny_unknown_fields))]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize,
+)]
+#[serde(deny_unknown_fields)]
 #[allow(missing_docs)]
 pub struct RowRemapperHistogram {
     pub max: u32,
@@ -481,33 +470,22 @@ pub struct RowRemapperHistogram {
 }
 
 /// InfoROM versions; an absent object is NOT_SUPPORTED.
-#[derive(Debug, Clone, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
-#[cfg_attr(feature = "yaml", derive(Serialize, Deserialize))]
-#[cfg_attr(feature = "yaml", serde(deny_unknown_fields))]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize)]
+#[serde(deny_unknown_fields)]
 #[allow(missing_docs)]
 pub struct Inforom {
     pub image_version: String,
-    #[cfg_attr(
-        feature = "yaml",
-        serde(default, skip_serializing_if = "Option::is_none")
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub oem: Option<String>,
-    #[cfg_attr(
-        feature = "yaml",
-        serde(default, skip_serializing_if = "Option::is_none")
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ecc: Option<String>,
-    #[cfg_attr(
-        feature = "yaml",
-        serde(default, skip_serializing_if = "Option::is_none")
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub power: Option<String>,
 }
 
 /// GSP firmware.
-#[derive(Debug, Clone, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
-#[cfg_attr(feature = "yaml", derive(Serialize, Deserialize))]
-#[cfg_attr(feature = "yaml", serde(deny_unknown_fields))]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize)]
+#[serde(deny_unknown_fields)]
 pub struct GspFirmware {
     /// Running on the GSP now.
     pub enabled: bool,
@@ -518,9 +496,10 @@ pub struct GspFirmware {
 }
 
 /// Display mode (a display can be attached) and active (one is initialised).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
-#[cfg_attr(feature = "yaml", derive(Serialize, Deserialize))]
-#[cfg_attr(feature = "yaml", serde(deny_unknown_fields))]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize,
+)]
+#[serde(deny_unknown_fields)]
 #[allow(missing_docs)]
 pub struct Display {
     pub mode: bool,
@@ -528,9 +507,10 @@ pub struct Display {
 }
 
 /// `nvmlGpuOperationMode_t`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
-#[cfg_attr(feature = "yaml", derive(Serialize, Deserialize))]
-#[cfg_attr(feature = "yaml", serde(rename_all = "snake_case"))]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize,
+)]
+#[serde(rename_all = "snake_case")]
 pub enum GpuOperationMode {
     /// `NVML_GOM_ALL_ON` (0).
     AllOn,
@@ -541,9 +521,10 @@ pub enum GpuOperationMode {
 }
 
 /// GPU operation mode, current and pending.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
-#[cfg_attr(feature = "yaml", derive(Serialize, Deserialize))]
-#[cfg_attr(feature = "yaml", serde(deny_unknown_fields))]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize,
+)]
+#[serde(deny_unknown_fields)]
 #[allow(missing_docs)]
 pub struct GpuOperationModes {
     pub current: GpuOperationMode,
@@ -551,9 +532,10 @@ pub struct GpuOperationModes {
 }
 
 /// `nvmlGpuVirtualizationMode_t`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
-#[cfg_attr(feature = "yaml", derive(Serialize, Deserialize))]
-#[cfg_attr(feature = "yaml", serde(rename_all = "snake_case"))]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize,
+)]
+#[serde(rename_all = "snake_case")]
 pub enum VirtualizationMode {
     /// Bare metal (0).
     None,
@@ -568,9 +550,10 @@ pub enum VirtualizationMode {
 }
 
 /// Process accounting.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
-#[cfg_attr(feature = "yaml", derive(Serialize, Deserialize))]
-#[cfg_attr(feature = "yaml", serde(deny_unknown_fields))]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize,
+)]
+#[serde(deny_unknown_fields)]
 pub struct Accounting {
     /// Accounting on.
     pub enabled: bool,

@@ -3,7 +3,6 @@
 
 use std::fmt;
 
-#[cfg(feature = "yaml")]
 use serde::{Deserialize, Deserializer};
 
 /// A 16-byte fabric (cluster) uuid: the topology's type, so the profile and the topology parse
@@ -11,7 +10,6 @@ use serde::{Deserialize, Deserializer};
 pub use topology::ClusterUuid as FabricUuid;
 
 /// Reads a profile's fabric uuid; the error names the value as profile errors do.
-#[cfg(feature = "yaml")]
 pub(crate) fn fabric_uuid<'de, D: Deserializer<'de>>(
     deserializer: D,
 ) -> Result<FabricUuid, D::Error> {

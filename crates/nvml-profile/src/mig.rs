@@ -4,7 +4,6 @@
 use crate::seen::Seen;
 
 use borsh::{BorshDeserialize, BorshSerialize};
-#[cfg(feature = "yaml")]
 use serde::{Deserialize, Serialize};
 
 use crate::{schema::GpuInstanceProfile, Error, Result};
@@ -14,9 +13,8 @@ const NAME_BUFFER: usize = 96;
 
 /// The placements `nvmlDeviceGetGpuInstancePossiblePlacements_v2` reports for one profile: one
 /// `nvmlGpuInstancePlacement_t {start, size}` per start, all of the same size.
-#[derive(Debug, Clone, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
-#[cfg_attr(feature = "yaml", derive(Serialize, Deserialize))]
-#[cfg_attr(feature = "yaml", serde(deny_unknown_fields))]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Placements {
     /// The first memory slice of each possible instance, ascending.
     pub starts: Vec<u32>,
@@ -24,7 +22,8 @@ pub struct Placements {
     pub size: u32,
 }
 
-/// Reading `gpu_instance_profiles` from YAML (feature `yaml`).
+/// Reading `gpu_instance_profiles` from YAML (feature `yaml`; without it the enum derives serde's
+/// untagged `Deserialize`, which accepts the same shapes).
 #[cfg(feature = "yaml")]
 mod yaml {
     use serde::{de, Deserialize};

@@ -8,23 +8,20 @@
 use crate::seen::Seen;
 
 use borsh::{BorshDeserialize, BorshSerialize};
-#[cfg(feature = "yaml")]
 use serde::{Deserialize, Serialize};
 
 use crate::{Error, Result};
 
 /// `pcie_topology`: the NUMA nodes of the machine.
-#[derive(Debug, Clone, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
-#[cfg_attr(feature = "yaml", derive(Serialize, Deserialize))]
-#[cfg_attr(feature = "yaml", serde(deny_unknown_fields))]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize)]
+#[serde(deny_unknown_fields)]
 pub(crate) struct PcieTopologyDoc {
     pub(crate) numa_nodes: Vec<NumaNodeDoc>,
 }
 
 /// One NUMA node: its id, its logical CPUs and the host bridges (root complexes) on it.
-#[derive(Debug, Clone, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
-#[cfg_attr(feature = "yaml", derive(Serialize, Deserialize))]
-#[cfg_attr(feature = "yaml", serde(deny_unknown_fields))]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize)]
+#[serde(deny_unknown_fields)]
 pub(crate) struct NumaNodeDoc {
     pub(crate) id: u32,
     /// Linux cpulist syntax: `0-71`, `0-55,112-167`.
@@ -34,19 +31,12 @@ pub(crate) struct NumaNodeDoc {
 
 /// A host bridge or a PCIe switch: the GPUs (by `devices[].index`) directly below it, and the
 /// switches below it.
-#[derive(Debug, Clone, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
-#[cfg_attr(feature = "yaml", derive(Serialize, Deserialize))]
-#[cfg_attr(feature = "yaml", serde(deny_unknown_fields))]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize)]
+#[serde(deny_unknown_fields)]
 pub(crate) struct PortDoc {
-    #[cfg_attr(
-        feature = "yaml",
-        serde(default, skip_serializing_if = "Vec::is_empty")
-    )]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(crate) gpus: Vec<u32>,
-    #[cfg_attr(
-        feature = "yaml",
-        serde(default, skip_serializing_if = "Vec::is_empty")
-    )]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(crate) switches: Vec<PortDoc>,
 }
 

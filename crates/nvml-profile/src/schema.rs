@@ -4,15 +4,13 @@
 //! Validation lives in [`crate::validate`]; the resolved per-GPU view in [`crate::Device`].
 
 use borsh::{BorshDeserialize, BorshSerialize};
-#[cfg(feature = "yaml")]
 use serde::{Deserialize, Serialize};
 
 use crate::ids::FabricUuid;
 
 /// The whole profile document.
-#[derive(Debug, Clone, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
-#[cfg_attr(feature = "yaml", derive(Serialize, Deserialize))]
-#[cfg_attr(feature = "yaml", serde(deny_unknown_fields))]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize)]
+#[serde(deny_unknown_fields)]
 pub(crate) struct Document {
     pub(crate) version: u32,
     pub(crate) name: String,
@@ -20,17 +18,13 @@ pub(crate) struct Document {
     pub(crate) device_defaults: DeviceDefaults,
     pub(crate) devices: Vec<DeviceEntry>,
     /// The node's PCIe topology; absent: topology queries are NOT_SUPPORTED.
-    #[cfg_attr(
-        feature = "yaml",
-        serde(default, skip_serializing_if = "Option::is_none")
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) pcie_topology: Option<crate::pcie::PcieTopologyDoc>,
 }
 
 /// Driver-wide facts.
-#[derive(Debug, Clone, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
-#[cfg_attr(feature = "yaml", derive(Serialize, Deserialize))]
-#[cfg_attr(feature = "yaml", serde(deny_unknown_fields))]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize)]
+#[serde(deny_unknown_fields)]
 pub struct System {
     /// The driver version string, `X.Y` or `X.Y.Z` (e.g. `580.65.06`).
     pub driver_version: String,
@@ -39,31 +33,21 @@ pub struct System {
     /// The CUDA driver version as NVML encodes it: `major * 1000 + minor * 10` (e.g. 13000).
     pub cuda_driver_version: i32,
     /// How many of `devices` are visible (the first `num_devices`); all when absent.
-    #[cfg_attr(
-        feature = "yaml",
-        serde(default, skip_serializing_if = "Option::is_none")
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub num_devices: Option<u32>,
 }
 
 /// Values every GPU has unless its `devices[]` entry overrides them.
-#[derive(Debug, Clone, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
-#[cfg_attr(feature = "yaml", derive(Serialize, Deserialize))]
-#[cfg_attr(feature = "yaml", serde(deny_unknown_fields))]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize)]
+#[serde(deny_unknown_fields)]
 pub(crate) struct DeviceDefaults {
     pub(crate) name: String,
     pub(crate) brand: Brand,
     pub(crate) architecture: Architecture,
     pub(crate) compute_capability: ComputeCapability,
-    #[cfg_attr(
-        feature = "yaml",
-        serde(default, skip_serializing_if = "Option::is_none")
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) serial: Option<String>,
-    #[cfg_attr(
-        feature = "yaml",
-        serde(default, skip_serializing_if = "Option::is_none")
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) board_id: Option<u32>,
     pub(crate) memory: Memory,
     pub(crate) pci: Pci,
@@ -74,239 +58,113 @@ pub(crate) struct DeviceDefaults {
     pub(crate) clocks: Clocks,
     pub(crate) persistence_mode: bool,
     pub(crate) compute_mode: ComputeMode,
-    #[cfg_attr(
-        feature = "yaml",
-        serde(default, skip_serializing_if = "Option::is_none")
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) mig_mode: Option<MigMode>,
-    #[cfg_attr(
-        feature = "yaml",
-        serde(default, skip_serializing_if = "Option::is_none")
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) gpu_instance_profiles: Option<GpuInstanceProfiles>,
-    #[cfg_attr(
-        feature = "yaml",
-        serde(default, skip_serializing_if = "Option::is_none")
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) addressing_mode: Option<AddressingMode>,
-    #[cfg_attr(
-        feature = "yaml",
-        serde(default, skip_serializing_if = "Option::is_none")
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) ecc: Option<Ecc>,
     pub(crate) nvlink: NvLink,
-    #[cfg_attr(
-        feature = "yaml",
-        serde(default, skip_serializing_if = "Option::is_none")
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) fabric: Option<Fabric>,
     // ---- activity and extras (issue 22, misc area; types in `crate::activity`)
-    #[cfg_attr(
-        feature = "yaml",
-        serde(default, skip_serializing_if = "Option::is_none")
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) pcie_counters: Option<crate::activity::PcieCounters>,
-    #[cfg_attr(
-        feature = "yaml",
-        serde(default, skip_serializing_if = "Option::is_none")
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) pci_class: Option<crate::activity::PciClass>,
-    #[cfg_attr(
-        feature = "yaml",
-        serde(default, skip_serializing_if = "Option::is_none")
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) codecs: Option<crate::activity::Codecs>,
-    #[cfg_attr(
-        feature = "yaml",
-        serde(default, skip_serializing_if = "Option::is_none")
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) processes: Option<Vec<crate::activity::Process>>,
-    #[cfg_attr(
-        feature = "yaml",
-        serde(default, skip_serializing_if = "Option::is_none")
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) nvlink_counters: Option<crate::activity::NvLinkCounters>,
-    #[cfg_attr(
-        feature = "yaml",
-        serde(default, skip_serializing_if = "Option::is_none")
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) c2c: Option<crate::activity::C2c>,
-    #[cfg_attr(
-        feature = "yaml",
-        serde(default, skip_serializing_if = "Option::is_none")
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) platform: Option<crate::activity::Platform>,
     // ---- health and telemetry (issue 22, `health.rs`)
-    #[cfg_attr(
-        feature = "yaml",
-        serde(default, skip_serializing_if = "Option::is_none")
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) health: Option<crate::health::Health>,
 }
 
 /// One GPU: its identity, and any default it overrides.
-#[derive(Debug, Clone, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
-#[cfg_attr(feature = "yaml", derive(Serialize, Deserialize))]
-#[cfg_attr(feature = "yaml", serde(deny_unknown_fields))]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize)]
+#[serde(deny_unknown_fields)]
 pub(crate) struct DeviceEntry {
     pub(crate) index: u32,
     pub(crate) uuid: String,
-    #[cfg_attr(
-        feature = "yaml",
-        serde(default, skip_serializing_if = "Option::is_none")
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) serial: Option<String>,
     pub(crate) pci_bus_id: String,
     pub(crate) minor_number: u32,
     pub(crate) module_id: u32,
-    #[cfg_attr(
-        feature = "yaml",
-        serde(default, skip_serializing_if = "Option::is_none")
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) board_id: Option<u32>,
-    #[cfg_attr(
-        feature = "yaml",
-        serde(default, skip_serializing_if = "Option::is_none")
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) name: Option<String>,
-    #[cfg_attr(
-        feature = "yaml",
-        serde(default, skip_serializing_if = "Option::is_none")
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) brand: Option<Brand>,
-    #[cfg_attr(
-        feature = "yaml",
-        serde(default, skip_serializing_if = "Option::is_none")
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) architecture: Option<Architecture>,
-    #[cfg_attr(
-        feature = "yaml",
-        serde(default, skip_serializing_if = "Option::is_none")
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) compute_capability: Option<ComputeCapability>,
-    #[cfg_attr(
-        feature = "yaml",
-        serde(default, skip_serializing_if = "Option::is_none")
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) memory: Option<Memory>,
-    #[cfg_attr(
-        feature = "yaml",
-        serde(default, skip_serializing_if = "Option::is_none")
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) pci: Option<Pci>,
-    #[cfg_attr(
-        feature = "yaml",
-        serde(default, skip_serializing_if = "Option::is_none")
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) pcie: Option<Pcie>,
-    #[cfg_attr(
-        feature = "yaml",
-        serde(default, skip_serializing_if = "Option::is_none")
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) power_usage_mw: Option<u32>,
-    #[cfg_attr(
-        feature = "yaml",
-        serde(default, skip_serializing_if = "Option::is_none")
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) temperature_c: Option<u32>,
-    #[cfg_attr(
-        feature = "yaml",
-        serde(default, skip_serializing_if = "Option::is_none")
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) utilization: Option<Utilization>,
-    #[cfg_attr(
-        feature = "yaml",
-        serde(default, skip_serializing_if = "Option::is_none")
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) clocks: Option<Clocks>,
-    #[cfg_attr(
-        feature = "yaml",
-        serde(default, skip_serializing_if = "Option::is_none")
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) persistence_mode: Option<bool>,
-    #[cfg_attr(
-        feature = "yaml",
-        serde(default, skip_serializing_if = "Option::is_none")
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) compute_mode: Option<ComputeMode>,
-    #[cfg_attr(
-        feature = "yaml",
-        serde(default, skip_serializing_if = "Option::is_none")
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) mig_mode: Option<MigMode>,
-    #[cfg_attr(
-        feature = "yaml",
-        serde(default, skip_serializing_if = "Option::is_none")
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) gpu_instance_profiles: Option<GpuInstanceProfiles>,
-    #[cfg_attr(
-        feature = "yaml",
-        serde(default, skip_serializing_if = "Option::is_none")
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) addressing_mode: Option<AddressingMode>,
-    #[cfg_attr(
-        feature = "yaml",
-        serde(default, skip_serializing_if = "Option::is_none")
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) ecc: Option<Ecc>,
-    #[cfg_attr(
-        feature = "yaml",
-        serde(default, skip_serializing_if = "Option::is_none")
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) nvlink: Option<NvLink>,
-    #[cfg_attr(
-        feature = "yaml",
-        serde(default, skip_serializing_if = "Option::is_none")
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) fabric: Option<Fabric>,
     // ---- activity and extras (issue 22, misc area; types in `crate::activity`)
-    #[cfg_attr(
-        feature = "yaml",
-        serde(default, skip_serializing_if = "Option::is_none")
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) pcie_counters: Option<crate::activity::PcieCounters>,
-    #[cfg_attr(
-        feature = "yaml",
-        serde(default, skip_serializing_if = "Option::is_none")
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) pci_class: Option<crate::activity::PciClass>,
-    #[cfg_attr(
-        feature = "yaml",
-        serde(default, skip_serializing_if = "Option::is_none")
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) codecs: Option<crate::activity::Codecs>,
-    #[cfg_attr(
-        feature = "yaml",
-        serde(default, skip_serializing_if = "Option::is_none")
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) processes: Option<Vec<crate::activity::Process>>,
-    #[cfg_attr(
-        feature = "yaml",
-        serde(default, skip_serializing_if = "Option::is_none")
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) nvlink_counters: Option<crate::activity::NvLinkCounters>,
-    #[cfg_attr(
-        feature = "yaml",
-        serde(default, skip_serializing_if = "Option::is_none")
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) c2c: Option<crate::activity::C2c>,
-    #[cfg_attr(
-        feature = "yaml",
-        serde(default, skip_serializing_if = "Option::is_none")
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) platform: Option<crate::activity::Platform>,
     // ---- health and telemetry (issue 22, `health.rs`)
-    #[cfg_attr(
-        feature = "yaml",
-        serde(default, skip_serializing_if = "Option::is_none")
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) health: Option<crate::health::Health>,
 }
 
 /// The product brand NVML reports.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
-#[cfg_attr(feature = "yaml", derive(Serialize, Deserialize))]
-#[cfg_attr(feature = "yaml", serde(rename_all = "snake_case"))]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize,
+)]
+#[serde(rename_all = "snake_case")]
 #[allow(missing_docs)]
 pub enum Brand {
     Unknown,
@@ -329,9 +187,10 @@ pub enum Brand {
 }
 
 /// The GPU architecture NVML reports.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
-#[cfg_attr(feature = "yaml", derive(Serialize, Deserialize))]
-#[cfg_attr(feature = "yaml", serde(rename_all = "snake_case"))]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize,
+)]
+#[serde(rename_all = "snake_case")]
 #[allow(missing_docs)]
 pub enum Architecture {
     Kepler,
@@ -348,9 +207,10 @@ pub enum Architecture {
 }
 
 /// The compute mode NVML reports.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
-#[cfg_attr(feature = "yaml", derive(Serialize, Deserialize))]
-#[cfg_attr(feature = "yaml", serde(rename_all = "snake_case"))]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize,
+)]
+#[serde(rename_all = "snake_case")]
 pub enum ComputeMode {
     /// Several contexts per device.
     Default,
@@ -361,9 +221,10 @@ pub enum ComputeMode {
 }
 
 /// CUDA compute capability.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
-#[cfg_attr(feature = "yaml", derive(Serialize, Deserialize))]
-#[cfg_attr(feature = "yaml", serde(deny_unknown_fields))]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize,
+)]
+#[serde(deny_unknown_fields)]
 pub struct ComputeCapability {
     /// Major version (10 for Blackwell, 9 for Hopper).
     pub major: u32,
@@ -372,9 +233,10 @@ pub struct ComputeCapability {
 }
 
 /// Frame-buffer memory in bytes; free is derived as `total - reserved - used`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
-#[cfg_attr(feature = "yaml", derive(Serialize, Deserialize))]
-#[cfg_attr(feature = "yaml", serde(deny_unknown_fields))]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize,
+)]
+#[serde(deny_unknown_fields)]
 pub struct Memory {
     /// Installed memory.
     pub total: u64,
@@ -394,9 +256,10 @@ impl Memory {
 }
 
 /// PCI identifiers, as NVML packs them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
-#[cfg_attr(feature = "yaml", derive(Serialize, Deserialize))]
-#[cfg_attr(feature = "yaml", serde(deny_unknown_fields))]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize,
+)]
+#[serde(deny_unknown_fields)]
 pub struct Pci {
     /// `(device id << 16) | vendor id`, e.g. `0x294110DE`.
     pub device_id: u32,
@@ -405,9 +268,10 @@ pub struct Pci {
 }
 
 /// PCIe link generation and width, current and maximum.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
-#[cfg_attr(feature = "yaml", derive(Serialize, Deserialize))]
-#[cfg_attr(feature = "yaml", serde(deny_unknown_fields))]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize,
+)]
+#[serde(deny_unknown_fields)]
 pub struct Pcie {
     /// Current link generation.
     pub r#gen: u32,
@@ -420,9 +284,10 @@ pub struct Pcie {
 }
 
 /// Utilization percentages.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
-#[cfg_attr(feature = "yaml", derive(Serialize, Deserialize))]
-#[cfg_attr(feature = "yaml", serde(deny_unknown_fields))]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize,
+)]
+#[serde(deny_unknown_fields)]
 pub struct Utilization {
     /// GPU busy percent.
     pub gpu: u32,
@@ -431,9 +296,10 @@ pub struct Utilization {
 }
 
 /// Clocks in MHz.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
-#[cfg_attr(feature = "yaml", derive(Serialize, Deserialize))]
-#[cfg_attr(feature = "yaml", serde(deny_unknown_fields))]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize,
+)]
+#[serde(deny_unknown_fields)]
 #[allow(missing_docs)]
 pub struct Clocks {
     pub graphics: u32,
@@ -447,9 +313,10 @@ pub struct Clocks {
 }
 
 /// MIG mode, current and pending; absent means the GPU has no MIG support.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
-#[cfg_attr(feature = "yaml", derive(Serialize, Deserialize))]
-#[cfg_attr(feature = "yaml", serde(deny_unknown_fields))]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize,
+)]
+#[serde(deny_unknown_fields)]
 pub struct MigMode {
     /// Whether MIG is enabled now.
     pub current: bool,
@@ -457,20 +324,18 @@ pub struct MigMode {
     pub pending: bool,
     /// How many MIG devices can exist under the GPU while MIG is enabled
     /// (`nvmlDeviceGetMaxMigDeviceCount`); absent means not known, and only matters when `current`.
-    #[cfg_attr(
-        feature = "yaml",
-        serde(default, skip_serializing_if = "Option::is_none")
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_devices: Option<u32>,
 }
 
 /// The GPU instance profiles `nvmlDeviceGetGpuInstanceProfileInfo` answers.
 ///
-/// Written as an untagged enum (either shape is accepted); its `Deserialize` is hand-written in
-/// `mig.rs`, without serde's buffering of the whole value, to keep the mock library small.
-#[derive(Debug, Clone, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
-#[cfg_attr(feature = "yaml", derive(Serialize))]
-#[cfg_attr(feature = "yaml", serde(untagged))]
+/// Written as an untagged enum (either shape is accepted); with the feature `yaml` its
+/// `Deserialize` is hand-written in `mig.rs` for YAML values, without serde's buffering of the
+/// whole value (without `yaml`, serde's untagged derive, which nothing in the library calls).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, BorshSerialize, BorshDeserialize)]
+#[cfg_attr(not(feature = "yaml"), derive(Deserialize))]
+#[serde(untagged)]
 pub enum GpuInstanceProfiles {
     /// `unknown`: the part's MIG profile table is not known to the profile's author; every
     /// profile is answered NOT_SUPPORTED ("profile isn't supported", as nvml.h documents).
@@ -480,18 +345,18 @@ pub enum GpuInstanceProfiles {
 }
 
 /// The word `unknown`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
-#[cfg_attr(feature = "yaml", derive(Serialize, Deserialize))]
-#[cfg_attr(feature = "yaml", serde(rename_all = "snake_case"))]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize,
+)]
+#[serde(rename_all = "snake_case")]
 pub enum Unknown {
     /// Not known.
     Unknown,
 }
 
 /// One row of `nvmlGpuInstanceProfileInfo_t`.
-#[derive(Debug, Clone, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
-#[cfg_attr(feature = "yaml", derive(Serialize, Deserialize))]
-#[cfg_attr(feature = "yaml", serde(deny_unknown_fields))]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize)]
+#[serde(deny_unknown_fields)]
 pub struct GpuInstanceProfile {
     /// Which `NVML_GPU_INSTANCE_PROFILE_*` this is (0..=16, the argument callers pass).
     pub profile: u32,
@@ -520,23 +385,18 @@ pub struct GpuInstanceProfile {
     // MIG names and placements (i22-profiles).
     /// The profile's name (`1g.5gb`) that `nvmlDeviceGetGpuInstanceProfileInfoV` reports; absent:
     /// the versioned query is NOT_SUPPORTED for this profile.
-    #[cfg_attr(
-        feature = "yaml",
-        serde(default, skip_serializing_if = "Option::is_none")
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
     /// Where its instances can sit; absent: the placement query is NOT_SUPPORTED for it.
-    #[cfg_attr(
-        feature = "yaml",
-        serde(default, skip_serializing_if = "Option::is_none")
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub placements: Option<crate::mig::Placements>,
 }
 
 /// `nvmlDeviceAddressingModeType_t`: how system memory is addressable from the GPU.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
-#[cfg_attr(feature = "yaml", derive(Serialize, Deserialize))]
-#[cfg_attr(feature = "yaml", serde(rename_all = "snake_case"))]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize,
+)]
+#[serde(rename_all = "snake_case")]
 pub enum AddressingMode {
     /// Neither HMM nor ATS (0).
     None,
@@ -547,9 +407,10 @@ pub enum AddressingMode {
 }
 
 /// ECC mode, current and pending; absent means the GPU has no ECC.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
-#[cfg_attr(feature = "yaml", derive(Serialize, Deserialize))]
-#[cfg_attr(feature = "yaml", serde(deny_unknown_fields))]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize,
+)]
+#[serde(deny_unknown_fields)]
 pub struct Ecc {
     /// Whether ECC is enabled now.
     pub current: bool,
@@ -559,34 +420,24 @@ pub struct Ecc {
 
 /// NVLink links: links `0..active` are up, `active..links` are down, the rest do not exist.
 /// `links: 0` means the GPU has no NVLink (every NVLink query is NOT_SUPPORTED).
-#[derive(Debug, Clone, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
-#[cfg_attr(feature = "yaml", derive(Serialize, Deserialize))]
-#[cfg_attr(feature = "yaml", serde(deny_unknown_fields))]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize)]
+#[serde(deny_unknown_fields)]
 pub struct NvLink {
     /// How many links the GPU has (at most 36).
     pub links: u32,
     /// How many of them are active.
     pub active: u32,
     /// The links' NVLink version; absent: `nvmlDeviceGetNvLinkVersion` is NOT_SUPPORTED.
-    #[cfg_attr(
-        feature = "yaml",
-        serde(default, skip_serializing_if = "Option::is_none")
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version: Option<NvLinkVersion>,
     /// The capabilities every link reports true (`nvmlDeviceGetNvLinkCapability`); the others are
     /// false. Absent: the query is NOT_SUPPORTED.
-    #[cfg_attr(
-        feature = "yaml",
-        serde(default, skip_serializing_if = "Option::is_none")
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capabilities: Option<Vec<NvLinkCapability>>,
     /// The NVSwitches the links go to, in link order: the first `switches[0].links` links go to
     /// `switches[0]`, and so on; the counts add up to `links`. Empty: the remote end is not known
     /// (remote queries are NOT_SUPPORTED).
-    #[cfg_attr(
-        feature = "yaml",
-        serde(default, skip_serializing_if = "Vec::is_empty")
-    )]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub switches: Vec<NvSwitch>,
 }
 
@@ -603,30 +454,32 @@ impl NvLink {
 }
 
 /// `nvmlNvlinkVersion_t`, written as the version number.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
-#[cfg_attr(feature = "yaml", derive(Serialize, Deserialize))]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize,
+)]
 #[allow(missing_docs)]
 pub enum NvLinkVersion {
-    #[cfg_attr(feature = "yaml", serde(rename = "1.0"))]
+    #[serde(rename = "1.0")]
     V1_0,
-    #[cfg_attr(feature = "yaml", serde(rename = "2.0"))]
+    #[serde(rename = "2.0")]
     V2_0,
-    #[cfg_attr(feature = "yaml", serde(rename = "2.2"))]
+    #[serde(rename = "2.2")]
     V2_2,
-    #[cfg_attr(feature = "yaml", serde(rename = "3.0"))]
+    #[serde(rename = "3.0")]
     V3_0,
-    #[cfg_attr(feature = "yaml", serde(rename = "3.1"))]
+    #[serde(rename = "3.1")]
     V3_1,
-    #[cfg_attr(feature = "yaml", serde(rename = "4.0"))]
+    #[serde(rename = "4.0")]
     V4_0,
-    #[cfg_attr(feature = "yaml", serde(rename = "5.0"))]
+    #[serde(rename = "5.0")]
     V5_0,
 }
 
 /// `nvmlNvLinkCapability_t`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
-#[cfg_attr(feature = "yaml", derive(Serialize, Deserialize))]
-#[cfg_attr(feature = "yaml", serde(rename_all = "snake_case"))]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize,
+)]
+#[serde(rename_all = "snake_case")]
 pub enum NvLinkCapability {
     /// `NVML_NVLINK_CAP_P2P_SUPPORTED` (0).
     P2pSupported,
@@ -643,9 +496,8 @@ pub enum NvLinkCapability {
 }
 
 /// An NVSwitch at the far end of some NVLinks.
-#[derive(Debug, Clone, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
-#[cfg_attr(feature = "yaml", derive(Serialize, Deserialize))]
-#[cfg_attr(feature = "yaml", serde(deny_unknown_fields))]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize)]
+#[serde(deny_unknown_fields)]
 pub struct NvSwitch {
     /// Its PCI address (`nvmlDeviceGetNvLinkRemotePciInfo_v2`); never a GPU's.
     pub pci_bus_id: String,
@@ -656,32 +508,24 @@ pub struct NvSwitch {
 }
 
 /// The GPU's NVLink fabric registration; absent means no fabric support (NOT_SUPPORTED).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
-#[cfg_attr(feature = "yaml", derive(Serialize, Deserialize))]
-#[cfg_attr(feature = "yaml", serde(deny_unknown_fields))]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize,
+)]
+#[serde(deny_unknown_fields)]
 pub struct Fabric {
     /// The cluster (NVLink domain) uuid.
-    #[cfg_attr(feature = "yaml", serde(deserialize_with = "crate::ids::fabric_uuid"))]
+    #[serde(deserialize_with = "crate::ids::fabric_uuid")]
     pub cluster_uuid: FabricUuid,
     /// The clique within the domain.
     pub clique_id: u32,
     /// Registration state; absent means `completed`.
-    #[cfg_attr(
-        feature = "yaml",
-        serde(default, skip_serializing_if = "Option::is_none")
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state: Option<FabricState>,
     /// The raw NVML health mask; absent means all-clear (`0x1AA`).
-    #[cfg_attr(
-        feature = "yaml",
-        serde(default, skip_serializing_if = "Option::is_none")
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub health_mask: Option<u32>,
     /// The health summary; absent means derived from the mask.
-    #[cfg_attr(
-        feature = "yaml",
-        serde(default, skip_serializing_if = "Option::is_none")
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub health_summary: Option<HealthSummary>,
 }
 
@@ -721,9 +565,10 @@ impl Fabric {
 }
 
 /// Fabric registration state.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
-#[cfg_attr(feature = "yaml", derive(Serialize, Deserialize))]
-#[cfg_attr(feature = "yaml", serde(rename_all = "snake_case"))]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize,
+)]
+#[serde(rename_all = "snake_case")]
 pub enum FabricState {
     /// The GPU does not take part in a fabric.
     NotSupported,
@@ -736,9 +581,10 @@ pub enum FabricState {
 }
 
 /// Fabric health summary.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
-#[cfg_attr(feature = "yaml", derive(Serialize, Deserialize))]
-#[cfg_attr(feature = "yaml", serde(rename_all = "snake_case"))]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize,
+)]
+#[serde(rename_all = "snake_case")]
 pub enum HealthSummary {
     /// No health reported.
     NotSupported,

@@ -4,7 +4,6 @@
 use std::fmt;
 use std::str::FromStr;
 
-#[cfg(feature = "yaml")]
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// A cluster uuid: 16 bytes, written as dashed lowercase hex (`8-4-4-4-12`).
@@ -96,14 +95,12 @@ impl fmt::Display for ClusterUuid {
     }
 }
 
-#[cfg(feature = "yaml")]
 impl Serialize for ClusterUuid {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         serializer.collect_str(self)
     }
 }
 
-#[cfg(feature = "yaml")]
 impl<'de> Deserialize<'de> for ClusterUuid {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<ClusterUuid, D::Error> {
         let text = String::deserialize(deserializer)?;
