@@ -41,7 +41,7 @@ pub const ENV_STRICT: &str = node_layout::env::MOCK_NVML_STRICT;
 #[derive(Debug, thiserror::Error)]
 pub enum InitError {
     /// `MOCK_NVML_CONFIG` is unset or empty.
-    #[error("{ENV_CONFIG} is not set and the library is not inside a driver root with {}: point {ENV_CONFIG} at a staged GPU profile (e.g. /opt/nvml-mock/{})", crate::locate::PROFILE, crate::locate::PROFILE)]
+    #[error("{ENV_CONFIG} is not set and the library is not inside a driver root with {}: point {ENV_CONFIG} at a staged GPU profile (e.g. /opt/nvml-mock/driver/{})", crate::locate::PROFILE, crate::locate::PROFILE)]
     ConfigUnset,
     /// The profile file cannot be read.
     #[error("cannot read the GPU profile {path} ({ENV_CONFIG}): {source}")]
@@ -672,6 +672,13 @@ domains:
             "{err}"
         );
         assert_eq!(InitError::ConfigUnset.code(), abi::ERROR_DRIVER_NOT_LOADED);
+        assert!(
+            InitError::ConfigUnset
+                .to_string()
+                .ends_with("(e.g. /opt/nvml-mock/driver/config/profile.bin)"),
+            "{}",
+            InitError::ConfigUnset
+        );
     }
 
     #[test]
