@@ -21,7 +21,8 @@
 //!   when the node is in no clique.
 //! - [`demo`], [`rebind`] and [`kind_workers`] generate the demo's
 //!   topologies; [`Topology::to_yaml`] and [`Topology::helm_values`] write
-//!   them out.
+//!   them out; [`Layout`] generalises them to racks of trays, each rack
+//!   its own domain split into cliques.
 //!
 //! This crate is pure: no I/O, no environment, no async.
 //!
@@ -45,6 +46,7 @@
 mod document;
 mod error;
 mod generate;
+mod layout;
 mod render;
 pub mod staged;
 mod uuid;
@@ -54,6 +56,7 @@ mod yaml;
 pub use crate::document::{Clique, Domain, Identity, Topology};
 pub use crate::error::{Error, Result};
 pub use crate::generate::{demo, kind_workers, rebind, DEMO_UUID, REBIND_CLIQUE, REBIND_UUID};
+pub use crate::layout::{rack_uuid, Layout, LayoutError, Place, MAX_RACKS, MAX_TRAYS};
 pub use crate::uuid::{ClusterUuid, UuidError};
 #[cfg(feature = "yaml")]
 pub use crate::yaml::parse;

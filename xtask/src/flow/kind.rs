@@ -1,7 +1,10 @@
 //! `up` and `demo` on the kind cluster xtask creates or reuses.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
+use anyhow::Context as _;
+use topology::Layout;
 use xshell::Shell;
 
 use crate::flags::DemoArgs;
@@ -21,6 +24,7 @@ use super::{
 pub(super) async fn demo_inner(
     run: Run<'_>,
     cluster: &KindCluster,
+    layout: Layout,
     report: &mut Report,
 ) -> anyhow::Result<()> {
     let (sh, args, tracker) = (run.sh, run.args, run.tracker);
@@ -34,9 +38,11 @@ pub(super) async fn demo_inner(
         // Only an image the user chose (--node-image, --offline) must match a
         // reused cluster's; the online default reuses any compatible one.
         let asked = (args.node_image.is_some() || args.offline).then_some(node_image.as_deref());
+        let config = kind_config_file(cluster, layout)?;
         crate::cluster::ensure(
             &runner,
             cluster,
+            &config.to_string_lossy(),
             args.force_recreate,
             node_image.as_deref(),
             asked.flatten(),
@@ -58,16 +64,23 @@ pub(super) async fn demo_inner(
     .await?;
     let client = k8s::client(&cluster.context()).await?;
     step(report, tracker, "nodes ready", async {
-        k8s::wait_nodes_ready(&client, &cluster.nodes(), Duration::from_secs(300)).await
+        let limit = crate::scenarios::scaled(Duration::from_secs(300), cluster.worker_count());
+        k8s::wait_nodes_ready(&client, &cluster.nodes(), limit).await?;
+        same_layout(&client, cluster, layout).await
     })
     .await?;
     report.notes.push(version_note(&client).await);
     step(report, tracker, "install", async {
-        let values = chart_values(&images, majors, cluster, &args.profile);
+        let values = chart_values(
+            &images,
+            majors,
+            &layout.demo(&cluster.workers()),
+            &args.profile,
+        );
         install_chart(
             &runner,
             &client,
-            &cluster.context(),
+            (&cluster.context(), cluster.worker_count()),
             cluster.name(),
             &values,
         )
@@ -81,13 +94,7 @@ pub(super) async fn demo_inner(
     if run.mode == Mode::Up {
         return Ok(());
     }
-    let target = Target {
-        kind: Some(cluster.clone()),
-        context: cluster.context(),
-        workers: cluster.workers(),
-        topology: topology::demo(&cluster.workers()),
-        client,
-    };
+    let target = Target::kind(cluster, layout, client);
     for which in Scenario::ALL {
         run_scenario(sh, &target, which, Some(&runner), tracker, report).await?;
     }
@@ -136,7 +143,7 @@ async fn node_image(
 fn chart_values(
     images: &ImagePair,
     majors: plan::Majors,
-    cluster: &KindCluster,
+    demo: &topology::Topology,
     profile: &str,
 ) -> [(&'static str, String); 2] {
     [
@@ -144,11 +151,45 @@ fn chart_values(
             "values.yaml",
             plan::install_values(&images.mock.1, majors, profile),
         ),
-        (
-            "demo-topology.yaml",
-            topology::demo(&cluster.workers()).helm_values(),
-        ),
+        ("demo-topology.yaml", demo.helm_values()),
     ]
+}
+
+/// The kind config for `layout` (the template's patches, a worker per tray),
+/// written into the cluster's scratch directory.
+fn kind_config_file(cluster: &KindCluster, layout: Layout) -> anyhow::Result<PathBuf> {
+    let template = crate::project_root().join(crate::names::KIND_CONFIG);
+    let text = std::fs::read_to_string(&template)
+        .with_context(|| format!("reading {}", template.display()))?;
+    let config = crate::kind_config::render(&text, layout)
+        .with_context(|| format!("{}", template.display()))?;
+    let path = super::scratch_dir(cluster.name())?.join("kind-config.yaml");
+    std::fs::write(&path, config).with_context(|| format!("writing {}", path.display()))?;
+    Ok(path)
+}
+
+/// A reused cluster must be laid out as asked: its workers' rack and clique
+/// labels are the layout it was created for.
+async fn same_layout(
+    client: &kube::Client,
+    cluster: &KindCluster,
+    layout: Layout,
+) -> anyhow::Result<()> {
+    let found = k8s::kind_layout(client, cluster).await?;
+    if found != layout {
+        anyhow::bail!(
+            "{}",
+            plan::rejection(
+                cluster.name(),
+                "is laid out otherwise",
+                &[format!(
+                    "its workers are labelled {found}, this run asks for {layout}: pass the flags it was \
+                     created with, or recreate it"
+                )]
+            )
+        );
+    }
+    Ok(())
 }
 
 /// Loads both images into every node that lacks them.
