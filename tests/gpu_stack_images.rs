@@ -118,6 +118,7 @@ fn assert_no_nvml(unpacked: &Unpacked, image: &str) {
 }
 
 #[test]
+#[ignore = "builds NVIDIA's device plugin and node-feature-discovery from source (about 12 min more on a cold CI machine, which the full-rack step needs); run `cargo test -p integration-tests --test gpu_stack_images -- --ignored`; CI will run it with scenario 5"]
 fn a_second_run_builds_nothing_and_names_the_same_images() {
     let first = stack();
     let second = gpu_stack_images(true);
@@ -134,6 +135,7 @@ fn a_second_run_builds_nothing_and_names_the_same_images() {
 }
 
 #[test]
+#[ignore = "builds NVIDIA's device plugin and node-feature-discovery from source (about 12 min more on a cold CI machine, which the full-rack step needs); run `cargo test -p integration-tests --test gpu_stack_images -- --ignored`; CI will run it with scenario 5"]
 fn the_device_plugin_archive_holds_the_charts_commands_and_no_nvml() {
     let stack = stack();
     let unpacked = unpack(Path::new(text(stack, "/device_plugin/archive")));
@@ -157,6 +159,7 @@ fn the_device_plugin_archive_holds_the_charts_commands_and_no_nvml() {
 }
 
 #[test]
+#[ignore = "builds NVIDIA's device plugin and node-feature-discovery from source (about 12 min more on a cold CI machine, which the full-rack step needs); run `cargo test -p integration-tests --test gpu_stack_images -- --ignored`; CI will run it with scenario 5"]
 fn the_nfd_archive_holds_its_commands_and_config_and_runs_as_nobody() {
     let stack = stack();
     let unpacked = unpack(Path::new(text(stack, "/nfd/archive")));
@@ -187,6 +190,7 @@ fn version_output(binary: &Path, flag: &str) -> String {
 }
 
 #[test]
+#[ignore = "builds NVIDIA's device plugin and node-feature-discovery from source (about 12 min more on a cold CI machine, which the full-rack step needs); run `cargo test -p integration-tests --test gpu_stack_images -- --ignored`; CI will run it with scenario 5"]
 fn the_built_binaries_report_the_pinned_versions() {
     let stack = stack();
     let dp_dir = PathBuf::from(text(stack, "/device_plugin/bin_dir"));
@@ -216,6 +220,7 @@ fn docker_answers() -> bool {
 }
 
 #[test]
+#[ignore = "builds NVIDIA's device plugin and node-feature-discovery from source (about 12 min more on a cold CI machine, which the full-rack step needs); run `cargo test -p integration-tests --test gpu_stack_images -- --ignored`; CI will run it with scenario 5"]
 fn the_archives_load_into_docker_under_their_references() {
     if !docker_answers() {
         eprintln!(
@@ -299,6 +304,7 @@ fn images_of(docs: &[serde_yaml::Value], kind: &str, name: &str) -> Vec<String> 
 }
 
 #[test]
+#[ignore = "builds NVIDIA's device plugin and node-feature-discovery from source (about 12 min more on a cold CI machine, which the full-rack step needs); run `cargo test -p integration-tests --test gpu_stack_images -- --ignored`; CI will run it with scenario 5"]
 fn the_chart_renders_the_plugin_gfd_and_nfd_with_our_images_offline() {
     let stack = stack();
     let sets: Vec<String> = stack["helm_values"]
