@@ -170,7 +170,14 @@ fn network_images(
         pins.kubernetes.to_owned() + "-" + short
     );
     let net_image = format!("cdsim/kind-net-base:{short}");
-    import_tree(sh, net_base, &work.join("net-base.tar"), &net_image, &[])?;
+    // Slimmed like the node rootfs: every node holds this base twice (its
+    // layer in containerd's content store and unpacked for kube-proxy and the
+    // pod network), so each megabyte here costs two per node.
+    let net_root = work.join("net-rootfs");
+    rootfs::copy_tree(sh, net_base, &net_root)?;
+    rootfs::slim(&net_root)?;
+    import_tree(sh, &net_root, &work.join("net-base.tar"), &net_image, &[])?;
+    fs::remove_dir_all(&net_root).with_context(|| format!("removing {}", net_root.display()))?;
     let kube_proxy = format!(
         "registry.k8s.io/kube-proxy:{}",
         pins.kubernetes.replace('+', "_")
