@@ -175,9 +175,28 @@ pub fn go_line(version: Option<&str>, tools_missing: bool) -> String {
     }
 }
 
+/// The room lines: for each kind of node image, whether `trays` fit and
+/// how many do (advisory: `up` and `demo` refuse, `--no-room-check` overrides).
+pub fn room_lines(host: crate::capacity::Host, trays: usize) -> Vec<String> {
+    [
+        ("--offline", &crate::capacity::LEAN),
+        (
+            "online kindest/node or --node-image",
+            &crate::capacity::FULL,
+        ),
+    ]
+    .into_iter()
+    .map(|(path, costs)| {
+        let room = crate::capacity::room(host, costs, trays, 0);
+        let marker = if room.fits() { '✓' } else { '!' };
+        format!("{marker} room     {path}: {}", room.summary())
+    })
+    .collect()
+}
+
 /// Prints every prerequisite and where each tool came from; fails when a
 /// required one can be neither found nor installed automatically.
-pub fn run(sh: &Shell) -> anyhow::Result<()> {
+pub fn run(sh: &Shell, args: &crate::flags::DoctorArgs) -> anyhow::Result<()> {
     let mut blocking = Vec::new();
     for requirement in &REQUIREMENTS {
         let verdict = judge(requirement, probe(sh, requirement.tool).as_deref());
@@ -235,6 +254,12 @@ pub fn run(sh: &Shell) -> anyhow::Result<()> {
             }
         }
         Err(err) => println!("! host     cannot check: {err:#}"),
+    }
+    match crate::capacity::probe_host(&crate::flow::docker_only(sh)) {
+        Ok(host) => room_lines(host, args.trays)
+            .iter()
+            .for_each(|line| println!("{line}")),
+        Err(err) => println!("! room     cannot check the free disk and memory: {err:#}"),
     }
     match crate::dirs::cache_dir() {
         Ok(dir) => println!(
@@ -366,6 +391,32 @@ mod tests {
             panic!("missing");
         };
         assert!(advice.contains("optional"), "{advice}");
+    }
+
+    #[test]
+    fn the_room_lines_say_how_many_trays_fit_for_each_node_image() {
+        let host = crate::capacity::Host {
+            free_disk: 45_000_000_000,
+            available_memory: 23_000_000_000,
+        };
+        let lines = room_lines(host, 30);
+        assert_eq!(lines.len(), 2);
+        assert!(
+            lines[0].starts_with("✓ room     --offline: 30 trays"),
+            "{}",
+            lines[0]
+        );
+        assert!(
+            lines[0].contains("at most 37 trays fit (disk binds first)"),
+            "{}",
+            lines[0]
+        );
+        assert!(
+            lines[1].starts_with("! room     online kindest/node"),
+            "{}",
+            lines[1]
+        );
+        assert!(lines[1].contains("at most 24 trays fit"), "{}", lines[1]);
     }
 
     #[test]

@@ -9,6 +9,7 @@ use crate::plan::{self, ClusterPlan, NodeProblem, Started};
 use crate::restart;
 use crate::runner::{Cmd, Runner};
 use xtask_support::image_ref::containerd_name;
+use xtask_support::node_images::{NodeImages, Role};
 
 /// The pinned online node image (`[online].node_image`), validated as
 /// `repo:tag@sha256:<64 hex>`.
@@ -199,17 +200,25 @@ fn probe_nri<R: Runner>(runner: &R, node: &str) -> Result<(), NodeProblem> {
     }
 }
 
-/// Every node of the cluster, probed (against `wanted_image` when given).
+/// Every node of the cluster, probed (against its role's image in `wanted`
+/// when given).
 pub fn probe_nodes<R: Runner>(
     runner: &R,
     cluster: &KindCluster,
-    wanted_image: Option<&str>,
+    wanted: Option<&NodeImages>,
 ) -> Vec<(String, Result<Started, NodeProblem>)> {
+    let control_plane = cluster.control_plane();
     cluster
         .nodes()
         .into_iter()
         .map(|node| {
-            let status = probe_node(runner, &node, wanted_image);
+            let role = if node == control_plane {
+                Role::ControlPlane
+            } else {
+                Role::Worker
+            };
+            let image = wanted.map(|it| it.for_role(role));
+            let status = probe_node(runner, &node, image);
             (node, status)
         })
         .collect()
@@ -292,13 +301,13 @@ pub fn preflight<R: Runner>(runner: &R, cluster: &KindCluster) -> anyhow::Result
 
 /// Creates (from `node_image`), reuses, recreates or rejects the cluster;
 /// returns what it did. An existing cluster is reused only when its nodes run
-/// `must_run` (the image the user asked for), when given.
+/// `must_run` (the images the user asked for), when given.
 pub fn ensure<R: Runner>(
     runner: &R,
     cluster: &KindCluster,
     force_recreate: bool,
-    node_image: Option<&str>,
-    must_run: Option<&str>,
+    node_image: Option<&NodeImages>,
+    must_run: Option<&NodeImages>,
 ) -> anyhow::Result<ClusterPlan> {
     ensure_settling(
         runner,
@@ -315,8 +324,8 @@ fn ensure_settling<R: Runner>(
     runner: &R,
     cluster: &KindCluster,
     force_recreate: bool,
-    node_image: Option<&str>,
-    must_run: Option<&str>,
+    node_image: Option<&NodeImages>,
+    must_run: Option<&NodeImages>,
     restart_settle: std::time::Duration,
 ) -> anyhow::Result<ClusterPlan> {
     let present = exists(runner, cluster)?;
@@ -377,22 +386,23 @@ fn kind_on(cluster: &KindCluster, args: &[&str]) -> Cmd {
 fn create<R: Runner>(
     runner: &R,
     cluster: &KindCluster,
-    node_image: Option<&str>,
+    node_image: Option<&NodeImages>,
 ) -> anyhow::Result<()> {
     eprintln!("    creating cluster {}", cluster.name());
+    let config = config_for(cluster, node_image)?;
     let mut args = vec![
         "create",
         "cluster",
         "--name",
         cluster.name(),
         "--config",
-        KIND_CONFIG,
+        &config,
         "--wait",
         "180s",
     ];
-    if let Some(image) = node_image {
+    if let Some(images) = node_image.filter(|it| it.is_uniform()) {
         args.push("--image");
-        args.push(image);
+        args.push(&images.control_plane);
     }
     let out = runner.run(&Cmd::new("kind", &args).streamed())?;
     if !out.ok {
@@ -414,6 +424,30 @@ fn create<R: Runner>(
         );
     }
     Ok(())
+}
+
+/// The kind config to create the cluster from: the repository's, or, when
+/// the roles run different images, a copy with each node's `image:`
+/// ([`crate::kind_config`]) in the cluster's scratch directory.
+fn config_for(cluster: &KindCluster, images: Option<&NodeImages>) -> anyhow::Result<String> {
+    let Some(images) = images.filter(|it| !it.is_uniform()) else {
+        return Ok(KIND_CONFIG.to_owned());
+    };
+    let source = xtask_support::project_root().join(KIND_CONFIG);
+    let text = std::fs::read_to_string(&source)
+        .map_err(|err| anyhow::format_err!("reading {}: {err}", source.display()))?;
+    let config = crate::kind_config::with_node_images(&text, images)?;
+    let dir = xtask_support::dirs::scratch_dir(cluster.name())?;
+    let path = dir.join("kind-config.yaml");
+    std::fs::write(&path, config)
+        .map_err(|err| anyhow::format_err!("writing {}: {err}", path.display()))?;
+    eprintln!(
+        "    control plane from {}, workers from {} ({})",
+        images.control_plane,
+        images.worker,
+        path.display()
+    );
+    Ok(path.to_string_lossy().into_owned())
 }
 
 /// Every node's `/proc/devices`, in node order.
@@ -596,15 +630,10 @@ mod tests {
                 "running|cdsim/kind-node:v1|2026-12-02T21:00:00Z|2026-12-02T21:00:02Z\n",
             );
         }
-        let err = ensure(
-            &fake,
-            &cluster(),
-            false,
-            Some("cdsim/kind-node:v2"),
-            Some("cdsim/kind-node:v2"),
-        )
-        .expect_err("another image")
-        .to_string();
+        let v2 = NodeImages::uniform("cdsim/kind-node:v2");
+        let err = ensure(&fake, &cluster(), false, Some(&v2), Some(&v2))
+            .expect_err("another image")
+            .to_string();
         assert_contains(&err, "c-worker: node container runs cdsim/kind-node:v1, not the node image this run uses (cdsim/kind-node:v2)");
         assert_contains(&err, "--force-recreate");
         assert!(
@@ -662,10 +691,61 @@ mod tests {
         for node in cluster().nodes() {
             expect_node(&fake, &node, NRI_ON);
         }
-        let done =
-            ensure(&fake, &cluster(), true, Some("cdsim/kind-node:v1"), None).expect("recreated");
+        let v1 = NodeImages::uniform("cdsim/kind-node:v1");
+        let done = ensure(&fake, &cluster(), true, Some(&v1), None).expect("recreated");
         assert_eq!(done, ClusterPlan::Recreate);
         assert_eq!(fake.remaining(), 0);
+    }
+
+    #[test]
+    fn a_pair_of_node_images_goes_into_the_config_and_each_node_is_checked_by_its_role() {
+        let cluster = KindCluster::new("cdsim-unit-pair").expect("valid");
+        let pair = NodeImages {
+            control_plane: "cdsim/kind-node:v1-cp".into(),
+            worker: "cdsim/kind-node:v1-w-worker".into(),
+        };
+        let fake = FakeRunner::default();
+        fake.expect("kind get clusters", true, "").expect(
+            "kind create cluster --name cdsim-unit-pair --config /",
+            true,
+            "",
+        );
+        for node in cluster.nodes() {
+            let image = if node == cluster.control_plane() {
+                &pair.control_plane
+            } else {
+                &pair.worker
+            };
+            fake.expect(
+                &format!("docker inspect -f {} {node}", plan::CONTAINER_TEMPLATE),
+                true,
+                &format!("running|{image}|2026-12-02T21:00:00Z|2026-12-02T21:00:02Z\n"),
+            )
+            .expect(
+                &format!("docker exec {node} containerd config dump"),
+                true,
+                NRI_ON,
+            );
+        }
+        let done = ensure(&fake, &cluster, false, Some(&pair), Some(&pair)).expect("created");
+        assert_eq!(done, ClusterPlan::Create);
+        assert_eq!(fake.remaining(), 0);
+        let create = &fake.seen()[1];
+        assert!(
+            !create.contains("--image"),
+            "kind's --image would override the pair: {create}"
+        );
+        let path = create
+            .split_whitespace()
+            .skip_while(|it| *it != "--config")
+            .nth(1)
+            .expect("a config");
+        let config = std::fs::read_to_string(path).expect("written");
+        assert_contains(&config, "image: cdsim/kind-node:v1-cp");
+        assert_eq!(
+            config.matches("image: cdsim/kind-node:v1-w-worker").count(),
+            4
+        );
     }
 
     #[test]
@@ -676,9 +756,15 @@ mod tests {
             false,
             "",
         );
-        let err = ensure(&fake, &cluster(), false, Some("no/such:image"), None)
-            .expect_err("kind failed")
-            .to_string();
+        let err = ensure(
+            &fake,
+            &cluster(),
+            false,
+            Some(&NodeImages::uniform("no/such:image")),
+            None,
+        )
+        .expect_err("kind failed")
+        .to_string();
         assert!(
             err.contains("kind create cluster --name c: failed"),
             "kind's stderr: {err}"

@@ -18,6 +18,7 @@ pub mod fabric;
 pub mod imex;
 pub mod inject;
 pub mod k8s;
+pub mod kind_config;
 pub mod names;
 pub mod plan;
 pub mod report;

@@ -78,6 +78,15 @@ pub fn ensure_node_images(sh: &Shell, rebuild: bool) -> Result<NodeImages> {
     })
 }
 
+/// The refs of the node image pair for the current pins and files, built or not.
+pub fn node_image_refs() -> Result<NodeImages> {
+    let (pins, key) = pins_and_key()?;
+    Ok(NodeImages {
+        control_plane: pins::node_image_ref(&pins, &key),
+        worker: pins::worker_image_ref(&pins, &key),
+    })
+}
+
 /// The pins and the cache key over them and the input files.
 fn pins_and_key() -> Result<(pins::NodePins, String)> {
     let versions = tools::read_versions()?;

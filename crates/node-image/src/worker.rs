@@ -145,6 +145,55 @@ sha256:8b344e28395c9623e8fd8583bfc5432d608ff2271261cda875e7b3563c2c2238 applicat
         );
     }
 
+    /// The images preloaded in `image`, listed by its own containerd.
+    fn preloaded(sh: &Shell, image: &str) -> String {
+        let container = format!("cdsim-node-list-{}", std::process::id());
+        remove_container(sh, &container);
+        cmd!(sh, "docker run -d --name {container} --entrypoint sleep --security-opt seccomp=unconfined {image} infinity")
+            .quiet()
+            .ignore_stdout()
+            .run()
+            .unwrap_or_else(|err| panic!("{image} missing: run `cargo xtask node-image` ({err})"));
+        let listed = start_containerd(sh, &container).and_then(|()| {
+            cmd!(sh, "docker exec {container} ctr -n k8s.io images ls -q")
+                .read()
+                .context("ctr images ls")
+        });
+        remove_container(sh, &container);
+        listed.expect("listed")
+    }
+
+    #[test]
+    #[ignore = "needs docker and the built node images (`cargo xtask node-image`)"]
+    fn the_built_worker_image_lacks_only_the_control_plane_images() {
+        let sh = Shell::new().expect("shell");
+        let refs = crate::node_image_refs().expect("refs");
+        let versions = xtask_support::tools::read_versions().expect("pins");
+        let pins = NodePins::from_versions(&versions).expect("valid");
+        let full = preloaded(&sh, &refs.control_plane);
+        let worker = preloaded(&sh, &refs.worker);
+        assert_eq!(missing_images(&pins.control_plane_images(), &full), None);
+        let dropped = pins.control_plane_only_images();
+        assert_eq!(missing_images(&kept_images(&pins, &dropped), &worker), None);
+        for image in &dropped {
+            let name = xtask_support::image_ref::containerd_name(image);
+            assert!(
+                !worker.lines().any(|it| it.trim() == name),
+                "{name} in the worker image"
+            );
+        }
+        let kindnet = full
+            .lines()
+            .find(|it| it.contains("/kindnet:"))
+            .expect("the pod network's image");
+        assert!(worker.contains(kindnet), "the worker lacks {kindnet}");
+        assert_eq!(
+            worker.lines().count() + 2 * dropped.len(),
+            full.lines().count(),
+            "each dropped image goes with its sha256: reference, nothing else:\n{worker}"
+        );
+    }
+
     #[test]
     fn workers_keep_every_image_but_the_control_planes() {
         let versions = xtask_support::tools::read_versions().expect("pins");
