@@ -313,7 +313,7 @@ mod tests {
 
     #[test]
     fn the_offline_pair_is_costed_lean_and_one_image_full() {
-        assert!(LEAN.worker.disk < FULL.worker.disk);
+        const { assert!(LEAN.worker.disk < FULL.worker.disk) };
         assert_eq!(costs_of_run(true, None), &LEAN);
         assert_eq!(costs_of_run(false, None), &FULL);
         assert_eq!(costs_of_run(false, Some("kindest/node:v1.34.3")), &FULL);
