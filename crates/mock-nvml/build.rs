@@ -28,30 +28,20 @@ fn main() {
     generate_stubs();
 }
 
-/// One parameter kind of the data file.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Kind {
-    Device,
-    Handle,
-    Ptr,
-    Int,
-    F32,
-    F64,
+#[path = "../build-support/nvml_functions_format.rs"]
+#[allow(dead_code)] // the writer's half (`word`, `signature_words`) is xtask's
+mod format;
+
+use format::{Function, Kind, Line, Returns};
+
+/// What the stubs need of a kind beyond its word.
+trait KindExt {
+    fn rust_type(self) -> &'static str;
+    fn stub_arg(self, a: &str) -> String;
+    fn test_arg(self) -> &'static str;
 }
 
-impl Kind {
-    fn parse(word: &str, line: &str) -> Kind {
-        match word {
-            "device" => Kind::Device,
-            "handle" => Kind::Handle,
-            "ptr" => Kind::Ptr,
-            "int" => Kind::Int,
-            "f32" => Kind::F32,
-            "f64" => Kind::F64,
-            other => panic!("{DATA_FILE}: unknown parameter kind `{other}` in `{line}`"),
-        }
-    }
-
+impl KindExt for Kind {
     /// The Rust type of a parameter of this kind (an integer of at most 8 bytes arrives in an
     /// integer register or an 8-byte stack slot, so `u64` reads any of them).
     fn rust_type(self) -> &'static str {
@@ -86,12 +76,6 @@ impl Kind {
     }
 }
 
-/// A function with its parameter kinds.
-struct Function {
-    name: String,
-    params: Vec<Kind>,
-}
-
 /// The data file, read: header functions, upstream-only stubs, aliases (name, target).
 struct Data {
     header: Vec<Function>,
@@ -107,27 +91,22 @@ fn read_data() -> Data {
         upstream: Vec::new(),
         aliases: Vec::new(),
     };
-    for line in text.lines().filter(|line| !line.starts_with('#')) {
-        let words: Vec<&str> = line.split_whitespace().collect();
-        match words.as_slice() {
-            [] => {}
-            ["alias", name, target] => data.aliases.push((name.to_string(), target.to_string())),
-            [section @ ("function" | "upstream"), name, returns, kinds @ ..] => {
-                if *returns != "return" && !exports::EXPORTS.contains(name) {
-                    panic!(
-                        "{name} returns `{returns}`: it must be hand-written (list it in EXPORTS)"
-                    );
-                }
-                let function = Function {
-                    name: name.to_string(),
-                    params: kinds.iter().map(|word| Kind::parse(word, line)).collect(),
-                };
-                match *section {
-                    "function" => data.header.push(function),
-                    _ => data.upstream.push(function),
-                }
+    for line in text.lines() {
+        match format::parse_line(line).unwrap_or_else(|err| panic!("{DATA_FILE}: {err}")) {
+            None => {}
+            Some(Line::Alias { name, target }) => data.aliases.push((name, target)),
+            Some(Line::Header(function) | Line::Upstream(function))
+                if function.returns != Returns::Code
+                    && !exports::EXPORTS.contains(&function.name.as_str()) =>
+            {
+                panic!(
+                    "{} returns `{}`: it must be hand-written (list it in EXPORTS)",
+                    function.name,
+                    function.returns.word()
+                );
             }
-            _ => panic!("{DATA_FILE}: cannot read `{line}`"),
+            Some(Line::Header(function)) => data.header.push(function),
+            Some(Line::Upstream(function)) => data.upstream.push(function),
         }
     }
     data

@@ -2,71 +2,18 @@
 //! list, `crates/mock-nvml/nvml-functions.txt`, and upstream's export list.
 //!
 //! Standard library only: `tests/nvml_functions.rs` includes this file by path, so that the
-//! real-peer test and `cargo xtask nvml-functions` parse and render with the same code.
+//! real-peer test and `cargo xtask nvml-functions` parse and render with the same code. The data
+//! file's words and lines are `crates/build-support/nvml_functions_format.rs`'s, which mock-nvml's
+//! `build.rs` reads with.
 
 use std::collections::{BTreeSet, HashMap};
 use std::fmt::Write as _;
 
-/// How a parameter reaches the function: which register class, and what the stub checks.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum Kind {
-    /// `nvmlDevice_t`: must be a handle the mock issued.
-    Device,
-    /// Any other opaque pointer handle (`nvmlGpuInstance_t`, `nvmlEventSet_t`, ...).
-    Handle,
-    /// Any pointer, `char *` included: must not be NULL.
-    Ptr,
-    /// An integer or enum of at most 8 bytes, in an integer register.
-    Int,
-    /// `float`, in a floating-point register.
-    F32,
-    /// `double`, in a floating-point register.
-    F64,
-}
+#[path = "../../../crates/build-support/nvml_functions_format.rs"]
+#[allow(dead_code)] // the reader's half (`parse_line`) is mock-nvml's `build.rs`'s; tests use it
+mod format;
 
-impl Kind {
-    /// The word the data file spells.
-    pub fn word(self) -> &'static str {
-        match self {
-            Kind::Device => "device",
-            Kind::Handle => "handle",
-            Kind::Ptr => "ptr",
-            Kind::Int => "int",
-            Kind::F32 => "f32",
-            Kind::F64 => "f64",
-        }
-    }
-}
-
-/// What a function returns.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum Returns {
-    /// `nvmlReturn_t`.
-    Code,
-    /// `const char *` (`nvmlErrorString` only).
-    Text,
-}
-
-impl Returns {
-    /// The word the data file spells.
-    pub fn word(self) -> &'static str {
-        match self {
-            Returns::Code => "return",
-            Returns::Text => "string",
-        }
-    }
-}
-
-/// One C function: its name, return and parameter kinds in order.
-#[derive(Clone, PartialEq, Eq, Debug)]
-pub struct Function {
-    /// The exported symbol.
-    pub name: String,
-    /// What it returns.
-    pub returns: Returns,
-    /// Its parameters, in order.
-    pub params: Vec<Kind>,
-}
+pub use format::{Function, Kind, Returns};
 
 /// How a named type is passed, from the header's typedefs.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -435,15 +382,6 @@ pub fn extras(header: &[Function], upstream: &[Function]) -> Vec<Extra> {
 /// The first line of the data file's extras: everything before it comes from the header.
 pub const EXTRAS_MARKER: &str = "# ---- names upstream's mock exports that nvml.h does not declare";
 
-fn signature_words(function: &Function) -> String {
-    let mut line = format!("{} {}", function.name, function.returns.word());
-    for kind in &function.params {
-        line.push(' ');
-        line.push_str(kind.word());
-    }
-    line
-}
-
 /// The header part of `nvml-functions.txt` (up to and including [`EXTRAS_MARKER`]).
 pub fn render_header_part(go_nvml: &str, header: &[Function]) -> String {
     let mut out = format!(
@@ -456,7 +394,7 @@ pub fn render_header_part(go_nvml: &str, header: &[Function]) -> String {
          # src/ffi/exports.rs (EXPORTS) does not list.\n"
     );
     for function in header {
-        let _ = writeln!(out, "function {}", signature_words(function));
+        let _ = writeln!(out, "function {}", function.signature_words());
     }
     out.push_str(EXTRAS_MARKER);
     out.push('\n');
@@ -474,7 +412,7 @@ pub fn render_extras_part(snapshot: &str, extras: &[Extra]) -> String {
         let _ = match extra {
             Extra::Alias { name, target } => writeln!(out, "alias {name} {target}"),
             Extra::Upstream(function) => {
-                writeln!(out, "upstream {}", signature_words(function))
+                writeln!(out, "upstream {}", function.signature_words())
             }
         };
     }
@@ -504,4 +442,68 @@ pub fn render_upstream_exports(snapshot: &str, upstream: &[Function]) -> String 
         out.push('\n');
     }
     out
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::format::{parse_line, Line};
+    use super::*;
+
+    /// What `render_*_part` writes, `build.rs`'s reader reads back as the same functions.
+    #[test]
+    fn the_reader_reads_what_the_writer_writes() {
+        let function = |name: &str, returns, params: &[Kind]| Function {
+            name: name.to_owned(),
+            returns,
+            params: params.to_vec(),
+        };
+        let header = vec![
+            function("nvmlInit_v2", Returns::Code, &[]),
+            function("nvmlErrorString", Returns::Text, &[Kind::Int]),
+            function(
+                "nvmlDeviceSetFanSpeed_v2",
+                Returns::Code,
+                &[Kind::Device, Kind::Int, Kind::Int],
+            ),
+            function(
+                "nvmlGpmSampleGet",
+                Returns::Code,
+                &[Kind::Device, Kind::Handle, Kind::Ptr, Kind::F32, Kind::F64],
+            ),
+        ];
+        let upstream_only = function("nvmlDeviceGetMockThing", Returns::Code, &[Kind::Ptr]);
+        let extras = vec![
+            Extra::Alias {
+                name: "nvmlInit_v1".to_owned(),
+                target: "nvmlInit_v2".to_owned(),
+            },
+            Extra::Upstream(upstream_only.clone()),
+        ];
+        let text =
+            render_header_part("v0.13.0-1", &header) + &render_extras_part("3b2b865d", &extras);
+        let lines: Vec<Line> = text
+            .lines()
+            .filter_map(|line| parse_line(line).unwrap_or_else(|err| panic!("{err}")))
+            .collect();
+        let mut expected: Vec<Line> = header.into_iter().map(Line::Header).collect();
+        expected.push(Line::Alias {
+            name: "nvmlInit_v1".to_owned(),
+            target: "nvmlInit_v2".to_owned(),
+        });
+        expected.push(Line::Upstream(upstream_only));
+        assert_eq!(lines, expected);
+    }
+
+    #[test]
+    fn the_reader_names_what_it_cannot_read() {
+        let err = parse_line("function nvmlX return device float").unwrap_err();
+        assert!(err.contains("unknown parameter kind `float`"), "{err}");
+        let err = parse_line("function nvmlX void").unwrap_err();
+        assert!(err.contains("unknown return `void`"), "{err}");
+        let err = parse_line("alias nvmlX").unwrap_err();
+        assert!(err.contains("cannot read `alias nvmlX`"), "{err}");
+        assert_eq!(parse_line("# a comment"), Ok(None));
+        assert_eq!(parse_line("   "), Ok(None));
+    }
 }
