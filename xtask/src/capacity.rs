@@ -233,6 +233,43 @@ pub fn probe_host<R: Runner>(runner: &R) -> anyhow::Result<Host> {
     })
 }
 
+/// What [`check`] found.
+#[derive(Debug)]
+pub enum Checked {
+    /// The cluster exists and is not recreated: nothing is created.
+    Reused,
+    /// The host could not be probed (said, not refused).
+    Unknown(String),
+    /// The cluster's nodes fit.
+    Fits(Room),
+}
+
+/// The room check of `up` and `demo` for `cluster` with `costs`, before
+/// anything is built or created: fails with [`Room::refusal`] when the
+/// nodes do not fit; a cluster that will be reused is not checked, and one
+/// about to be recreated counts as free.
+pub fn check<R: Runner>(
+    runner: &R,
+    cluster: &crate::names::KindCluster,
+    costs: &Costs,
+    force_recreate: bool,
+) -> anyhow::Result<Checked> {
+    let present = crate::cluster::exists(runner, cluster)?;
+    if present && !force_recreate {
+        return Ok(Checked::Reused);
+    }
+    let host = match probe_host(runner) {
+        Ok(host) => host,
+        Err(err) => return Ok(Checked::Unknown(format!("{err:#}"))),
+    };
+    let reclaimed = if present { cluster.nodes().len() } else { 0 };
+    let room = room(host, costs, cluster.workers().len(), reclaimed);
+    if !room.fits() {
+        anyhow::bail!("{}", room.refusal());
+    }
+    Ok(Checked::Fits(room))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -329,6 +366,57 @@ mod tests {
         let meminfo = "MemTotal:       24683428 kB\nMemFree:        12000000 kB\nMemAvailable:   23440000 kB\n";
         assert_eq!(parse_mem_available(meminfo), Some(23_440_000 * 1024));
         assert_eq!(parse_mem_available("MemTotal: 1 kB\n"), None);
+    }
+
+    fn cluster() -> crate::names::KindCluster {
+        crate::names::KindCluster::new("lean-x").expect("valid")
+    }
+
+    #[test]
+    fn a_reused_cluster_is_not_checked_and_a_new_one_is_refused_when_it_does_not_fit() {
+        let fake = Scripted::default();
+        fake.expect("kind get clusters", "other\nlean-x\n");
+        assert!(matches!(
+            check(&fake, &cluster(), &LEAN, false).expect("reused"),
+            Checked::Reused
+        ));
+        let fake = Scripted::default();
+        fake.expect("kind get clusters", "other\n")
+            .expect("docker info", "/var/lib/docker\n")
+            .expect("df", "Avail\n3500000000\n");
+        let err = check(&fake, &cluster(), &LEAN, false)
+            .expect_err("3.5 GB cannot hold 4 trays")
+            .to_string();
+        assert_contains(&err, "not enough room for this cluster: 4 trays");
+        assert_contains(&err, "at most 0 trays fit (disk binds first)");
+        let fake = Scripted::default();
+        fake.expect("kind get clusters", "other\n")
+            .expect("docker info", "/var/lib/docker\n")
+            .expect("df", "Avail\n45000000000\n");
+        let Checked::Fits(room) = check(&fake, &cluster(), &LEAN, false).expect("fits") else {
+            panic!("45 GB hold 4 trays");
+        };
+        assert_eq!((room.trays, room.binds), (4, Binding::Disk));
+    }
+
+    #[test]
+    fn a_recreated_cluster_counts_as_free_and_an_unreadable_host_is_said_not_refused() {
+        let fake = Scripted::default();
+        fake.expect("kind get clusters", "lean-x\n")
+            .expect("docker info", "/var/lib/docker\n")
+            .expect("df", "Avail\n8000000000\n");
+        let Checked::Fits(room) = check(&fake, &cluster(), &LEAN, true).expect("fits") else {
+            panic!("its own 5 nodes come back");
+        };
+        assert_eq!(room.host.free_disk, 8_000 * MB + 5 * LEAN.worker.disk);
+        let fake = Scripted::default();
+        fake.expect("kind get clusters", "\n")
+            .expect("docker info", "/d\n")
+            .expect("df", "no number");
+        assert!(matches!(
+            check(&fake, &cluster(), &LEAN, false).expect("going on"),
+            Checked::Unknown(_)
+        ));
     }
 
     #[test]

@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use xshell::Shell;
 
+use crate::capacity::Checked;
 use crate::flags::DemoArgs;
 use crate::interrupt::Tracker;
 use crate::k8s;
@@ -112,25 +113,14 @@ fn check_room(
         eprintln!("    not checked (--no-room-check)");
         return Ok(());
     }
-    let present = crate::cluster::exists(runner, cluster)?;
-    if present && !args.force_recreate {
-        eprintln!("    the cluster exists: nothing new to make room for");
-        return Ok(());
-    }
-    let host = match crate::capacity::probe_host(runner) {
-        Ok(host) => host,
-        Err(err) => {
-            eprintln!("    ! cannot check the free disk and memory, going on: {err:#}");
-            return Ok(());
-        }
-    };
     let costs = crate::capacity::costs_of_run(args.offline, args.node_image.as_deref());
-    let reclaimed = if present { cluster.nodes().len() } else { 0 };
-    let room = crate::capacity::room(host, costs, cluster.workers().len(), reclaimed);
-    if !room.fits() {
-        anyhow::bail!("{}", room.refusal());
+    match crate::capacity::check(runner, cluster, costs, args.force_recreate)? {
+        Checked::Reused => eprintln!("    the cluster exists: nothing new to make room for"),
+        Checked::Unknown(err) => {
+            eprintln!("    ! cannot check the free disk and memory, going on: {err}")
+        }
+        Checked::Fits(room) => eprintln!("    {}", room.summary()),
     }
-    eprintln!("    {}", room.summary());
     Ok(())
 }
 
