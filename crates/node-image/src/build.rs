@@ -490,9 +490,13 @@ fn preload(
         .run()
         .context("copying the image archive in")?;
     start_containerd(sh, container)?;
+    // --compress-blobs: `docker save` writes uncompressed layers; gzipped in
+    // the content store they take about 37 % of the space, and every node
+    // copies that store into its `/var` volume (BENCHMARKS.md "The cost of a
+    // tray"). Unpacking them at run time costs a decompression.
     cmd!(
         sh,
-        "docker exec {container} ctr -n k8s.io images import --label=io.cri-containerd.pinned=pinned --all-platforms --no-unpack --digests /kind/images.tar"
+        "docker exec {container} ctr -n k8s.io images import --label=io.cri-containerd.pinned=pinned --all-platforms --no-unpack --digests --compress-blobs /kind/images.tar"
     )
     // Its progress table repeats once per image without a terminal; the
     // check below names anything missing.

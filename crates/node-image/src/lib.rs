@@ -40,7 +40,7 @@ pub use smoke::{network_policy_enforced, smoke_check};
 pub fn run(sh: &Shell, rebuild: bool) -> Result<()> {
     let images = ensure_node_images(sh, rebuild)?;
     eprintln!(
-        "==> workers may run {} (no control-plane images: about 295 MB less per node; \
+        "==> workers may run {} (no control-plane images, so less disk per node; \
          give it as the workers' `image:` in a kind config)",
         images.worker
     );

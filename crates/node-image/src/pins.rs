@@ -10,7 +10,7 @@ use sha2::{Digest, Sha256};
 
 /// Bumped whenever the build recipe in this module tree changes in a way the
 /// pins and the node-image files do not show; it is part of the cache key.
-pub const RECIPE_VERSION: &str = "cdsim-node-image/2";
+pub const RECIPE_VERSION: &str = "cdsim-node-image/3";
 
 /// The repository the node image is tagged under.
 pub const NODE_IMAGE_REPO: &str = "cdsim/kind-node";

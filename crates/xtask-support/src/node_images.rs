@@ -4,7 +4,7 @@
 //! control plane runs the full image (every control-plane image preloaded),
 //! the workers a lean variant without the images only a control plane runs
 //! (kube-apiserver, kube-controller-manager, kube-scheduler, etcd), which
-//! saves each worker's `/var` volume about 295 MB (BENCHMARKS.md "The cost of
+//! keeps them out of each worker's `/var` volume (BENCHMARKS.md "The cost of
 //! a tray"). A user's own image (`--node-image`, the online `kindest/node`)
 //! cannot be slimmed that way: every node runs it ([`NodeImages::uniform`]).
 
