@@ -36,20 +36,23 @@ pub struct Costs {
     pub worker: NodeCost,
 }
 
-/// The offline pair (`--offline`): workers without the control-plane images.
-/// Measured 2026-12-04 on a 4-tray `demo --offline` after scenarios 1, 3 and
-/// 4 (the DRA driver, mock and workload images loaded and run on every
-/// worker): a worker's `/var` 1,050 MB and at most 464 MiB, the control
-/// plane's 1,847 MB (plus a 3 MB writable layer) and 1.02 GiB; idle after
-/// creation a worker held 628 MB at 4, 8 and 18 trays alike.
+/// The offline pair (`--offline`): workers without the control-plane images,
+/// the preloaded images stored gzipped. Measured 2026-12-04: idle after
+/// creation a worker's `/var` holds 389 MB and the control plane's 993 MB
+/// (4 trays; the worker figure was the same at 4, 8 and 18 trays before the
+/// store was gzipped); the demo (scenarios 1, 3 and 4: the mock, workload and
+/// DRA driver images loaded and run on every worker, measured on the lean
+/// image before gzipping, which it does not touch) adds 422 MB per worker and
+/// 482 MB on the control plane, and brings a worker to at most 464 MiB and
+/// the control plane to 1.02 GiB of memory.
 pub const LEAN: Costs = Costs {
     what: "offline nodes, lean workers",
     control_plane: NodeCost {
-        disk: 1_900 * MB,
+        disk: 1_550 * MB,
         memory: 1_200 * MB,
     },
     worker: NodeCost {
-        disk: 1_100 * MB,
+        disk: 850 * MB,
         memory: 500 * MB,
     },
 };
@@ -313,9 +316,13 @@ mod tests {
     fn two_racks_fit_here_on_lean_nodes_but_not_with_the_control_plane_images_on_every_worker() {
         let lean = room(machine(), &LEAN, 36, 0);
         assert!(lean.fits(), "{}", lean.summary());
-        assert_eq!(lean.binds, Binding::Disk);
-        assert_eq!(lean.need_disk, 2_000 * MB + 1_900 * MB + 36 * 1_100 * MB);
-        assert_eq!(lean.max_trays, 37, "(45000 - 2000 - 1900) / 1100");
+        assert_eq!(
+            lean.binds,
+            Binding::Memory,
+            "disk: (45000 - 2000 - 1550) / 850 = 48"
+        );
+        assert_eq!(lean.need_disk, 2_000 * MB + 1_550 * MB + 36 * 850 * MB);
+        assert_eq!(lean.max_trays, 40, "(23622 - 2000 - 1200) / 500");
         let full = room(machine(), &FULL, 36, 0);
         assert!(!full.fits(), "{}", full.summary());
         assert_eq!(full.max_trays, 24);
@@ -396,7 +403,8 @@ mod tests {
         let Checked::Fits(room) = check(&fake, &cluster(), &LEAN, false).expect("fits") else {
             panic!("45 GB hold 4 trays");
         };
-        assert_eq!((room.trays, room.binds), (4, Binding::Disk));
+        assert_eq!(room.trays, 4);
+        assert!(room.max_trays >= 4, "{}", room.summary());
     }
 
     #[test]

@@ -407,7 +407,7 @@ mod tests {
             lines[0]
         );
         assert!(
-            lines[0].contains("at most 37 trays fit (disk binds first)"),
+            lines[0].contains("at most 39 trays fit (memory binds first)"),
             "{}",
             lines[0]
         );
