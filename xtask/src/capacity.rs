@@ -37,14 +37,12 @@ pub struct Costs {
 }
 
 /// The offline pair (`--offline`): workers without the control-plane images,
-/// the preloaded images stored gzipped. Measured 2026-12-04: idle after
-/// creation a worker's `/var` holds 389 MB and the control plane's 993 MB
-/// (4 trays; the worker figure was the same at 4, 8 and 18 trays before the
-/// store was gzipped); the demo (scenarios 1, 3 and 4: the mock, workload and
-/// DRA driver images loaded and run on every worker, measured on the lean
-/// image before gzipping, which it does not touch) adds 422 MB per worker and
-/// 482 MB on the control plane, and brings a worker to at most 464 MiB and
-/// the control plane to 1.02 GiB of memory.
+/// the preloaded images stored gzipped. Measured 2026-12-04 on a 4-tray
+/// `demo --offline` after scenarios 1, 3 and 4 (the mock, workload and DRA
+/// driver images loaded and run on every worker): a worker's `/var` 809 to
+/// 811 MB, the control plane's 1,401 MB (idle after creation: 389 and 993
+/// MB); memory at most 464 MiB per worker and 1.02 GiB on the control plane
+/// over the demo runs.
 pub const LEAN: Costs = Costs {
     what: "offline nodes, lean workers",
     control_plane: NodeCost {
