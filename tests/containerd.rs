@@ -9,6 +9,8 @@
 //!   check-fabric prints the node's clique from the demo topology;
 //! - a pod without the annotation gets the overlay but no channel devices;
 //! - a pod in an excluded namespace gets nothing;
+//! - a container whose `NVIDIA_VISIBLE_DEVICES` names 2 of the 4 GPUs by UUID gets only their
+//!   device nodes, and its check-fabric sees exactly those two as GPUs 0 and 1;
 //! - with the plugin away, a workload container is created unmocked; when the plugin returns it
 //!   has containerd stop that container (an excluded namespace's container keeps running), and
 //!   the container created again is injected.
@@ -179,7 +181,129 @@ fn containerd_injects_the_staged_tree_through_nri() {
     assert_eq!(stdout.trim(), "absent");
 
     rig.remove_pod(&pod);
+    a_container_given_two_gpus_sees_exactly_those(&mut rig);
     a_container_created_while_the_plugin_is_away_is_stopped_when_it_returns(&mut rig);
+}
+
+/// What the device plugin does for a pod asking for 2 `nvidia.com/gpu`: the container's
+/// `NVIDIA_VISIBLE_DEVICES` names 2 of the 4 GPUs by UUID. The plugin injects only their device
+/// nodes (and the control nodes); inside, check-fabric (NVML through the loader) sees exactly
+/// those two, as GPUs 0 and 1, with their own UUIDs and the tray's clique. A pod without any
+/// request keeps today's behaviour. (nvidia-smi's agreement is `tests/nvidia_smi.rs`'s; the test
+/// image carries only check-fabric's library closure.)
+fn a_container_given_two_gpus_sees_exactly_those(rig: &mut Rig) {
+    // The rig stages the shipped gb200 profile (`stager_input_args`).
+    let profile = nvml_profile::Profile::parse(nvml_profile::GB200)
+        .unwrap_or_else(|err| panic!("the gb200 profile is invalid: {err}"));
+    let devices = profile.devices();
+    assert_eq!(devices.len(), 4, "the staged tray has 4 GPUs");
+    let (first, second) = (&devices[1], &devices[3]);
+    let visible = format!("{},{}", first.uuid, second.uuid);
+
+    let pod = rig.run_pod("two-gpus", "cdsim-workload", &[]);
+    let (container, _) = rig.create_container_with(
+        &pod,
+        "two-gpus",
+        "main",
+        &[("NVIDIA_VISIBLE_DEVICES", &visible)],
+        &[],
+    );
+    rig.start_container(&container);
+    let (ok, stdout, stderr) = rig.exec(&container, "ls /dev | grep nvidia");
+    assert!(ok, "no NVIDIA device nodes in the container: {stderr}");
+    assert_eq!(
+        stdout.split_whitespace().collect::<Vec<_>>(),
+        [
+            "nvidia-uvm".to_owned(),
+            "nvidia-uvm-tools".to_owned(),
+            format!("nvidia{}", first.minor_number),
+            format!("nvidia{}", second.minor_number),
+            "nvidiactl".to_owned(),
+        ],
+        "only the allocated GPUs' nodes and the control nodes\n--- plugin log\n{}",
+        rig.plugin_log()
+    );
+    let log = rig.plugin_log();
+    assert!(
+        log.lines().any(|line| line.contains("GPU allocation")
+            && line.contains("cdsim-workload/two-gpus/main")
+            && line.contains(&first.uuid)
+            && line.contains(&second.uuid)),
+        "the plugin's log names no GPU allocation for the container:\n{log}"
+    );
+    let (ok, stdout, stderr) = rig.exec(&container, "check-fabric");
+    assert!(ok, "check-fabric failed:\n{stdout}{stderr}");
+    assert!(stdout.starts_with("Discovered 2 GPU(s)\n"), "{stdout}");
+    let listed: Vec<&str> = stdout
+        .lines()
+        .filter(|line| line.starts_with("GPU "))
+        .collect();
+    assert_eq!(
+        listed,
+        [
+            format!("GPU 0 ({})", first.uuid),
+            format!("GPU 1 ({})", second.uuid),
+        ],
+        "the container's NVML lists exactly the allocated GPUs, from index 0:\n{stdout}"
+    );
+    assert_eq!(
+        stdout.matches("cliqueId    : 1\n").count(),
+        2,
+        "each keeps the tray's fabric identity:\n{stdout}"
+    );
+
+    // A CDI device (the device plugin's CDI strategy): containerd's own CDI injection adds
+    // `/dev/nvidia2` and the control nodes from the spec; the plugin adds none of them again,
+    // and NVML sees that one GPU.
+    let third = &devices[2];
+    let cdi = rig.run_pod("cdi-gpu", "cdsim-workload", &[]);
+    let (container, _) =
+        rig.create_container_with(&cdi, "cdi-gpu", "main", &[], &["nvidia.com/gpu=2"]);
+    rig.start_container(&container);
+    let (ok, stdout, stderr) = rig.exec(&container, "ls /dev | grep nvidia");
+    assert!(ok, "no NVIDIA device nodes in the CDI container: {stderr}");
+    assert_eq!(
+        stdout.split_whitespace().collect::<Vec<_>>(),
+        [
+            "nvidia-uvm".to_owned(),
+            "nvidia-uvm-tools".to_owned(),
+            format!("nvidia{}", third.minor_number),
+            "nvidiactl".to_owned(),
+        ],
+        "--- plugin log\n{}",
+        rig.plugin_log()
+    );
+    let (ok, stdout, stderr) = rig.exec(&container, "check-fabric");
+    assert!(ok, "check-fabric failed:\n{stdout}{stderr}");
+    assert!(
+        stdout.starts_with(&format!("Discovered 1 GPU(s)\nGPU 0 ({})\n", third.uuid)),
+        "{stdout}"
+    );
+    // containerd 2.2 hands NRI no CDI device of a CRI request (its own injection did the work):
+    // the plugin adds the overlay and no device node either way.
+    let log = rig.plugin_log();
+    assert!(
+        log.lines()
+            .any(|line| line.contains("cdsim-workload/cdi-gpu/main") && line.contains("devices=0")),
+        "the plugin added device nodes to the CDI container:\n{log}"
+    );
+    rig.remove_pod(&cdi);
+
+    // No request, no annotation: the overlay without GPU nodes, and NVML lists every GPU.
+    let plain = rig.run_pod("no-gpus", "cdsim-workload", &[]);
+    let container = rig.run_container(&plain, "no-gpus", "main");
+    let (ok, stdout, _) = rig.exec(&container, "ls /dev | grep -c '^nvidia' || true");
+    assert!(ok);
+    assert_eq!(
+        stdout.trim(),
+        "0",
+        "a pod that asked for no GPU got GPU nodes"
+    );
+    let (ok, stdout, stderr) = rig.exec(&container, "check-fabric");
+    assert!(ok, "{stdout}{stderr}");
+    assert!(stdout.starts_with("Discovered 4 GPU(s)\n"), "{stdout}");
+    rig.remove_pod(&pod);
+    rig.remove_pod(&plain);
 }
 
 /// The plugin away (a rollout): a workload container created meanwhile runs without the mock.

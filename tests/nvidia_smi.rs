@@ -25,6 +25,8 @@ struct Run<'a> {
     profile: &'a str,
     topology: Option<&'a Path>,
     node: Option<&'a str>,
+    /// `MOCK_NVML_DEV_ROOT`: the directory standing in for the process's `/dev`.
+    dev_root: Option<&'a Path>,
 }
 
 impl Run<'_> {
@@ -42,6 +44,9 @@ impl Run<'_> {
         }
         if let Some(node) = self.node {
             command.env("NODE_NAME", node);
+        }
+        if let Some(dev_root) = self.dev_root {
+            command.env("MOCK_NVML_DEV_ROOT", dev_root);
         }
         command.output().expect("run nvidia-smi")
     }
@@ -510,6 +515,7 @@ fn gb200_q_and_q_x_report_the_profile_and_the_trays_clique() {
         profile: "gb200",
         topology: Some(&topology_file),
         node: Some(node),
+        dev_root: None,
     };
     assert_eq!(identity.cluster_uuid, topology::DEMO_UUID);
     let profile = profile("gb200");
@@ -540,6 +546,7 @@ fn h100_q_and_q_x_say_na_for_the_fabric_it_does_not_support() {
         profile: "h100",
         topology: None,
         node: None,
+        dev_root: None,
     };
     let profile = profile("h100");
     assert!(!profile.has_fabric());
@@ -568,6 +575,7 @@ fn every_shipped_profile_reads_back_through_q_and_q_x() {
             profile: name,
             topology: None,
             node: None,
+            dev_root: None,
         };
         let profile = profile(name);
         check_xml(&run.ok(&["-q", "-x"]), &profile, &profile.devices());
@@ -583,8 +591,55 @@ fn x_without_q_is_a_usage_error() {
         profile: "gb200",
         topology: None,
         node: None,
+        dev_root: None,
     };
     let output = run.smi(&["-x"]);
     assert_eq!(output.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&output.stderr).contains("-x needs -q"));
+}
+
+/// A process that sees only `/dev/nvidia1` and `/dev/nvidia3` (a fake dev root,
+/// `MOCK_NVML_DEV_ROOT`, standing in for a container's `/dev`): nvidia-smi lists those two GPUs
+/// as 0 and 1, each with its own UUID, bus id and minor number, and counts two attached GPUs.
+#[test]
+fn a_process_seeing_two_gpu_nodes_lists_those_two_from_index_0() {
+    let lib_dir = mock_nvml_lib_dir();
+    let dev = tempfile::tempdir().expect("temp dir");
+    let gpus = profile("gb200").devices();
+    let visible = [&gpus[1], &gpus[3]];
+    for gpu in visible {
+        std::fs::write(dev.path().join(format!("nvidia{}", gpu.minor_number)), "").expect("node");
+    }
+    std::fs::write(dev.path().join("nvidiactl"), "").expect("nvidiactl");
+    let run = Run {
+        lib_dir: lib_dir.path(),
+        profile: "gb200",
+        topology: None,
+        node: None,
+        dev_root: Some(dev.path()),
+    };
+    let smi = |args: &[&str]| run.ok(args);
+    let rows = smi(&[
+        "--query-gpu=index,uuid,pci.bus_id,count",
+        "--format=csv,noheader",
+    ]);
+    let rows: Vec<Vec<&str>> = rows
+        .lines()
+        .map(|line| line.split(", ").collect())
+        .collect();
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    for (index, (row, gpu)) in rows.iter().zip(visible).enumerate() {
+        assert_eq!(row[0], index.to_string(), "{row:?}");
+        assert_eq!(row[1], gpu.uuid, "{row:?}");
+        assert_eq!(PciBusId::parse(row[2]), Ok(gpu.pci_bus_id), "{row:?}");
+        assert_eq!(row[3], "2", "{row:?}");
+    }
+    let xml = smi(&["-q", "-x"]);
+    assert!(xml.contains("<attached_gpus>2</attached_gpus>"), "{xml}");
+    let minors: Vec<&str> = xml
+        .split("<minor_number>")
+        .skip(1)
+        .filter_map(|rest| rest.split('<').next())
+        .collect();
+    assert_eq!(minors, ["1", "3"], "each keeps its own minor number");
 }

@@ -971,3 +971,57 @@ fn pynvml_reads_processes_affinity_codecs_fields_and_gpm() {
     assert_eq!(uint(&got, "c2c"), 1);
     assert_eq!(got["mig_parent"], serde_json::json!({"error": 2}));
 }
+
+// ---------------------------------------------------------------- per-container visibility
+
+/// A container given 2 of the 4 GPUs (host GPUs 1 and 3) has only their `/dev/nvidia<minor>`:
+/// pynvml and go-nvml list exactly those two, as indices 0 and 1, each with its own UUID, serial,
+/// bus id, minor number and fabric identity. A fake dev root (`MOCK_NVML_DEV_ROOT`) stands in for
+/// the container's `/dev`; all four nodes, or none, list all four.
+#[test]
+fn clients_see_only_the_gpus_whose_nodes_they_can_see() {
+    mock_nvml_library();
+    let lib_dir = mock_nvml_lib_dir();
+    let scenario = scenarios()
+        .into_iter()
+        .find(|scenario| scenario.label == "gb200 on worker3")
+        .expect("the gb200 worker3 row");
+    let devices = scenario.profile.devices();
+    assert_eq!(devices.len(), 4, "the test assumes a 4-GPU tray");
+    for client in ["pynvml", "go-nvml"] {
+        for present in [&[1, 3][..], &[0, 1, 2, 3], &[]] {
+            let dev = tempfile::tempdir().expect("temp dir");
+            for &position in present {
+                let minor = devices[position].minor_number;
+                std::fs::write(dev.path().join(format!("nvidia{minor}")), "").expect("node");
+            }
+            std::fs::write(dev.path().join("nvidiactl"), "").expect("nvidiactl");
+            let mut command = match client {
+                "pynvml" => pynvml_command(lib_dir.path(), &scenario),
+                _ => client_command(&go_client(), lib_dir.path(), &scenario),
+            };
+            command.env("MOCK_NVML_DEV_ROOT", dev.path());
+            let what = format!("{client} seeing nodes {present:?}");
+            let report = run_json(command, &what);
+            let visible: Vec<Device> = match present.len() {
+                2 => present
+                    .iter()
+                    .enumerate()
+                    .map(|(index, &position)| Device {
+                        index: index as u32,
+                        ..devices[position].clone()
+                    })
+                    .collect(),
+                _ => devices.clone(),
+            };
+            assert_eq!(uint(&report, "count") as usize, visible.len(), "{what}");
+            let reported = report["devices"].as_array().expect("devices");
+            assert_eq!(reported.len(), visible.len(), "{what}");
+            for (position, (got, device)) in reported.iter().zip(&visible).enumerate() {
+                let what = format!("{what}, GPU {position}");
+                check_device(got, device, position, &what);
+                check_fabric(got, device, &scenario.expected, &what);
+            }
+        }
+    }
+}

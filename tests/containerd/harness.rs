@@ -257,6 +257,32 @@ impl Rig {
         (test, pause.0)
     }
 
+    /// A CDI spec of kind `nvidia.com/gpu` over the staged nodes, as `nvidia-ctk cdi generate`
+    /// writes one: a device per GPU index (its `nvidia<index>` node) and the control nodes
+    /// common to all.
+    fn cdi_spec(&self) -> String {
+        let dev = self.overlay().join("driver/dev");
+        let node = |indent: &str, name: &str| {
+            let host = dev.join(name);
+            format!(
+                "{indent}- {{path: /dev/{name}, hostPath: {}}}\n",
+                host.display()
+            )
+        };
+        let mut spec = String::from("cdiVersion: \"0.5.0\"\nkind: nvidia.com/gpu\ndevices:\n");
+        for index in 0..4 {
+            spec.push_str(&format!(
+                "  - name: \"{index}\"\n    containerEdits:\n      deviceNodes:\n"
+            ));
+            spec.push_str(&node("        ", &format!("nvidia{index}")));
+        }
+        spec.push_str("containerEdits:\n  deviceNodes:\n");
+        for name in ["nvidiactl", "nvidia-uvm", "nvidia-uvm-tools"] {
+            spec.push_str(&node("    ", name));
+        }
+        spec
+    }
+
     fn containerd_config(&self, pause_ref: &str) -> String {
         let dir = self.dir.path().display();
         let runc = self.peers.runc.display();
@@ -298,7 +324,10 @@ plugin_dir = ""
       sandbox = "{pause_ref}"
 
   [plugins.'io.containerd.cri.v1.runtime']
-    enable_cdi = false
+    # CDI from the rig's own spec dir only (`Rig::cdi_spec`): NVIDIA's kind, as the device
+    # plugin's CDI strategy and the toolkit's generated spec name it.
+    enable_cdi = true
+    cdi_spec_dirs = ["{dir}/cdi"]
     # The test may run without CAP_SYS_RESOURCE (lowering oom_score_adj for the sandbox fails).
     restrict_oom_score_adj = true
     [plugins.'io.containerd.cri.v1.runtime'.containerd]
@@ -323,6 +352,9 @@ plugin_dir = ""
 
     fn start_containerd(&mut self, _pause_archive: &Path) {
         let pause_ref = fs::read_to_string(self.path("pause-ref")).unwrap_or_default();
+        fs::create_dir_all(self.path("cdi")).unwrap_or_else(|err| panic!("{err}"));
+        fs::write(self.path("cdi/nvidia.yaml"), self.cdi_spec())
+            .unwrap_or_else(|err| panic!("{err}"));
         for sub in [
             "nri-plugins",
             "nri-conf",
@@ -487,10 +519,33 @@ plugin_dir = ""
 
     /// Creates a container in `pod`; returns its id and how long CreateContainer took.
     pub fn create_container(&self, pod: &str, pod_name: &str, name: &str) -> (String, Duration) {
+        self.create_container_with(pod, pod_name, name, &[], &[])
+    }
+
+    /// [`Rig::create_container`] with these environment variables and CDI devices (fully
+    /// qualified names, resolved by containerd from the rig's spec dir) in the container's config.
+    pub fn create_container_with(
+        &self,
+        pod: &str,
+        pod_name: &str,
+        name: &str,
+        env: &[(&str, &str)],
+        cdi_devices: &[&str],
+    ) -> (String, Duration) {
+        let envs: Vec<serde_json::Value> = env
+            .iter()
+            .map(|(key, value)| serde_json::json!({ "key": key, "value": value }))
+            .collect();
+        let cdi: Vec<serde_json::Value> = cdi_devices
+            .iter()
+            .map(|name| serde_json::json!({ "name": name }))
+            .collect();
         let config = serde_json::json!({
             "metadata": { "name": name },
             "image": { "image": self.image },
             "command": ["/bin/sleep", "86400"],
+            "envs": envs,
+            "CDI_devices": cdi,
             "log_path": format!("{name}.log"),
             "linux": {}
         });

@@ -11,6 +11,10 @@
 //!   An injection is a standing fault until the file is cleared, so a set registered after the
 //!   line was written still receives it once (a restarted consumer sees the fault again). A set
 //!   forgets the ids that left the file, and the writer never reuses an id.
+//!   GPUs are named by their host index (the stager writes the file on the host); a set
+//!   registers a GPU by its host index too, and the wait's caller maps the event back to the
+//!   process's visible index ([`crate::visible`]), so a fault on a GPU hidden from the process
+//!   reaches none of its sets.
 //! - Waiting: with nothing pending, [`wait`] re-reads the file every [`SLICE`] until the
 //!   timeout and then answers TIMEOUT; it never spins.
 //! - The file: `MOCK_NVML_XID_FILE`, else `config/xid-injections` in the driver root the
@@ -43,7 +47,8 @@ pub const SLICE: Duration = Duration::from_millis(50);
 /// One event a wait delivers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Event {
-    /// The GPU's index (its handle is the slot of that index).
+    /// The GPU's host index, as the control file names it (the caller maps it to the visible
+    /// index whose slot is the handle; they differ when `crate::visible` filters).
     pub gpu: usize,
     /// `nvmlEventType*`.
     pub event_type: u64,

@@ -13,6 +13,7 @@ use nvml_profile::{Device, PcieTopology, System};
 use crate::{
     abi::{self, NvmlReturn},
     config::{self, MAX_DEVICES},
+    visible::{self, Visibility},
 };
 
 /// What one init loaded.
@@ -24,6 +25,9 @@ pub struct Loaded {
     pub devices: Vec<Device>,
     /// The PCIe topology over them, if the profile gives one.
     pub pcie: Option<PcieTopology>,
+    /// Each visible GPU's index on the host (its index in the profile), in visible order: the
+    /// Xid control file names GPUs by host index.
+    pub host_indices: Vec<u32>,
 }
 
 struct State {
@@ -86,17 +90,21 @@ pub fn init() -> NvmlReturn {
         state.refcount += 1;
         return abi::SUCCESS;
     }
-    let loaded = state.cache.load(|profile| Loaded {
-        system: profile.system().clone(),
-        devices: profile.devices(),
-        pcie: profile.pcie_topology(),
+    let loaded = state.cache.load(|profile| {
+        let devices = profile.devices();
+        Loaded {
+            system: profile.system().clone(),
+            host_indices: devices.iter().map(|device| device.index).collect(),
+            devices,
+            pcie: profile.pcie_topology(),
+        }
     });
     match loaded {
         Ok((loaded, warnings)) => {
             for warning in warnings {
                 eprintln!("[MOCK_NVML WARNING] {warning}");
             }
-            state.loaded = Some(loaded);
+            state.loaded = Some(visible_view(loaded));
             state.refcount = 1;
             abi::SUCCESS
         }
@@ -104,6 +112,22 @@ pub fn init() -> NvmlReturn {
             eprintln!("[MOCK_NVML ERROR] nvmlInit failed: {err}");
             err.code()
         }
+    }
+}
+
+/// What this process sees of `loaded` ([`visible`]): the cached state itself when nothing is
+/// filtered, else a renumbered copy of the visible GPUs (built at each first init, as the device
+/// nodes may differ from one init to the next).
+fn visible_view(loaded: Arc<Loaded>) -> Arc<Loaded> {
+    let minors: Vec<u32> = loaded
+        .devices
+        .iter()
+        .map(|device| device.minor_number)
+        .collect();
+    let present = visible::present_minors(&visible::dev_root(), &minors);
+    match visible::select(&minors, &present) {
+        Visibility::All => loaded,
+        Visibility::Only(positions) => Arc::new(loaded.restricted(&positions)),
     }
 }
 
@@ -154,9 +178,47 @@ impl Loaded {
             .and_then(|index| self.devices.get(index))
             .ok_or(abi::ERROR_INVALID_ARGUMENT)
     }
+
+    /// The state over the GPUs at `positions` only, renumbered from 0 in that order: each keeps
+    /// its UUID, bus id, minor number and fabric identity; the PCIe topology follows.
+    pub fn restricted(&self, positions: &[usize]) -> Loaded {
+        let kept: Vec<usize> = positions
+            .iter()
+            .copied()
+            .filter(|&position| position < self.devices.len())
+            .collect();
+        let devices = kept
+            .iter()
+            .enumerate()
+            .map(|(index, &position)| Device {
+                index: index as u32,
+                ..self.devices[position].clone()
+            })
+            .collect();
+        Loaded {
+            system: self.system.clone(),
+            devices,
+            pcie: self.pcie.as_ref().map(|pcie| pcie.restricted(&kept)),
+            host_indices: kept
+                .iter()
+                .map(|&position| self.host_indices[position])
+                .collect(),
+        }
+    }
+
+    /// The host index of visible GPU `index`.
+    pub fn host_index(&self, index: usize) -> Option<u32> {
+        self.host_indices.get(index).copied()
+    }
+
+    /// The visible index of the GPU with host index `host`, if this process sees it.
+    pub fn visible_index(&self, host: u32) -> Option<usize> {
+        self.host_indices.iter().position(|&at| at == host)
+    }
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
@@ -180,5 +242,43 @@ mod tests {
         );
         let local = 0u64;
         assert_eq!(slot_index(&local as *const u64 as usize), None);
+    }
+
+    #[test]
+    fn a_restricted_state_renumbers_and_remembers_host_indices() {
+        let profile = nvml_profile::Profile::parse(nvml_profile::GB200).unwrap();
+        let devices = profile.devices();
+        let full = Loaded {
+            system: profile.system().clone(),
+            host_indices: devices.iter().map(|device| device.index).collect(),
+            devices,
+            pcie: profile.pcie_topology(),
+        };
+        let visible = full.restricted(&[1, 3, 9]);
+        let seen: Vec<(u32, u32, &str)> = visible
+            .devices
+            .iter()
+            .map(|device| (device.index, device.minor_number, device.uuid.as_str()))
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                (0, 1, full.devices[1].uuid.as_str()),
+                (1, 3, full.devices[3].uuid.as_str())
+            ]
+        );
+        assert_eq!(visible.devices[1].pci_bus_id, full.devices[3].pci_bus_id);
+        assert_eq!(visible.devices[1].fabric, full.devices[3].fabric);
+        assert_eq!(
+            (visible.host_index(1), visible.host_index(2)),
+            (Some(3), None)
+        );
+        assert_eq!(
+            (visible.visible_index(3), visible.visible_index(0)),
+            (Some(1), None)
+        );
+        let pcie = visible.pcie.as_ref().unwrap();
+        assert_eq!(pcie.numa_node(0), full.pcie.as_ref().unwrap().numa_node(1));
+        assert_eq!(pcie.level(0, 2), None);
     }
 }

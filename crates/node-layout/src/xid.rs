@@ -32,7 +32,8 @@ pub const MAX_FILE_BYTES: u64 = 64 * 1024;
 pub struct Injection {
     /// Unique over the file's lifetime: what "delivered once" is keyed on.
     pub id: u64,
-    /// The GPU's NVML index.
+    /// The GPU's NVML index on the host (a container that sees fewer GPUs numbers them
+    /// differently; the mock library maps this index to the container's handle).
     pub gpu: u32,
     /// The Xid code.
     pub xid: u64,

@@ -13,6 +13,7 @@
 
 mod config;
 mod ffi;
+mod gpus;
 mod heal;
 mod health;
 mod plan;

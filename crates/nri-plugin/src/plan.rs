@@ -4,6 +4,10 @@
 //! them and a [`Staged`] snapshot that the caller took of the node's staged
 //! tree (see `staged.rs`), so every rule here is unit-tested without a
 //! filesystem.
+//! GPU device nodes: a container whose allocation names GPUs ([`gpus::request`]:
+//! `NVIDIA_VISIBLE_DEVICES`, `nvidia.com/gpu` CDI names) gets only those GPUs' nodes and the
+//! control nodes; one without a request gets every staged node when the pod's device annotation
+//! asks, else none. A device path the container already has is never added again.
 //! Nothing here fails: a problem becomes a warning and less injection.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -11,8 +15,9 @@ use std::path::PathBuf;
 
 use node_layout::channels::ChannelSelector;
 use node_layout::env;
-use node_layout::paths::Layout;
+use node_layout::paths::{self, Layout};
 
+use crate::gpus::{self, GpuRequest, Granted, StagedGpu};
 use crate::proto::{
     Container, ContainerAdjustment, KeyValue, LinuxContainerAdjustment, LinuxDevice, Mount,
     OptionalFileMode, OptionalUInt32, PodSandbox,
@@ -78,8 +83,11 @@ pub enum SkipReason {
 /// The devices an injected container asked for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Wants {
-    /// GPU device nodes (`nvidia*`).
+    /// GPU device nodes (`nvidia*`), every one, from the device annotation.
     pub gpus: bool,
+    /// The GPUs an allocation gave the container (`NVIDIA_VISIBLE_DEVICES`, CDI): when it says
+    /// anything, only those GPUs' nodes and the control nodes, whatever the annotation says.
+    pub request: GpuRequest,
     /// IMEX channels.
     pub channels: ChannelSelector,
     /// Problems with the annotations, to log.
@@ -114,6 +122,10 @@ pub struct Staged {
     pub gpu_nodes: Vec<DeviceNode>,
     /// Channel nodes, sorted by index (only when asked for).
     pub channel_nodes: Vec<DeviceNode>,
+    /// The staged profile's GPUs (only when a request lists GPUs).
+    pub gpus: Vec<StagedGpu>,
+    /// The request resolved against them ([`gpus::resolve`]); `None`: no request.
+    pub granted: Option<Granted>,
     /// Problems met while looking, to log.
     pub warnings: Vec<String>,
 }
@@ -148,9 +160,10 @@ pub fn select(policy: &Policy, pod: &PodSandbox, container: &Container) -> Selec
     }
 
     let mut warnings = Vec::new();
+    let request = gpus::request(container);
     let mut gpus = annotation(&policy.device_annotation)
         .is_some_and(|value| value.eq_ignore_ascii_case("true"));
-    if gpus && already_has_gpus(container) {
+    if gpus && request == GpuRequest::Unspecified && already_has_gpus(container) {
         warnings.push(format!(
             "container {} already has NVIDIA devices from a device plugin: no mock GPU nodes injected",
             container.name
@@ -172,6 +185,7 @@ pub fn select(policy: &Policy, pod: &PodSandbox, container: &Container) -> Selec
     };
     Selection::Inject(Wants {
         gpus,
+        request,
         channels,
         warnings,
     })
@@ -215,10 +229,13 @@ pub fn adjust(policy: &Policy, container: &Container, staged: Staged) -> Plan {
     }
     let env = env_changes(&container.env, &edits);
 
+    let existing = existing_device_paths(container);
     let devices: Vec<LinuxDevice> = staged
         .gpu_nodes
         .iter()
+        .filter(|node| granted(staged.granted.as_ref(), node))
         .chain(staged.channel_nodes.iter())
+        .filter(|node| !existing.contains(node.container_path.as_str()))
         .map(linux_device)
         .collect();
     let adjustment = ContainerAdjustment {
@@ -297,6 +314,34 @@ pub fn env_changes(existing: &[String], edits: &[(&str, EnvRule)]) -> Vec<KeyVal
             })
         })
         .chain(added)
+        .collect()
+}
+
+/// Whether a staged GPU node goes to a container granted `granted`: every node without a
+/// request (the caller staged them only when asked), else the control nodes and the granted
+/// GPUs' `nvidia<minor>`.
+fn granted(granted: Option<&Granted>, node: &DeviceNode) -> bool {
+    let name = node.container_path.rsplit('/').next().unwrap_or_default();
+    match granted {
+        None | Some(Granted::All) => true,
+        Some(Granted::Minors(minors)) => {
+            paths::GPU_CONTROL_NODES.contains(&name)
+                || name
+                    .strip_prefix(paths::GPU_NODE_PREFIX)
+                    .and_then(|minor| minor.parse::<u32>().ok())
+                    .is_some_and(|minor| minors.contains(&minor))
+        }
+    }
+}
+
+/// The device paths the container already has (containerd's CDI injection, a device plugin's
+/// device specs): never injected twice.
+fn existing_device_paths(container: &Container) -> BTreeSet<&str> {
+    container
+        .linux
+        .iter()
+        .flat_map(|linux| linux.devices.iter())
+        .map(|device| device.path.as_str())
         .collect()
 }
 
@@ -467,6 +512,7 @@ mod tests {
             wants(&[]),
             Wants {
                 gpus: false,
+                request: GpuRequest::Unspecified,
                 channels: ChannelSelector::None,
                 warnings: vec![]
             }
@@ -492,7 +538,7 @@ mod tests {
     }
 
     #[test]
-    fn gpus_are_not_injected_over_a_device_plugin() {
+    fn gpus_are_not_injected_over_a_device_plugin_without_a_request() {
         let policy = policy();
         let annotated = pod("default", &[("nvml-mock.nvidia.com/devices", "true")]);
         let mut raw = container(&[]);
@@ -502,18 +548,105 @@ mod tests {
                 ..LinuxDevice::default()
             }],
         });
+        match select(&policy, &annotated, &raw) {
+            Selection::Inject(wants) => {
+                assert!(!wants.gpus);
+                assert_eq!(wants.request, GpuRequest::Unspecified);
+                assert_eq!(wants.warnings.len(), 1);
+            }
+            Selection::Skip(reason) => panic!("unexpected skip {reason:?}"),
+        }
+        // A CDI device of NVIDIA's kind is a request: its GPU is injected (once, see
+        // `granted_gpus_and_control_nodes_are_injected_once`), whatever the annotation says.
         let mut cdi = container(&[]);
         cdi.cdi_devices.push(CdiDevice {
             name: "nvidia.com/gpu=0".to_owned(),
         });
-        for ctr in [raw, cdi] {
-            match select(&policy, &annotated, &ctr) {
-                Selection::Inject(wants) => {
-                    assert!(!wants.gpus);
-                    assert_eq!(wants.warnings.len(), 1);
-                }
-                Selection::Skip(reason) => panic!("unexpected skip {reason:?}"),
+        match select(&policy, &pod("default", &[]), &cdi) {
+            Selection::Inject(wants) => {
+                assert!(!wants.gpus);
+                assert_eq!(
+                    wants.request,
+                    GpuRequest::Listed(vec![gpus::GpuId::Index(0)])
+                );
+                assert!(wants.warnings.is_empty());
             }
+            Selection::Skip(reason) => panic!("unexpected skip {reason:?}"),
+        }
+    }
+
+    fn gpu_staged(granted: Option<Granted>) -> Staged {
+        let names = [
+            "nvidia-uvm",
+            "nvidia-uvm-tools",
+            "nvidia0",
+            "nvidia1",
+            "nvidia2",
+            "nvidia3",
+            "nvidiactl",
+        ];
+        Staged {
+            gpu_nodes: names
+                .iter()
+                .enumerate()
+                .map(|(minor, name)| node(&format!("/dev/{name}"), minor as i64))
+                .collect(),
+            granted,
+            ..staged()
+        }
+    }
+
+    fn device_paths(plan: &Plan) -> Vec<String> {
+        plan.adjustment
+            .iter()
+            .flat_map(|adjustment| adjustment.linux.iter())
+            .flat_map(|linux| linux.devices.iter())
+            .map(|device| device.path.clone())
+            .collect()
+    }
+
+    #[test]
+    fn granted_gpus_and_control_nodes_are_injected_once() {
+        let policy = policy();
+        let minors = |list: &[u32]| Some(Granted::Minors(list.iter().copied().collect()));
+        let plain = container(&["NVIDIA_VISIBLE_DEVICES=1,3"]);
+        let plan = adjust(&policy, &plain, gpu_staged(minors(&[1, 3])));
+        assert_eq!(
+            device_paths(&plan),
+            [
+                "/dev/nvidia-uvm",
+                "/dev/nvidia-uvm-tools",
+                "/dev/nvidia1",
+                "/dev/nvidia3",
+                "/dev/nvidiactl"
+            ]
+        );
+        // What containerd's CDI injection already added is not added again.
+        let mut injected = plain.clone();
+        injected.linux = Some(LinuxContainer {
+            devices: ["/dev/nvidia1", "/dev/nvidiactl"]
+                .map(|path| LinuxDevice {
+                    path: path.to_owned(),
+                    ..LinuxDevice::default()
+                })
+                .to_vec(),
+        });
+        let plan = adjust(&policy, &injected, gpu_staged(minors(&[1, 3])));
+        assert_eq!(
+            device_paths(&plan),
+            ["/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/nvidia3"]
+        );
+        // `none`: the control nodes only; `all` and no request: every staged node.
+        let none = adjust(&policy, &plain, gpu_staged(minors(&[])));
+        assert_eq!(
+            device_paths(&none),
+            ["/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/nvidiactl"]
+        );
+        for granted in [Some(Granted::All), None] {
+            assert_eq!(
+                device_paths(&adjust(&policy, &plain, gpu_staged(granted))).len(),
+                7
+            );
         }
     }
 

@@ -211,6 +211,9 @@ pub struct Container {
     /// `ContainerState` (see [`container_state`]); filled in Synchronize.
     #[prost(int32, tag = "4")]
     pub state: i32,
+    /// Container annotations (CDI device requests arrive as `cdi.k8s.io/*` entries).
+    #[prost(btree_map = "string, string", tag = "6")]
+    pub annotations: BTreeMap<String, String>,
     /// Environment, `KEY=VALUE` each.
     #[prost(string, repeated, tag = "8")]
     pub env: Vec<String>,

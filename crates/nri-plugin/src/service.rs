@@ -196,6 +196,9 @@ impl PluginService {
             }
             Selection::Inject(wants) => wants,
         };
+        if wants.request != crate::gpus::GpuRequest::Unspecified {
+            tracing::info!(container = %who, request = ?wants.request, "GPU allocation");
+        }
         for warning in &wants.warnings {
             tracing::warn!(container = %who, "{warning}");
         }

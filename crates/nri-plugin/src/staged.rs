@@ -11,7 +11,11 @@ use std::path::Path;
 use node_layout::channels::ChannelSelector;
 use node_layout::paths::{self, Layout};
 
+use crate::gpus::{self, GpuRequest, StagedGpu};
 use crate::plan::{DeviceNode, Policy, Staged, Wants};
+
+/// The largest staged profile read to resolve GPU UUIDs (as the mock library's limit).
+const MAX_PROFILE_BYTES: u64 = 4 << 20;
 
 /// Takes the snapshot one container's injection needs.
 pub fn snapshot(policy: &Policy, wants: &Wants) -> Staged {
@@ -24,11 +28,57 @@ pub fn snapshot(policy: &Policy, wants: &Wants) -> Staged {
         return staged;
     }
     staged.topology_present = !policy.node_name.is_empty() && layout.topology().is_file();
-    if wants.gpus {
+    if wants.gpus || wants.request != GpuRequest::Unspecified {
         staged.gpu_nodes = gpu_nodes(&layout.dev_dir(), &mut staged.warnings);
     }
+    if matches!(wants.request, GpuRequest::Listed(_)) {
+        staged.gpus = gpu_table(&layout.config(), &mut staged.warnings);
+    }
+    let (granted, warnings) = gpus::resolve(&wants.request, &staged.gpus);
+    staged.granted = granted;
+    staged.warnings.extend(warnings);
     staged.channel_nodes = channel_nodes(&layout, &wants.channels, &mut staged.warnings);
     staged
+}
+
+/// The staged profile's GPUs (index, UUID, minor), which map a request's UUIDs and indices to
+/// device nodes; a profile that cannot be read or parsed gives none, with a warning.
+fn gpu_table(config: &Path, warnings: &mut Vec<String>) -> Vec<StagedGpu> {
+    let bytes = match fs::metadata(config) {
+        Ok(meta) if meta.is_file() && meta.len() <= MAX_PROFILE_BYTES => {
+            fs::read(config).map_err(|err| err.to_string())
+        }
+        Ok(_) => Err(format!(
+            "not a regular file of at most {MAX_PROFILE_BYTES} bytes"
+        )),
+        Err(err) => Err(err.to_string()),
+    };
+    let profile = bytes.and_then(|bytes| parse_profile(&bytes));
+    match profile {
+        Ok(profile) => profile
+            .devices()
+            .into_iter()
+            .map(|device| StagedGpu {
+                index: device.index,
+                uuid: device.uuid,
+                minor: device.minor_number,
+            })
+            .collect(),
+        Err(err) => {
+            warnings.push(format!(
+                "cannot read the staged profile {}: {err}; the requested GPUs cannot be resolved",
+                config.display()
+            ));
+            Vec::new()
+        }
+    }
+}
+
+/// The staged profile's bytes as a profile, in the form the stager writes (the one place here
+/// that knows that form).
+fn parse_profile(bytes: &[u8]) -> Result<nvml_profile::Profile, String> {
+    let text = std::str::from_utf8(bytes).map_err(|err| err.to_string())?;
+    nvml_profile::Profile::parse(text).map_err(|err| err.to_string())
 }
 
 /// The glibc encoding of `st_rdev`: (major, minor).
@@ -212,6 +262,7 @@ mod tests {
     fn wants(gpus: bool, channels: ChannelSelector) -> Wants {
         Wants {
             gpus,
+            request: GpuRequest::Unspecified,
             channels,
             warnings: Vec::new(),
         }
@@ -252,6 +303,40 @@ mod tests {
         assert_one_warning(&staged, |warning| {
             warning.contains("nvidia-broken is not a character device")
         });
+    }
+
+    #[test]
+    fn a_request_is_resolved_through_the_staged_profile() {
+        let (dir, policy) = tree(&[]);
+        let config = Layout::new(dir.path().to_path_buf()).config();
+        fs::create_dir_all(config.parent().expect("config dir")).expect("config dir");
+        fs::write(&config, nvml_profile::GB200).expect("profile");
+        let profile = nvml_profile::Profile::parse(nvml_profile::GB200).expect("gb200");
+        let uuid = profile.devices()[2].uuid.clone();
+        let mut listed = wants(false, ChannelSelector::None);
+        listed.request = GpuRequest::Listed(vec![gpus::GpuId::Uuid(uuid)]);
+        let staged = snapshot(&policy, &listed);
+        assert_eq!(staged.gpus.len(), profile.devices().len());
+        assert_eq!(
+            staged.granted,
+            Some(gpus::Granted::Minors(
+                [profile.devices()[2].minor_number].into()
+            ))
+        );
+        // Every staged node is listed; the planner keeps the granted ones.
+        assert_eq!(paths(&staged.gpu_nodes), ["/dev/nvidia0", "/dev/nvidiactl"]);
+
+        fs::write(&config, "version: 1\n").expect("profile");
+        let staged = snapshot(&policy, &listed);
+        assert_eq!(staged.granted, Some(gpus::Granted::Minors([].into())));
+        assert!(
+            staged
+                .warnings
+                .iter()
+                .any(|warning| warning.starts_with("cannot read the staged profile")),
+            "{:?}",
+            staged.warnings
+        );
     }
 
     #[test]

@@ -137,6 +137,18 @@ impl PcieTopology {
         let place = self.places.get(gpu)?;
         Some(self.numa_nodes[place.numa].0)
     }
+
+    /// The topology over a subset of the GPUs, renumbered: GPU `n` of the result is GPU
+    /// `gpus[n]` of this one (per-container visibility); positions past the count are skipped.
+    pub fn restricted(&self, gpus: &[usize]) -> PcieTopology {
+        PcieTopology {
+            places: gpus
+                .iter()
+                .filter_map(|&gpu| self.places.get(gpu).cloned())
+                .collect(),
+            numa_nodes: self.numa_nodes.clone(),
+        }
+    }
 }
 
 /// Validates the document against `gpu_count` listed devices and resolves it for the first
@@ -349,6 +361,20 @@ mod tests {
         assert_eq!(topology.gpus_of_cpu(72), Some(vec![]));
         assert_eq!(topology.level(0, 2), None);
         assert_eq!(topology.nearest(0, System), Some(vec![1]));
+    }
+
+    #[test]
+    fn a_restricted_topology_renumbers_the_chosen_gpus() {
+        let topology = Profile::parse(H100).unwrap().pcie_topology().unwrap();
+        // Host GPUs 1, 4 and 5 become 0, 1 and 2; 9 does not exist and is skipped.
+        let visible = topology.restricted(&[1, 4, 5, 9]);
+        assert_eq!(visible.level(0, 1), Some(System));
+        assert_eq!(visible.level(1, 2), Some(Single));
+        assert_eq!(visible.level(0, 3), None);
+        assert_eq!(visible.nearest(1, Single), Some(vec![2]));
+        assert_eq!(visible.gpus_of_cpu(112), Some(vec![0]));
+        assert_eq!(visible.gpus_of_cpu(60), Some(vec![1, 2]));
+        assert_eq!(visible.numa_node(1), topology.numa_node(4));
     }
 
     #[test]

@@ -43,9 +43,11 @@ pub extern "C" fn nvmlDeviceRegisterEvents(
     set: nvmlEventSet_t,
 ) -> NvmlReturn {
     guard(|| {
-        with_device(device, |_, _| {
-            let gpu = state::slot_index(device as usize).ok_or(abi::ERROR_INVALID_ARGUMENT)?;
-            events::with_set(set as usize, |set| set.register(gpu, event_types))?
+        with_device(device, |loaded, _| {
+            let slot = state::slot_index(device as usize).ok_or(abi::ERROR_INVALID_ARGUMENT)?;
+            // Sets register by host index, the control file's numbering.
+            let gpu = loaded.host_index(slot).ok_or(abi::ERROR_INVALID_ARGUMENT)?;
+            events::with_set(set as usize, |set| set.register(gpu as usize, event_types))?
         })
     })
 }
@@ -64,7 +66,12 @@ fn next_event(
     events::with_set(set as usize, |_| ())?;
     non_null([data])?;
     let event = events::next_event(set as usize, Duration::from_millis(timeout_ms.into()))?;
-    let device = state::handle(event.gpu).ok_or(abi::ERROR_UNKNOWN)? as usize;
+    // A set registers only visible GPUs, so the event's host index maps back to a handle.
+    let index = u32::try_from(event.gpu)
+        .ok()
+        .and_then(|host| state::loaded().ok()?.visible_index(host))
+        .ok_or(abi::ERROR_UNKNOWN)?;
+    let device = state::handle(index).ok_or(abi::ERROR_UNKNOWN)? as usize;
     Ok(abi::EventData {
         device,
         event_type: event.event_type,

@@ -32,6 +32,7 @@ impl Session {
         std::env::set_var("MOCK_NVML_CONFIG", &config);
         std::env::remove_var("MOCK_NVML_STRICT");
         std::env::remove_var(node_layout::env::MOCK_NVML_XID_FILE);
+        std::env::remove_var(node_layout::env::MOCK_NVML_DEV_ROOT);
         match topology {
             Some((text, node)) => {
                 let path = dir.path().join("topology.yaml");
@@ -1194,6 +1195,9 @@ fn a_profile_without_topology_or_nvlink_is_not_supported() {
 
 #[path = "events_tests.rs"]
 mod events_tests;
+
+#[path = "visible_tests.rs"]
+mod visible_tests;
 
 #[path = "health_tests.rs"]
 mod health_tests;
