@@ -746,6 +746,8 @@ mod tests {
             config.matches("image: cdsim/kind-node:v1-w-worker").count(),
             4
         );
+        // The scratch directory is the real cache's: leave nothing behind.
+        let _ = std::fs::remove_dir_all(Path::new(path).parent().expect("a directory"));
     }
 
     #[test]
