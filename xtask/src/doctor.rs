@@ -91,15 +91,25 @@ pub fn judge(requirement: &Requirement, output: Option<&str>) -> Verdict {
     }
 }
 
-/// kind's known issue: every node's kubelet and containerd take inotify
-/// instances; below 512 a second 5-node cluster fails with "too many open files".
-pub fn inotify_advice(max_user_instances: u64) -> Option<String> {
-    if max_user_instances >= 512 {
+/// The `fs.inotify.max_user_instances` a cluster of `nodes` kind nodes
+/// needs: every node's kubelet, containerd and kube-proxy take instances. At
+/// 512, 5 nodes run and 37 did not (2026-12-04: 12 of the 37 kube-proxy pods
+/// failed with "too many open files" until the limit was raised to 8192):
+/// 32 per node, never under 512.
+pub fn inotify_needed(nodes: usize) -> u64 {
+    (nodes as u64 * 32).max(512)
+}
+
+/// kind's known issue, for a cluster of `nodes` nodes: below the instances
+/// they need, kubelets and kube-proxy fail with "too many open files".
+pub fn inotify_advice(max_user_instances: u64, nodes: usize) -> Option<String> {
+    let needed = inotify_needed(nodes);
+    if max_user_instances >= needed {
         return None;
     }
     Some(format!(
-        "fs.inotify.max_user_instances is {max_user_instances}: kubelets fail with \"inotify_init: too many open files\" \
-         once ~10 kind nodes run; raise it with `sysctl -w fs.inotify.max_user_instances=512`"
+        "fs.inotify.max_user_instances is {max_user_instances}, {nodes} kind nodes need {needed}: kubelets and \
+         kube-proxy fail with \"too many open files\" otherwise; raise it with `sysctl -w fs.inotify.max_user_instances={needed}`"
     ))
 }
 
@@ -238,8 +248,12 @@ pub fn run(sh: &Shell, args: &crate::flags::DoctorArgs) -> anyhow::Result<()> {
     let instances = std::fs::read_to_string("/proc/sys/fs/inotify/max_user_instances")
         .ok()
         .and_then(|text| text.trim().parse::<u64>().ok());
-    match instances.map(inotify_advice) {
-        Some(None) => println!("✓ inotify  max_user_instances >= 512"),
+    let nodes = args.trays + 1;
+    match instances.map(|it| inotify_advice(it, nodes)) {
+        Some(None) => println!(
+            "✓ inotify  max_user_instances >= {} ({nodes} nodes)",
+            inotify_needed(nodes)
+        ),
         Some(Some(advice)) => println!("! inotify  {advice}"),
         None => println!("! inotify  cannot read /proc/sys/fs/inotify/max_user_instances"),
     }
@@ -421,11 +435,14 @@ mod tests {
 
     #[test]
     fn low_inotify_limits_get_the_sysctl() {
-        let advice = inotify_advice(128).expect("too low");
+        let advice = inotify_advice(128, 5).expect("too low");
         assert!(
             advice.contains("sysctl -w fs.inotify.max_user_instances=512"),
             "{advice}"
         );
-        assert_eq!(inotify_advice(512), None);
+        assert_eq!(inotify_advice(512, 5), None);
+        let two_racks = inotify_advice(512, 37).expect("37 nodes failed at 512");
+        assert!(two_racks.contains("37 kind nodes need 1184"), "{two_racks}");
+        assert_eq!(inotify_advice(8192, 37), None);
     }
 }
