@@ -204,6 +204,31 @@ pub fn room_lines(host: crate::capacity::Host, trays: usize) -> Vec<String> {
     .collect()
 }
 
+/// The inotify line for a cluster of `nodes` kind nodes.
+fn print_inotify(nodes: usize) {
+    let instances = std::fs::read_to_string("/proc/sys/fs/inotify/max_user_instances")
+        .ok()
+        .and_then(|text| text.trim().parse::<u64>().ok());
+    match instances.map(|it| inotify_advice(it, nodes)) {
+        Some(None) => println!(
+            "✓ inotify  max_user_instances >= {} ({nodes} nodes)",
+            inotify_needed(nodes)
+        ),
+        Some(Some(advice)) => println!("! inotify  {advice}"),
+        None => println!("! inotify  cannot read /proc/sys/fs/inotify/max_user_instances"),
+    }
+}
+
+/// The room lines for `trays`, or why they cannot be had.
+fn print_room(sh: &Shell, trays: usize) {
+    match crate::capacity::probe_host(&crate::flow::docker_only(sh)) {
+        Ok(host) => room_lines(host, trays)
+            .iter()
+            .for_each(|line| println!("{line}")),
+        Err(err) => println!("! room     cannot check the free disk and memory: {err:#}"),
+    }
+}
+
 /// Prints every prerequisite and where each tool came from; fails when a
 /// required one can be neither found nor installed automatically.
 pub fn run(sh: &Shell, args: &crate::flags::DoctorArgs) -> anyhow::Result<()> {
@@ -245,18 +270,7 @@ pub fn run(sh: &Shell, args: &crate::flags::DoctorArgs) -> anyhow::Result<()> {
         }
     }
     println!("{}", go_line(go.as_deref(), tools_missing && go.is_none()));
-    let instances = std::fs::read_to_string("/proc/sys/fs/inotify/max_user_instances")
-        .ok()
-        .and_then(|text| text.trim().parse::<u64>().ok());
-    let nodes = args.trays + 1;
-    match instances.map(|it| inotify_advice(it, nodes)) {
-        Some(None) => println!(
-            "✓ inotify  max_user_instances >= {} ({nodes} nodes)",
-            inotify_needed(nodes)
-        ),
-        Some(Some(advice)) => println!("! inotify  {advice}"),
-        None => println!("! inotify  cannot read /proc/sys/fs/inotify/max_user_instances"),
-    }
+    print_inotify(args.trays + 1);
     match crate::tools::host_fixes(sh, crate::tools::HostNeeds::Engine) {
         Ok(fixes) if fixes.is_empty() => {
             println!("✓ host     the engine answers and runs privileged containers")
@@ -269,12 +283,7 @@ pub fn run(sh: &Shell, args: &crate::flags::DoctorArgs) -> anyhow::Result<()> {
         }
         Err(err) => println!("! host     cannot check: {err:#}"),
     }
-    match crate::capacity::probe_host(&crate::flow::docker_only(sh)) {
-        Ok(host) => room_lines(host, args.trays)
-            .iter()
-            .for_each(|line| println!("{line}")),
-        Err(err) => println!("! room     cannot check the free disk and memory: {err:#}"),
-    }
+    print_room(sh, args.trays);
     match crate::dirs::cache_dir() {
         Ok(dir) => println!(
             "✓ cache    {} (locks, scratch files, image archives, built tools)",
