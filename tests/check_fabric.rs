@@ -12,7 +12,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use integration_tests::{artifact, mock_nvml_lib_dir, repo_root};
+use integration_tests::{artifact, mock_nvml_lib_dir, repo_root, staged_shipped_profile};
 
 const CLUSTER: &str = "nvml-mock-compute-domain";
 const DEMO_UUID: &str = "00000000-0000-0000-0000-0000000000ab";
@@ -35,7 +35,8 @@ impl Fixture {
 
     fn topology_file(&self, name: &str, topology: &topology::Topology) -> PathBuf {
         let path = self.scratch.path().join(name);
-        std::fs::write(&path, topology.to_yaml()).expect("write topology");
+        // Staged, as the stager writes it (the library reads no YAML).
+        std::fs::write(&path, topology::staged::encode(topology)).expect("write topology");
         path
     }
 
@@ -66,12 +67,9 @@ impl Fixture {
     }
 }
 
+/// The shipped profile `profile`, staged.
 fn profile_path(profile: &str) -> PathBuf {
-    let path = repo_root()
-        .join("manifests/helm/nvml-mock/profiles")
-        .join(format!("{profile}.yaml"));
-    assert!(path.is_file(), "profile {} is missing", path.display());
-    path
+    staged_shipped_profile(profile)
 }
 
 fn workers() -> Vec<String> {
@@ -211,7 +209,7 @@ fn check_node(
 fn demo_workers_report_cliques_0_0_1_1() {
     let fixture = Fixture::new();
     let workers = workers();
-    let topology = fixture.topology_file("demo.yaml", &topology::demo(&workers));
+    let topology = fixture.topology_file("demo.bin", &topology::demo(&workers));
     for (worker, clique) in workers.iter().zip([0, 0, 1, 1]) {
         let short = worker.trim_start_matches(&format!("{CLUSTER}-"));
         check_node(
@@ -229,7 +227,7 @@ fn demo_workers_report_cliques_0_0_1_1() {
 fn rebind_topology_moves_every_worker_to_clique_99() {
     let fixture = Fixture::new();
     let workers = workers();
-    let topology = fixture.topology_file("rebind.yaml", &topology::rebind(&workers));
+    let topology = fixture.topology_file("rebind.bin", &topology::rebind(&workers));
     for worker in &workers {
         let short = worker.trim_start_matches(&format!("{CLUSTER}-"));
         check_node(
@@ -246,7 +244,7 @@ fn rebind_topology_moves_every_worker_to_clique_99() {
 #[test]
 fn node_outside_the_topology_keeps_the_profile_defaults() {
     let fixture = Fixture::new();
-    let topology = fixture.topology_file("demo.yaml", &topology::demo(&workers()));
+    let topology = fixture.topology_file("demo.bin", &topology::demo(&workers()));
     let node = format!("{CLUSTER}-control-plane");
     check_node(
         &fixture,
@@ -378,7 +376,7 @@ fn a_profile_at_dev_zero_fails_init_with_one_line() {
         [
             "[MOCK_NVML ERROR] nvmlInit failed: cannot read the GPU profile /dev/zero \
           (MOCK_NVML_CONFIG): it is a character device, not a regular file: point the variable \
-          at a YAML file"
+          at a staged file"
         ],
         "{message}"
     );
@@ -393,7 +391,7 @@ fn a_strict_topology_at_dev_zero_fails_init_with_one_line() {
         message.lines().any(|line| line
             == "[MOCK_NVML ERROR] nvmlInit failed: cannot read the topology /dev/zero \
                 (MOCK_TOPOLOGY_CONFIG): it is a character device, not a regular file: point the \
-                variable at a YAML file; keeping the profile's fabric identity \
+                variable at a staged file; keeping the profile's fabric identity \
                 (MOCK_NVML_STRICT is set, so this fails init)"),
         "{message}"
     );

@@ -76,11 +76,11 @@ fn containerd_injects_the_staged_tree_through_nri() {
     assert_eq!(var(&env, "NODE_NAME"), Some(NODE_NAME), "{env:?}");
     assert_eq!(
         var(&env, "MOCK_TOPOLOGY_CONFIG"),
-        Some("/opt/nvml-mock/driver/topology/topology.yaml")
+        Some("/opt/nvml-mock/driver/topology/topology.bin")
     );
     assert_eq!(
         var(&env, "MOCK_NVML_CONFIG"),
-        Some("/opt/nvml-mock/driver/config/config.yaml")
+        Some("/opt/nvml-mock/driver/config/profile.bin")
     );
     assert!(
         var(&env, "PATH").is_some_and(|path| path.starts_with("/opt/nvml-mock/driver/usr/bin:")),

@@ -493,9 +493,8 @@ fn docker_loads_the_mock_image_and_check_fabric_reads_the_staged_library() {
         _cleanup,
         dir,
     } = docker_loaded(MOCK);
-    let topology = dir.path().join("topology.yaml");
-    std::fs::write(&topology, demo_topology_document()).expect("write topology");
-    let mount = format!("{}:/topology/topology.yaml:ro", topology.display());
+    let staged = stage_gb200_and_demo_topology(dir.path());
+    let mount = format!("{}:/staged:ro", staged.display());
     let output = run_ok(Command::new("docker").args([
         "run",
         "--rm",
@@ -504,9 +503,9 @@ fn docker_loads_the_mock_image_and_check_fabric_reads_the_staged_library() {
         "-v",
         &mount,
         "-e",
-        "MOCK_NVML_CONFIG=/etc/nvml-mock/profiles/gb200.yaml",
+        "MOCK_NVML_CONFIG=/staged/profile.bin",
         "-e",
-        "MOCK_TOPOLOGY_CONFIG=/topology/topology.yaml",
+        "MOCK_TOPOLOGY_CONFIG=/staged/topology.bin",
         "-e",
         "LD_LIBRARY_PATH=/usr/local/lib",
         "-e",
@@ -515,6 +514,22 @@ fn docker_loads_the_mock_image_and_check_fabric_reads_the_staged_library() {
         "/usr/local/bin/check-fabric",
     ]));
     assert_fabric_identity(&String::from_utf8_lossy(&output.stdout), "1");
+}
+
+/// `<dir>/staged` holding the image's gb200 profile (`/etc/nvml-mock/profiles/gb200.yaml`, the
+/// repository's file) and the demo topology, staged as the stager stages them on a node (the
+/// library reads only the staged form), as `profile.bin` and `topology.bin`.
+fn stage_gb200_and_demo_topology(dir: &std::path::Path) -> std::path::PathBuf {
+    let staged = dir.join("staged");
+    std::fs::create_dir_all(&staged).expect("create the staged dir");
+    let profile = repo_root().join("manifests/helm/nvml-mock/profiles/gb200.yaml");
+    integration_tests::staged::stage_profile(&profile, &staged.join("profile.bin"));
+    std::fs::write(
+        staged.join("topology.bin"),
+        integration_tests::staged::topology_bytes(&demo_topology_document()),
+    )
+    .expect("write the staged topology");
+    staged
 }
 
 /// check-fabric's text output: every GPU in the demo domain, in `clique`, fabric completed.
@@ -778,11 +793,10 @@ fn containerd_imports_both_archives_with_kinds_flags_and_runs_them() {
         "echo ok > /tmp/probe && cat /tmp/probe && test -x /usr/bin/nvidia-imex",
     ]));
     assert_eq!(String::from_utf8_lossy(&output.stdout).trim(), "ok");
-    let topology = dir.path().join("topology.yaml");
-    std::fs::write(&topology, demo_topology_document()).expect("write topology");
+    let staged = stage_gb200_and_demo_topology(dir.path());
     let mount = format!(
-        "type=bind,src={},dst=/topology/topology.yaml,options=rbind:ro",
-        topology.display()
+        "type=bind,src={},dst=/staged,options=rbind:ro",
+        staged.display()
     );
     let output = run_ok(daemon.ctr(&bin).args([
         "run",
@@ -791,9 +805,9 @@ fn containerd_imports_both_archives_with_kinds_flags_and_runs_them() {
         "--mount",
         &mount,
         "--env",
-        "MOCK_NVML_CONFIG=/etc/nvml-mock/profiles/gb200.yaml",
+        "MOCK_NVML_CONFIG=/staged/profile.bin",
         "--env",
-        "MOCK_TOPOLOGY_CONFIG=/topology/topology.yaml",
+        "MOCK_TOPOLOGY_CONFIG=/staged/topology.bin",
         "--env",
         "LD_LIBRARY_PATH=/usr/local/lib",
         "--env",

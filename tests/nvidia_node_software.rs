@@ -23,7 +23,9 @@ use std::{
     time::{Duration, Instant},
 };
 
-use integration_tests::{artifact, checked, pin, repo_root, require_program, stager_input_args};
+use integration_tests::{
+    artifact, checked, pin, repo_root, require_program, staged_profile, stager_input_args,
+};
 use nvml_profile::Profile;
 use serde_json::Value;
 
@@ -269,13 +271,13 @@ fn table_names(device: &nvml_profile::Device) -> Vec<String> {
     names
 }
 
-/// A shipped profile's path and its parsed document.
+/// A shipped profile staged (the file the library reads) and its parsed document.
 fn shipped_profile(name: &str) -> (PathBuf, Profile) {
     let path = profile_path(name);
     let text = std::fs::read_to_string(&path)
         .unwrap_or_else(|err| panic!("cannot read {}: {err}", path.display()));
     let profile = Profile::parse(&text).unwrap_or_else(|err| panic!("{name}: {err}"));
-    (path, profile)
+    (staged_profile(&path), profile)
 }
 
 /// `manifests/helm/nvml-mock/profiles/<name>.yaml`.

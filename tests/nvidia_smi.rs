@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use integration_tests::{artifact, mock_nvml_lib_dir, repo_root};
+use integration_tests::{artifact, mock_nvml_lib_dir, repo_root, staged_shipped_profile};
 use nvml_profile::{
     AddressingMode, Architecture, Brand, ComputeMode, Device, FabricState, HealthSummary, PciBusId,
     Profile,
@@ -38,7 +38,7 @@ impl Run<'_> {
             .env_clear()
             .env("PATH", "/usr/bin:/bin")
             .env("LD_LIBRARY_PATH", self.lib_dir)
-            .env("MOCK_NVML_CONFIG", profile_path(self.profile));
+            .env("MOCK_NVML_CONFIG", staged_shipped_profile(self.profile));
         if let Some(topology) = self.topology {
             command.env("MOCK_TOPOLOGY_CONFIG", topology);
         }
@@ -504,8 +504,8 @@ fn gb200_q_and_q_x_report_the_profile_and_the_trays_clique() {
     let scratch = tempfile::tempdir().expect("temp dir");
     let workers = topology::kind_workers(CLUSTER, 4);
     let demo = topology::demo(&workers);
-    let topology_file = scratch.path().join("topology.yaml");
-    std::fs::write(&topology_file, demo.to_yaml()).expect("write the topology");
+    let topology_file = scratch.path().join("topology.bin");
+    std::fs::write(&topology_file, topology::staged::encode(&demo)).expect("write the topology");
     // The third worker is in the demo's second clique.
     let node = &workers[2];
     let identity = demo.resolve(node).expect("the node is in the topology");

@@ -21,7 +21,8 @@ use std::{
 };
 
 use integration_tests::{
-    checked, mock_nvml_lib_dir, mock_nvml_library, repo_root, require_program,
+    checked, mock_nvml_lib_dir, mock_nvml_library, repo_root, require_program, staged_profile,
+    staged_topology,
 };
 use nvml_profile::{Architecture, Device, PciBusId, Profile, TopologyLevel};
 use serde_json::Value;
@@ -59,15 +60,21 @@ fn profile_path(name: &str) -> PathBuf {
         .join(format!("{name}.yaml"))
 }
 
+/// The demo topology, staged (the library reads only the staged form), once per process.
 fn demo_topology() -> PathBuf {
-    repo_root().join("tests/nvml/topology-demo.yaml")
+    static STAGED: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    STAGED
+        .get_or_init(|| staged_topology(&repo_root().join("tests/nvml/topology-demo.yaml")))
+        .clone()
 }
 
+/// The shipped profile `name`: the staged file the library reads, and the parsed profile.
 fn load_profile(name: &str) -> (PathBuf, Profile) {
-    let path = profile_path(name);
-    let text = std::fs::read_to_string(&path)
-        .unwrap_or_else(|err| panic!("cannot read {}: {err}", path.display()));
-    let profile = Profile::parse(&text).unwrap_or_else(|err| panic!("{}: {err}", path.display()));
+    let yaml = profile_path(name);
+    let text = std::fs::read_to_string(&yaml)
+        .unwrap_or_else(|err| panic!("cannot read {}: {err}", yaml.display()));
+    let profile = Profile::parse(&text).unwrap_or_else(|err| panic!("{}: {err}", yaml.display()));
+    let path = staged_profile(&yaml);
     (path, profile)
 }
 
@@ -770,7 +777,8 @@ fn misconfiguration_is_one_clear_line() {
         "go-nvml shows the library's error string: {stderr}"
     );
 
-    // An invalid profile: UNKNOWN, one error line naming the file.
+    // A YAML profile (not staged): UNKNOWN, one error line naming the file and the command
+    // that stages it.
     let bad_profile = dir.path().join("profile.yaml");
     std::fs::write(&bad_profile, "version: 1\nname: broken\n").expect("write the profile");
     let mut command = client_command(&client, lib_dir.path(), &worker);
@@ -779,7 +787,9 @@ fn misconfiguration_is_one_clear_line() {
     assert!(!ok);
     assert!(
         only_mock_line(&stderr).contains(&format!(
-            "{} (MOCK_NVML_CONFIG): invalid profile",
+            "{} (MOCK_NVML_CONFIG): text (a YAML document?), not a staged file; the library \
+             reads a staged profile: `nvml-mock-stager compile-profile <yaml> --out <file>` \
+             writes one",
             bad_profile.display()
         )),
         "{stderr}"
@@ -865,8 +875,9 @@ fn pynvml_reads_processes_affinity_codecs_fields_and_gpm() {
     )
     .expect("processes");
     let text = serde_yaml::to_string(&doc).expect("YAML");
-    let path = dir.path().join("gb200-processes.yaml");
-    std::fs::write(&path, &text).expect("write the profile");
+    let yaml = dir.path().join("gb200-processes.yaml");
+    std::fs::write(&yaml, &text).expect("write the profile");
+    let path = staged_profile(&yaml);
     let profile = Profile::parse(&text).expect("the profile with processes parses");
     let gpu = profile.device(3).expect("GPU 3");
     let scenario = Scenario {

@@ -20,7 +20,7 @@ use std::{
 };
 
 use integration_tests::{
-    checked, mock_nvml_lib_dir, mock_nvml_library, repo_root, require_program,
+    checked, mock_nvml_lib_dir, mock_nvml_library, repo_root, require_program, staged_profile,
 };
 use node_layout::xid;
 use nvml_profile::Profile;
@@ -51,12 +51,13 @@ fn events_client() -> PathBuf {
     binary
 }
 
+/// The staged gb200 profile the library reads, and the parsed profile.
 fn gb200() -> (PathBuf, Profile) {
     let path = repo_root().join("manifests/helm/nvml-mock/profiles/gb200.yaml");
     let text = std::fs::read_to_string(&path)
         .unwrap_or_else(|err| panic!("cannot read {}: {err}", path.display()));
     let profile = Profile::parse(&text).unwrap_or_else(|err| panic!("gb200: {err}"));
-    (path, profile)
+    (staged_profile(&path), profile)
 }
 
 /// Writes the control file as the stager does: the new text to a temporary file, then rename.

@@ -209,16 +209,26 @@ fn kind_config_is_a_v1alpha4_cluster_of_one_control_plane_and_four_workers() {
 }
 
 #[test]
-fn kind_config_workers_carry_their_clique_labels() {
-    // Informational, as upstream: worker, worker2 -> clique 0; worker3, worker4 -> clique 1.
+fn kind_config_workers_carry_their_rack_and_clique_labels() {
+    // Informational, as upstream: worker, worker2 -> clique 0; worker3, worker4 -> clique 1;
+    // all in rack 0. The file is the template of every generated config: its
+    // node list is the default layout's (harness `kind_config.rs` pins that),
+    // and a generated list has only these fields, so this schema check covers it.
     let cluster = cluster();
-    let cliques: Vec<Option<&str>> = cluster
+    let places: Vec<(Option<&str>, Option<&str>)> = cluster
         .nodes
         .iter()
         .filter(|node| node.role == Role::Worker)
-        .map(|node| node.labels.get("nvml-mock/clique").map(String::as_str))
+        .map(|node| {
+            let label = |key: &str| node.labels.get(key).map(String::as_str);
+            (label("nvml-mock/rack"), label("nvml-mock/clique"))
+        })
         .collect();
-    assert_eq!(cliques, [Some("0"), Some("0"), Some("1"), Some("1")]);
+    let at = |rack, clique| (Some(rack), Some(clique));
+    assert_eq!(
+        places,
+        [at("0", "0"), at("0", "0"), at("0", "1"), at("0", "1")]
+    );
 }
 
 #[test]

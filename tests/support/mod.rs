@@ -97,6 +97,7 @@ pub fn pin(section: &str, key: &str) -> String {
         .to_owned()
 }
 
+pub use test_support::staged;
 pub use test_support::{
     assert_contains, assert_reads_long_name_and_hard_link, bench_runs, checked,
     imex_archive_long_name, permission_bits, IMEX_ARCHIVE_FILES, IMEX_ARCHIVE_HARD_LINK,
@@ -148,4 +149,38 @@ pub fn demo_topology_document() -> String {
     document.insert("version".into(), 1.into());
     document.insert("domains".into(), values["topology"]["domains"].clone());
     serde_yaml::to_string(&document).unwrap_or_else(|err| panic!("cannot render YAML: {err}"))
+}
+
+/// A scratch file of this test process in the profile directory (`target/debug/staged-scratch`),
+/// named after `stem` and unique per call (so no test rewrites a file another one is loading).
+fn scratch_file(stem: &str) -> PathBuf {
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let dir = profile_dir().join("staged-scratch");
+    std::fs::create_dir_all(&dir)
+        .unwrap_or_else(|err| panic!("cannot create {}: {err}", dir.display()));
+    let next = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    dir.join(format!("{}-{next}-{stem}.bin", std::process::id()))
+}
+
+fn stem_of(path: &Path) -> String {
+    path.file_stem().map_or_else(
+        || "file".to_owned(),
+        |stem| stem.to_string_lossy().into_owned(),
+    )
+}
+
+/// The YAML profile at `yaml`, staged (the mock library reads only the staged form) into a
+/// scratch file, through `test_support::staged` (the stager's encoder).
+pub fn staged_profile(yaml: &Path) -> PathBuf {
+    test_support::staged::stage_profile(yaml, &scratch_file(&stem_of(yaml)))
+}
+
+/// The YAML topology at `yaml`, staged into a scratch file (see [`staged_profile`]).
+pub fn staged_topology(yaml: &Path) -> PathBuf {
+    test_support::staged::stage_topology(yaml, &scratch_file(&stem_of(yaml)))
+}
+
+/// The shipped profile `name` (`manifests/helm/nvml-mock/profiles/<name>.yaml`), staged.
+pub fn staged_shipped_profile(name: &str) -> PathBuf {
+    staged_profile(&repo_root().join(format!("manifests/helm/nvml-mock/profiles/{name}.yaml")))
 }

@@ -41,6 +41,16 @@ struct Side {
     lib_dir: PathBuf,
     check_fabric: PathBuf,
     profile: PathBuf,
+    /// The demo topology in the form this side reads: YAML for upstream, staged for ours.
+    topology: PathBuf,
+}
+
+/// The demo topology as each side reads it.
+struct Topologies {
+    /// YAML, for upstream's mock.
+    yaml: PathBuf,
+    /// Staged (`topology::staged`), for ours.
+    staged: PathBuf,
 }
 
 /// The programs that measure both sides.
@@ -64,18 +74,19 @@ pub fn run(sh: &Shell, args: &BenchVsUpstreamArgs) -> Result<()> {
     // The topology first: the mock trusts a file's stat only once it is 2 s old, so writing it
     // before the builds keeps the byte comparison out of the steady-state figures.
     let workers = topology::kind_workers(CLUSTER, 4);
-    let topology_path = write_topology(&work, &workers)?;
-    let _topology = sh.push_env(node_layout::env::MOCK_TOPOLOGY_CONFIG, &topology_path);
+    let topologies = write_topology(&work, &workers)?;
 
     eprintln!("==> bench-vs-upstream: building both sides");
-    let sides = build::sides(sh, args, &work)?;
+    let sides = build::sides(sh, args, &work, &topologies)?;
     let probes = build::probes(sh, &root, &work)?;
 
     eprintln!("==> bench-vs-upstream: identity check");
     let mut nodes = workers.clone();
     nodes.push(format!("{CLUSTER}-control-plane"));
     let mismatches = identity_check(sh, &probes.driver, &sides, &nodes)?;
-    wait_until_settled(&topology_path)?;
+    for file in [&topologies.yaml, &topologies.staged, &sides[1].profile] {
+        wait_until_settled(file)?;
+    }
 
     eprintln!(
         "==> bench-vs-upstream: measuring, interleaved ({} rounds)",
@@ -113,14 +124,23 @@ pub fn run(sh: &Shell, args: &BenchVsUpstreamArgs) -> Result<()> {
     Ok(())
 }
 
-/// Writes the demo topology for `workers` unless the file already holds it.
-fn write_topology(work: &Path, workers: &[String]) -> Result<PathBuf> {
-    let path = work.join("topology.yaml");
-    let text = topology::demo(workers).to_yaml();
-    if fs::read_to_string(&path).ok().as_deref() != Some(text.as_str()) {
-        fs::write(&path, text)?;
+/// Writes the demo topology for `workers`, as YAML (upstream) and staged (ours, through the
+/// encoder the stager uses), unless the files already hold it.
+fn write_topology(work: &Path, workers: &[String]) -> Result<Topologies> {
+    let demo = topology::demo(workers);
+    let topologies = Topologies {
+        yaml: work.join("topology.yaml"),
+        staged: work.join("topology.bin"),
+    };
+    for (path, bytes) in [
+        (&topologies.yaml, demo.to_yaml().into_bytes()),
+        (&topologies.staged, topology::staged::encode(&demo)),
+    ] {
+        if fs::read(path).ok().as_deref() != Some(bytes.as_slice()) {
+            fs::write(path, bytes)?;
+        }
     }
-    Ok(path)
+    Ok(topologies)
 }
 
 /// Both libraries asked for every node's identity; one line per node that differs.
@@ -144,7 +164,7 @@ fn identity_check(
     Ok(mismatches)
 }
 
-/// Waits until the topology file is 3 s old, so the mock trusts its stat
+/// Waits until a file (the topology, our profile) is 3 s old, so the mock trusts its stat
 /// and the steady-state figures carry no byte comparison.
 fn wait_until_settled(topology: &Path) -> Result<()> {
     let age = SystemTime::now()

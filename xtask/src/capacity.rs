@@ -374,7 +374,7 @@ mod tests {
     }
 
     fn cluster() -> crate::names::KindCluster {
-        crate::names::KindCluster::new("lean-x").expect("valid")
+        crate::names::KindCluster::new("lean-x", 4).expect("valid")
     }
 
     #[test]

@@ -13,6 +13,7 @@ use xshell::{cmd, Shell};
 
 use crate::flags::CiArgs;
 
+mod full_rack;
 mod nonroot;
 mod through_registry;
 
@@ -105,6 +106,11 @@ const STEPS: &[Step] = &[
         name: "non-root user",
         e2e: true,
         run: nonroot::user,
+    },
+    Step {
+        name: "e2e full rack",
+        e2e: true,
+        run: full_rack::run,
     },
 ];
 
@@ -384,7 +390,8 @@ fn e2e_warm_rerun(sh: &Shell) -> Result<()> {
 /// API, and the control plane (labelled by the stager, tainted) is named as
 /// skipped.
 fn e2e_kube_context(sh: &Shell) -> Result<()> {
-    let cluster = crate::names::KindCluster::new(crate::names::DEFAULT_CLUSTER)?;
+    // Only the names that follow from the cluster's name are used.
+    let cluster = crate::names::KindCluster::new(crate::names::DEFAULT_CLUSTER, 0)?;
     let (context, control_plane) = (cluster.context(), cluster.control_plane());
     for scenario in ["scenario1", "scenario3"] {
         let out = cmd!(sh, "cargo xtask {scenario} --kube-context {context}")

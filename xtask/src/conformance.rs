@@ -57,7 +57,7 @@ pub(crate) fn run(sh: &Shell, args: &ConformanceArgs) -> Result<()> {
     let mut judged = Vec::new();
     for profile in &profiles {
         eprintln!("==> {profile}: both libraries, every case");
-        let our_config = profile_path(profile);
+        let our_config = staged_profile(profile, &work)?;
         let their_config = upstream_config(&upstream.configs, profile, &work)?;
         let our_run = run_side(sh, &runner, &ours, &our_config)?;
         let their_run = run_side(sh, &runner, &upstream.library, &their_config)?;
@@ -133,6 +133,19 @@ fn profile_path(name: &str) -> PathBuf {
     crate::project_root()
         .join("manifests/helm/nvml-mock/profiles")
         .join(format!("{name}.yaml"))
+}
+
+/// Our shipped profile `name` staged as the stager stages it (the library reads only the staged
+/// form), in `work`.
+fn staged_profile(name: &str, work: &Path) -> Result<PathBuf> {
+    let yaml = profile_path(name);
+    let text = fs::read_to_string(&yaml).with_context(|| format!("reading {}", yaml.display()))?;
+    let profile = nvml_profile::Profile::parse(&text)
+        .with_context(|| format!("{} is not a valid profile", yaml.display()))?;
+    let staged = work.join(format!("{name}.bin"));
+    fs::write(&staged, nvml_profile::staged::encode(&profile))
+        .with_context(|| format!("writing {}", staged.display()))?;
+    Ok(staged)
 }
 
 /// Upstream's profile for `name`; gb200 sized to our 4 GPUs per tray.

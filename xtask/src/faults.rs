@@ -61,7 +61,15 @@ fn expect_failure(what: &str, out: &Output, needles: &[&str]) -> anyhow::Result<
 
 /// Runs every fault check; returns one line per check.
 pub async fn fault_checks(sh: &Shell, cluster_name: &str) -> anyhow::Result<Vec<String>> {
-    let cluster = KindCluster::new(cluster_name)?;
+    let cluster = crate::cluster::discover(&crate::flow::docker_only(sh), cluster_name)?;
+    // The checks pick trays 1 to 4 and rerun `up` with the default layout.
+    anyhow::ensure!(
+        cluster.worker_count() == topology::Layout::default().workers(),
+        "the fault checks run on the default demo cluster (`cargo xtask up --cluster-name {cluster_name}`, \
+         {} workers); `{cluster_name}` has {}",
+        topology::Layout::default().workers(),
+        cluster.worker_count()
+    );
     let mut lines = vec![
         concurrent_run(cluster.name())?,
         incompatible_cluster(sh, &cluster)?,

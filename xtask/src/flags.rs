@@ -21,6 +21,20 @@ pub struct Xtask {
     pub verbose: bool,
 }
 
+impl Xtask {
+    /// The flags, with what clap cannot check alone (the layout's flags
+    /// together, e.g. `--cliques-per-rack` ≤ `--trays`) checked as a parse error.
+    pub fn checked(self) -> Result<Xtask, clap::Error> {
+        if let Command::Demo(args) | Command::Up(args) = &self.command {
+            if let Err(err) = args.layout.layout() {
+                use clap::CommandFactory as _;
+                return Err(Xtask::command().error(clap::error::ErrorKind::ValueValidation, err));
+            }
+        }
+        Ok(self)
+    }
+}
+
 /// Everything `cargo xtask` can do.
 #[derive(Debug, Subcommand)]
 pub enum Command {
@@ -294,24 +308,50 @@ pub struct DemoArgs {
     /// figures, BENCHMARKS.md "The cost of a tray").
     #[arg(long, env = "CDSIM_NO_ROOM_CHECK", value_parser = clap::builder::FalseyValueParser::new())]
     pub no_room_check: bool,
+    #[command(flatten)]
+    pub layout: LayoutArgs,
 }
 
-/// Options for `doctor`.
+/// The simulated racks (`up` and `demo` on kind; on `--kube-context` the
+/// workers come from the cluster).
 #[derive(Debug, Clone, Args)]
-pub struct DoctorArgs {
-    /// How many trays (kind workers, all racks together) to check room for.
-    #[arg(long, default_value_t = crate::names::WORKERS, value_parser = trays_value)]
-    pub trays: usize,
+pub struct LayoutArgs {
+    /// Compute trays (kind workers) per rack, 1 to 18 (a GB200 NVL72 rack holds 18).
+    #[arg(long, default_value_t = 4, value_parser = trays_value, conflicts_with = "kube_context")]
+    pub trays: u32,
+    /// Racks, each its own NVLink domain (cluster uuid); the cluster has trays × racks workers.
+    #[arg(long, default_value_t = 1, value_parser = racks_value, conflicts_with = "kube_context")]
+    pub racks: u32,
+    /// Cliques each rack's trays are split into (balanced, contiguous), 1 to
+    /// --trays [default: 2, today's demo: two cliques of two; 1 for a single tray].
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..), conflicts_with = "kube_context")]
+    pub cliques_per_rack: Option<u32>,
 }
 
-/// A tray count: a whole number, at least 1.
-fn trays_value(text: &str) -> Result<usize, String> {
-    match text.parse::<usize>() {
-        Ok(0) | Err(_) => Err(format!(
-            "{text:?} is not a tray count (a whole number, at least 1)"
-        )),
-        Ok(count) => Ok(count),
+impl LayoutArgs {
+    /// The layout the flags ask for, or what to pass instead.
+    pub fn layout(&self) -> Result<topology::Layout, topology::LayoutError> {
+        topology::Layout::new(self.trays, self.racks, self.cliques_per_rack)
     }
+}
+
+/// A `--trays` value: 1..=18, checked at parse time.
+fn trays_value(arg: &str) -> Result<u32, String> {
+    let trays = count_value(arg, "--trays")?;
+    topology::Layout::new(trays, 1, Some(1)).map_err(|err| err.to_string())?;
+    Ok(trays)
+}
+
+/// A `--racks` value: 1..=8, checked at parse time.
+fn racks_value(arg: &str) -> Result<u32, String> {
+    let racks = count_value(arg, "--racks")?;
+    topology::Layout::new(1, racks, None).map_err(|err| err.to_string())?;
+    Ok(racks)
+}
+
+fn count_value(arg: &str, flag: &str) -> Result<u32, String> {
+    arg.parse()
+        .map_err(|_| format!("{flag} {arg:?}: pass a whole number"))
 }
 
 /// The directory of the profiles the chart ships (`<chart>/profiles`).
@@ -423,6 +463,24 @@ pub struct CiArgs {
     /// there (e.g. `--step "e2e through a registry"` on a running demo cluster).
     #[arg(long, value_name = "NAME")]
     pub step: Vec<String>,
+}
+
+/// Options for `doctor`.
+#[derive(Debug, Clone, Args)]
+pub struct DoctorArgs {
+    /// How many trays (kind workers, all racks together) to check room for.
+    #[arg(long, default_value_t = 4, value_parser = doctor_trays_value)]
+    pub trays: usize,
+}
+
+/// A tray count: a whole number, at least 1.
+fn doctor_trays_value(text: &str) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(0) | Err(_) => Err(format!(
+            "{text:?} is not a tray count (a whole number, at least 1)"
+        )),
+        Ok(count) => Ok(count),
+    }
 }
 
 #[cfg(test)]
@@ -545,6 +603,65 @@ mod tests {
             err.contains("neither a regular file nor a directory"),
             "{err}"
         );
+    }
+
+    fn layout_of(args: &[&str]) -> Result<topology::Layout, String> {
+        let mut argv = vec!["cargo xtask"];
+        argv.extend_from_slice(args);
+        let parsed = Xtask::try_parse_from(argv)
+            .and_then(Xtask::checked)
+            .map_err(|err| err.to_string())?;
+        let (Command::Up(args) | Command::Demo(args)) = parsed.command else {
+            panic!("up or demo");
+        };
+        Ok(args.layout.layout().expect("checked"))
+    }
+
+    #[test]
+    fn the_layout_defaults_to_todays_demo_and_takes_racks_of_trays() {
+        for command in ["up", "demo"] {
+            assert_eq!(layout_of(&[command]), Ok(topology::Layout::default()));
+        }
+        let full = layout_of(&["demo", "--trays", "18", "--cliques-per-rack", "1"]).expect("18");
+        assert_eq!(
+            (full.trays(), full.racks(), full.cliques_per_rack()),
+            (18, 1, 1)
+        );
+        let two = layout_of(&["up", "--trays", "2", "--racks", "2"]).expect("2x2");
+        assert_eq!((two.workers(), two.cliques_per_rack()), (4, 2));
+        let single = layout_of(&["up", "--trays", "1", "--racks", "3"]).expect("1x3");
+        assert_eq!(single.cliques_per_rack(), 1, "one tray, one clique");
+    }
+
+    #[test]
+    fn a_bad_layout_fails_at_parse_time_saying_what_to_pass() {
+        for (args, want) in [
+            (
+                &["up", "--trays", "0"][..],
+                "a rack holds 1 to 18 compute trays",
+            ),
+            (&["up", "--trays", "19"][..], "pass --trays 1..18"),
+            (&["up", "--trays", "x"][..], "pass a whole number"),
+            (
+                &["demo", "--racks", "9"][..],
+                "--racks 9: pass 1 to 8 racks",
+            ),
+            (
+                &["demo", "--cliques-per-rack", "0"][..],
+                "--cliques-per-rack",
+            ),
+            (
+                &["demo", "--trays", "3", "--cliques-per-rack", "4"][..],
+                "a rack of 3 trays splits into 1 to 3 cliques; pass --cliques-per-rack 1..3",
+            ),
+            (
+                &["up", "--kube-context", "x", "--trays", "2"][..],
+                "cannot be used with",
+            ),
+        ] {
+            let err = layout_of(args).expect_err(want);
+            assert!(err.contains(want), "{args:?}: {err}");
+        }
     }
 
     #[test]

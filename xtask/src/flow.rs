@@ -35,8 +35,14 @@ pub(crate) use status::docker_only;
 pub use status::{down, heal_workload, status};
 use target::{chosen_topology, first_shared_clique, target, Target};
 
-/// How long a DaemonSet may take to roll out.
+/// How long a DaemonSet may take to roll out on the demo's 4 workers
+/// (`scenarios::scaled` grows it with the workers).
 const ROLLOUT: Duration = Duration::from_secs(180);
+
+/// [`ROLLOUT`] for `workers` workers.
+fn rollout(workers: usize) -> Duration {
+    scenarios::scaled(ROLLOUT, workers)
+}
 
 pub use harness::workload::KubeWorkload;
 
@@ -118,7 +124,8 @@ pub async fn demo(run: Run<'_>) -> anyhow::Result<()> {
         return foreign::demo(run).await;
     }
     let args = run.args;
-    let cluster = KindCluster::new(&args.cluster.cluster_name)?;
+    let layout = args.layout.layout()?;
+    let cluster = KindCluster::new(&args.cluster.cluster_name, layout.workers())?;
     let _lock = take_lock(cluster.name())?;
     let started = Instant::now();
     let mut report = Report {
@@ -126,7 +133,8 @@ pub async fn demo(run: Run<'_>) -> anyhow::Result<()> {
         cluster: cluster.name().to_owned(),
         ..Report::default()
     };
-    let res = demo_inner(run, &cluster, &mut report).await;
+    report.notes.push(format!("layout: {layout}"));
+    let res = demo_inner(run, &cluster, layout, &mut report).await;
     finish_report(&mut report, started, args.report.as_deref())?;
     let cluster_up = report
         .steps
@@ -154,7 +162,7 @@ async fn version_note(client: &Client) -> String {
 async fn install_chart<R: Runner>(
     runner: &R,
     client: &Client,
-    context: &str,
+    (context, workers): (&str, usize),
     scratch: &str,
     values: &[(&str, String)],
 ) -> anyhow::Result<()> {
@@ -173,7 +181,7 @@ async fn install_chart<R: Runner>(
         MOCK_NS,
         STAGER_DS,
         "app.kubernetes.io/name=nvml-mock",
-        ROLLOUT,
+        rollout(workers),
     )
     .await?;
     k8s::wait_daemonset(
@@ -181,7 +189,7 @@ async fn install_chart<R: Runner>(
         MOCK_NS,
         NRI_DS,
         "app.kubernetes.io/name=nvml-mock-nri",
-        ROLLOUT,
+        rollout(workers),
     )
     .await
 }
@@ -194,7 +202,8 @@ async fn roll_workload(client: &Client, image: &str, workers: &[String]) -> anyh
         std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
     let (daemonset, policy) = k8s::workload_objects(&yaml, image)?;
     k8s::apply_workload(client, &daemonset, &policy).await?;
-    k8s::wait_daemonset(client, WORKLOAD_NS, WORKLOAD_DS, WORKLOAD_SELECTOR, ROLLOUT).await?;
+    let limit = rollout(workers.len());
+    k8s::wait_daemonset(client, WORKLOAD_NS, WORKLOAD_DS, WORKLOAD_SELECTOR, limit).await?;
     heal_workload(client, workers).await.map(|_| ())
 }
 
@@ -222,7 +231,7 @@ async fn install_payload(
     let identity = crate::images::payload_identity(&payload)?;
     eprintln!("    payload: {}", crate::images::describe(&identity));
     report.imex_payload = Some(identity);
-    let cluster = KindCluster::new(&args.cluster.cluster_name)?;
+    let cluster = crate::cluster::discover(&docker_only(sh), &args.cluster.cluster_name)?;
     let built = step(report, tracker, "images", async {
         crate::images::build_all(
             sh,
@@ -322,8 +331,11 @@ async fn run_scenario<R: Runner>(
         Scenario::One => scenarios::scenario1(&workload, &target.demo_expected()).await,
         Scenario::Two => {
             let expected = target.demo_expected();
-            let pair = scenario2_pair(&expected)?;
-            scenarios::scenario2(&workload, pair, tracker, Limits::default()).await
+            match scenario2_pair(&expected) {
+                Ok(pair) => scenarios::scenario2(&workload, pair, tracker, Limits::default()).await,
+                // A layout of one tray per clique has no pair to run.
+                Err(err) => ScenarioResult::new(&name, Outcome::Skipped(format!("{err:#}")), 0.0),
+            }
         }
         Scenario::Three => run_scenario3(sh, target, &workload, runner, tracker).await?,
     };
@@ -350,7 +362,7 @@ async fn run_scenario<R: Runner>(
 fn scenario2_pair(expected: &[(String, Expected)]) -> anyhow::Result<[&str; 2]> {
     first_shared_clique(expected).with_context(|| {
         format!(
-            "scenario 2 needs two workers in one clique; the topology puts them so: {:?}",
+            "scenario 2 needs two workers in one clique (pass fewer --cliques-per-rack); the topology puts them so: {:?}",
             expected
                 .iter()
                 .map(|(node, it)| format!("{node}: clique {}", it.clique))
@@ -370,18 +382,18 @@ async fn run_scenario3<R: Runner>(
     let rebind = Rebind {
         chart: CHART.to_owned(),
         context: target.context.clone(),
-        rebind_values: topology::rebind(&target.workers).helm_values(),
+        rebind_values: target.rebind.helm_values(),
+        rebind_expected: target.expected(&target.rebind),
         demo_values: target.topology.helm_values(),
         demo_expected: target.demo_expected(),
         scratch: scratch_dir(&target.context)?,
     };
+    let limits = Limits::for_workers(target.workers.len());
     Ok(match runner {
-        Some(runner) => {
-            scenarios::scenario3(workload, runner, &rebind, tracker, Limits::default()).await
-        }
+        Some(runner) => scenarios::scenario3(workload, runner, &rebind, tracker, limits).await,
         None => {
             let runner = self::runner(sh)?;
-            scenarios::scenario3(workload, &runner, &rebind, tracker, Limits::default()).await
+            scenarios::scenario3(workload, &runner, &rebind, tracker, limits).await
         }
     })
 }
@@ -394,17 +406,22 @@ async fn run_scenario4<R: Runner>(
     tracker: &Tracker,
     report: &mut Report,
 ) -> anyhow::Result<()> {
-    let Some(cluster) = &target.kind else {
+    let (Some(cluster), Some(layout)) = (&target.kind, target.layout) else {
         anyhow::bail!(
             "scenario 4 loads NVIDIA's DRA driver image with `kind load`: run it on the kind cluster (without --kube-context)"
         );
     };
     let started = Instant::now();
+    let on = crate::scenario4::Scenario4On {
+        cluster,
+        layout,
+        tracker,
+    };
     let results = match runner {
-        Some(runner) => crate::scenario4::run(sh, runner, cluster, &target.client, tracker).await,
+        Some(runner) => crate::scenario4::run(sh, runner, &on, &target.client).await,
         None => {
             let runner = self::runner(sh)?;
-            crate::scenario4::run(sh, &runner, cluster, &target.client, tracker).await
+            crate::scenario4::run(sh, &runner, &on, &target.client).await
         }
     };
     let results = results.unwrap_or_else(|err| {
@@ -441,7 +458,7 @@ pub async fn scenario(
 ) -> anyhow::Result<()> {
     let lock_name = match &args.cluster.kube_context {
         Some(context) => context_lock_name(context),
-        None => KindCluster::new(&args.cluster.cluster_name)?
+        None => KindCluster::new(&args.cluster.cluster_name, 0)?
             .name()
             .to_owned(),
     };
@@ -454,8 +471,8 @@ pub async fn scenario(
     let _lock = take_lock(&lock_name)?;
     let started = Instant::now();
     if args.cluster.kube_context.is_none() {
-        let cluster = KindCluster::new(&args.cluster.cluster_name)?;
         crate::tools::ensure_engine(sh)?;
+        let cluster = crate::cluster::discover(&docker_only(sh), &args.cluster.cluster_name)?;
         crate::cluster::preflight(&docker_only(sh), &cluster)?;
     }
     let mut report = Report {
@@ -468,7 +485,7 @@ pub async fn scenario(
             return Err(err);
         }
     }
-    let target = target(&args.cluster).await?;
+    let target = target(sh, &args.cluster).await?;
     report.cluster = target.label();
     let res = run_scenario::<ShellRunner<'_>>(sh, &target, which, None, tracker, &mut report).await;
     finish_report(&mut report, started, args.report.as_deref())?;

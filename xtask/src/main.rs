@@ -31,7 +31,8 @@ mod upstream_mock;
 pub use xtask_support::{dirs, project_root};
 
 use harness::{
-    cluster, fabric, inject, k8s, names, plan, report, runner, scenario4, scenarios, workers,
+    cluster, fabric, inject, k8s, kind_config, names, plan, report, runner, scenario4, scenarios,
+    workers,
 };
 
 use std::process::ExitCode;
@@ -44,7 +45,9 @@ use crate::interrupt::Tracker;
 use crate::scenarios::Scenario;
 
 fn main() -> ExitCode {
-    let flags = flags::Xtask::parse();
+    let flags = flags::Xtask::parse()
+        .checked()
+        .unwrap_or_else(|err| err.exit());
     init_tracing(flags.verbose);
     match run(flags) {
         Ok(()) => ExitCode::SUCCESS,
@@ -95,7 +98,7 @@ fn run(flags: flags::Xtask) -> anyhow::Result<()> {
         Command::Doctor(args) => doctor::run(&sh, &args),
         Command::Status(args) => runtime.block_on(flow::status(&sh, &args)),
         Command::Inject(args) => {
-            let cluster = names::KindCluster::new(&args.cluster_name)?;
+            let cluster = cluster::discover(&flow::docker_only(&sh), &args.cluster_name)?;
             inject::check_node(&cluster, &args.node)?;
             let done = inject::run(&flow::docker_only(&sh), &cluster, &args.node, args.action())?;
             println!("{}: {done}", args.node);

@@ -154,6 +154,40 @@ pub fn node_image_in_use<R: Runner>(runner: &R, cluster: &KindCluster) -> Option
         .map(|out| out.stdout.trim().to_owned())
 }
 
+/// The node containers of kind cluster `name` (any state), by kind's label.
+pub fn node_containers<R: Runner>(runner: &R, name: &str) -> anyhow::Result<Vec<String>> {
+    let filter = format!("label={KIND_CLUSTER_LABEL}={name}");
+    let out = runner.check(&Cmd::new(
+        "docker",
+        &["ps", "-a", "--filter", &filter, "--format", "{{.Names}}"],
+    ))?;
+    Ok(out.stdout.lines().map(|it| it.trim().to_owned()).collect())
+}
+
+/// The label kind puts on every node container of a cluster.
+pub const KIND_CLUSTER_LABEL: &str = "io.x-k8s.kind.cluster";
+
+/// How many of `containers` are workers of cluster `name` (`<name>-worker`,
+/// `<name>-worker2`, …).
+pub fn count_workers(name: &str, containers: &[String]) -> usize {
+    let prefix = format!("{name}-worker");
+    containers
+        .iter()
+        .filter(|it| {
+            it.strip_prefix(&prefix)
+                .is_some_and(|rest| rest.chars().all(|c| c.is_ascii_digit()))
+        })
+        .count()
+}
+
+/// The kind cluster `name` as it exists: as many workers as it has node
+/// containers for (none when it does not exist; the preflight then says so).
+pub fn discover<R: Runner>(runner: &R, name: &str) -> anyhow::Result<KindCluster> {
+    let probe = KindCluster::new(name, 0)?;
+    let containers = node_containers(runner, probe.name())?;
+    Ok(probe.with_workers(count_workers(name, &containers)))
+}
+
 /// Whether kind knows a cluster of this name.
 pub fn exists<R: Runner>(runner: &R, cluster: &KindCluster) -> anyhow::Result<bool> {
     let out = runner.check(&Cmd::new("kind", &["get", "clusters"]))?;
@@ -301,22 +335,32 @@ pub fn preflight<R: Runner>(runner: &R, cluster: &KindCluster) -> anyhow::Result
 
 /// Creates (from `node_image`), reuses, recreates or rejects the cluster;
 /// returns what it did. An existing cluster is reused only when its nodes run
-/// `must_run` (the images the user asked for), when given.
+/// `must_run` (the image the user asked for), when given.
+///
+/// `config` is the kind config to create it from (generated for the cluster's
+/// worker count); an existing cluster with another worker count is refused
+/// (recreated with `force_recreate`).
 pub fn ensure<R: Runner>(
     runner: &R,
     cluster: &KindCluster,
+    config: &str,
     force_recreate: bool,
     node_image: Option<&NodeImages>,
     must_run: Option<&NodeImages>,
 ) -> anyhow::Result<ClusterPlan> {
-    ensure_settling(
-        runner,
-        cluster,
-        force_recreate,
+    let create = Create {
+        config,
         node_image,
         must_run,
-        restart::SETTLE,
-    )
+    };
+    ensure_settling(runner, cluster, force_recreate, &create, restart::SETTLE)
+}
+
+/// How a cluster is created, and what its nodes must run to be reused.
+struct Create<'a> {
+    config: &'a str,
+    node_image: Option<&'a NodeImages>,
+    must_run: Option<&'a NodeImages>,
 }
 
 /// [`ensure`], waiting up to `restart_settle` for a restarted cluster.
@@ -324,16 +368,29 @@ fn ensure_settling<R: Runner>(
     runner: &R,
     cluster: &KindCluster,
     force_recreate: bool,
-    node_image: Option<&NodeImages>,
-    must_run: Option<&NodeImages>,
+    create: &Create<'_>,
     restart_settle: std::time::Duration,
 ) -> anyhow::Result<ClusterPlan> {
     let present = exists(runner, cluster)?;
-    let probes = if present && !force_recreate {
-        probe_nodes(runner, cluster, must_run)
-    } else {
-        Vec::new()
-    };
+    let mut probes = Vec::new();
+    if present && !force_recreate {
+        let found = count_workers(cluster.name(), &node_containers(runner, cluster.name())?);
+        if found != cluster.worker_count() {
+            anyhow::bail!(
+                "{}",
+                plan::rejection(
+                    cluster.name(),
+                    "has another number of workers",
+                    &[format!(
+                        "it has {found} worker(s), this run asks for {} (--trays × --racks): \
+                         pass the flags it was created with, or recreate it",
+                        cluster.worker_count()
+                    )]
+                )
+            );
+        }
+        probes = probe_nodes(runner, cluster, create.must_run);
+    }
     let decision = plan::plan_cluster(cluster.name(), present, force_recreate, &probes);
     match &decision {
         ClusterPlan::ReuseIfHealthy(restarted) => {
@@ -369,9 +426,9 @@ fn ensure_settling<R: Runner>(
         ClusterPlan::Recreate => {
             eprintln!("    deleting cluster {} (--force-recreate)", cluster.name());
             runner.check(&kind_on(cluster, &["delete", "cluster"]))?;
-            create(runner, cluster, node_image)?;
+            create_cluster(runner, cluster, create)?;
         }
-        ClusterPlan::Create => create(runner, cluster, node_image)?,
+        ClusterPlan::Create => create_cluster(runner, cluster, create)?,
     }
     Ok(decision)
 }
@@ -383,13 +440,19 @@ fn kind_on(cluster: &KindCluster, args: &[&str]) -> Cmd {
     Cmd::new("kind", &all)
 }
 
-fn create<R: Runner>(
+fn create_cluster<R: Runner>(
     runner: &R,
     cluster: &KindCluster,
-    node_image: Option<&NodeImages>,
+    create: &Create<'_>,
 ) -> anyhow::Result<()> {
-    eprintln!("    creating cluster {}", cluster.name());
-    let config = config_for(cluster, node_image)?;
+    let node_image = create.node_image;
+    eprintln!(
+        "    creating cluster {} (1 control plane, {} workers)",
+        cluster.name(),
+        cluster.worker_count()
+    );
+    let wait = create_wait(cluster.worker_count());
+    let config = config_for(cluster, create.config, node_image)?;
     let mut args = vec![
         "create",
         "cluster",
@@ -398,7 +461,7 @@ fn create<R: Runner>(
         "--config",
         &config,
         "--wait",
-        "180s",
+        &wait,
     ];
     if let Some(images) = node_image.filter(|it| it.is_uniform()) {
         args.push("--image");
@@ -419,27 +482,38 @@ fn create<R: Runner>(
         .collect();
     if !problems.is_empty() {
         anyhow::bail!(
-            "the new cluster's nodes are not as created: {} (does {KIND_CONFIG} still enable NRI?)",
-            problems.join("; ")
+            "the new cluster's nodes are not as created: {} (does {KIND_CONFIG}, the template of {}, still enable NRI?)",
+            problems.join("; "),
+            create.config
         );
     }
     Ok(())
 }
 
-/// The kind config to create the cluster from: the repository's, or, when
-/// the roles run different images, a copy with each node's `image:`
-/// ([`crate::kind_config`]) in the cluster's scratch directory.
-fn config_for(cluster: &KindCluster, images: Option<&NodeImages>) -> anyhow::Result<String> {
+/// kind's `--wait` for a cluster of `workers` workers: 180 s for the first
+/// four, 10 s more per worker after (nodes join in parallel but share the CPUs).
+pub fn create_wait(workers: usize) -> String {
+    format!("{}s", 180 + 10 * workers.saturating_sub(4))
+}
+
+/// The kind config to create the cluster from: `config`, or, when the roles
+/// run different images, a copy with each node's `image:`
+/// ([`crate::kind_images`]) in the cluster's scratch directory.
+fn config_for(
+    cluster: &KindCluster,
+    config: &str,
+    images: Option<&NodeImages>,
+) -> anyhow::Result<String> {
     let Some(images) = images.filter(|it| !it.is_uniform()) else {
-        return Ok(KIND_CONFIG.to_owned());
+        return Ok(config.to_owned());
     };
-    let source = xtask_support::project_root().join(KIND_CONFIG);
+    let source = xtask_support::project_root().join(config);
     let text = std::fs::read_to_string(&source)
         .map_err(|err| anyhow::format_err!("reading {}: {err}", source.display()))?;
-    let config = crate::kind_config::with_node_images(&text, images)?;
+    let with_images = crate::kind_images::with_node_images(&text, images)?;
     let dir = xtask_support::dirs::scratch_dir(cluster.name())?;
-    let path = dir.join("kind-config.yaml");
-    std::fs::write(&path, config)
+    let path = dir.join("kind-config-images.yaml");
+    std::fs::write(&path, with_images)
         .map_err(|err| anyhow::format_err!("writing {}: {err}", path.display()))?;
     eprintln!(
         "    control plane from {}, workers from {} ({})",
@@ -516,8 +590,17 @@ mod tests {
 
     const NRI_ON: &str = "version = 3\n[plugins.'io.containerd.nri.v1.nri']\n  disable = false\n  socket_path = '/var/run/nri/nri.sock'\n";
 
+    /// `docker ps` of the four-worker cluster `c`'s node containers.
+    const FOUR: &str = "c-control-plane\nc-worker\nc-worker2\nc-worker3\nc-worker4\n";
+
+    const NO_IMAGE: Create<'static> = Create {
+        config: KIND_CONFIG,
+        node_image: None,
+        must_run: None,
+    };
+
     fn cluster() -> KindCluster {
-        KindCluster::new("c").expect("valid")
+        KindCluster::new("c", 4).expect("valid")
     }
 
     fn expect_node(fake: &FakeRunner, node: &str, config: &str) {
@@ -537,6 +620,11 @@ mod tests {
     /// health probe, with `worker_ready` for the first worker.
     fn restarted_cluster(fake: &FakeRunner, worker_ready: &str) {
         fake.expect("kind get clusters", true, "c\n");
+        fake.expect(
+            "docker ps -a --filter label=io.x-k8s.kind.cluster=c",
+            true,
+            FOUR,
+        );
         for node in cluster().nodes() {
             fake.expect(
                 &format!("docker inspect -f {} {node}", plan::CONTAINER_TEMPLATE),
@@ -581,7 +669,7 @@ mod tests {
         restarted_cluster(&fake, "True");
         fake.expect("kind export kubeconfig --name c", true, "");
         let done =
-            ensure_settling(&fake, &cluster(), false, None, None, Duration::ZERO).expect("reused");
+            ensure_settling(&fake, &cluster(), false, &NO_IMAGE, Duration::ZERO).expect("reused");
         assert_eq!(
             done,
             ClusterPlan::ReuseIfHealthy(cluster().nodes()),
@@ -594,7 +682,7 @@ mod tests {
     fn a_restarted_unhealthy_cluster_is_refused_naming_what_is_wrong_and_the_fix() {
         let fake = FakeRunner::default();
         restarted_cluster(&fake, "False");
-        let err = ensure_settling(&fake, &cluster(), false, None, None, Duration::ZERO)
+        let err = ensure_settling(&fake, &cluster(), false, &NO_IMAGE, Duration::ZERO)
             .expect_err("refused")
             .to_string();
         assert_contains(&err, "is not healthy after its nodes restarted");
@@ -607,12 +695,17 @@ mod tests {
     fn a_compatible_cluster_is_reused() {
         let fake = FakeRunner::default();
         fake.expect("kind get clusters", true, "other\nc\n");
+        fake.expect(
+            "docker ps -a --filter label=io.x-k8s.kind.cluster=c",
+            true,
+            FOUR,
+        );
         for node in cluster().nodes() {
             expect_node(&fake, &node, NRI_ON);
         }
         fake.expect("kind export kubeconfig --name c", true, "");
         assert_eq!(
-            ensure(&fake, &cluster(), false, None, None).expect("reused"),
+            ensure(&fake, &cluster(), KIND_CONFIG, false, None, None).expect("reused"),
             ClusterPlan::Reuse
         );
         assert_eq!(fake.remaining(), 0);
@@ -622,6 +715,11 @@ mod tests {
     fn a_cluster_of_another_node_image_than_asked_is_rejected_not_reused() {
         let fake = FakeRunner::default();
         fake.expect("kind get clusters", true, "c\n");
+        fake.expect(
+            "docker ps -a --filter label=io.x-k8s.kind.cluster=c",
+            true,
+            FOUR,
+        );
         for _ in cluster().nodes() {
             // The image is checked first: no containerd probe follows.
             fake.expect(
@@ -630,10 +728,16 @@ mod tests {
                 "running|cdsim/kind-node:v1|2026-12-02T21:00:00Z|2026-12-02T21:00:02Z\n",
             );
         }
-        let v2 = NodeImages::uniform("cdsim/kind-node:v2");
-        let err = ensure(&fake, &cluster(), false, Some(&v2), Some(&v2))
-            .expect_err("another image")
-            .to_string();
+        let err = ensure(
+            &fake,
+            &cluster(),
+            KIND_CONFIG,
+            false,
+            Some(&NodeImages::uniform("cdsim/kind-node:v2")),
+            Some(&NodeImages::uniform("cdsim/kind-node:v2")),
+        )
+        .expect_err("another image")
+        .to_string();
         assert_contains(&err, "c-worker: node container runs cdsim/kind-node:v1, not the node image this run uses (cdsim/kind-node:v2)");
         assert_contains(&err, "--force-recreate");
         assert!(
@@ -647,9 +751,65 @@ mod tests {
     }
 
     #[test]
+    fn a_cluster_of_another_worker_count_is_refused_saying_both_counts() {
+        let fake = FakeRunner::default();
+        fake.expect("kind get clusters", true, "c\n").expect(
+            "docker ps -a --filter label=io.x-k8s.kind.cluster=c",
+            true,
+            FOUR,
+        );
+        let big = cluster().with_workers(18);
+        let err = ensure(&fake, &big, "/s/kind.yaml", false, None, None)
+            .expect_err("4 workers, 18 asked")
+            .to_string();
+        assert_contains(
+            &err,
+            "it has 4 worker(s), this run asks for 18 (--trays × --racks)",
+        );
+        assert_contains(&err, "--force-recreate");
+        assert_eq!(fake.remaining(), 0, "nothing deleted or created");
+        // Asked to recreate, it is created from the generated config, waiting longer.
+        let fake = FakeRunner::default();
+        fake.expect("kind get clusters", true, "c\n")
+            .expect("kind delete cluster --name c", true, "")
+            .expect(
+                "kind create cluster --name c --config /s/kind.yaml --wait 320s",
+                true,
+                "",
+            );
+        for node in big.nodes() {
+            expect_node(&fake, &node, NRI_ON);
+        }
+        let done = ensure(&fake, &big, "/s/kind.yaml", true, None, None).expect("recreated");
+        assert_eq!(done, ClusterPlan::Recreate);
+        assert_eq!(fake.remaining(), 0);
+    }
+
+    #[test]
+    fn an_existing_cluster_is_discovered_with_its_workers() {
+        let fake = FakeRunner::default();
+        fake.expect(
+            "docker ps -a --filter label=io.x-k8s.kind.cluster=c --format {{.Names}}",
+            true,
+            "c-worker3\nc-control-plane\nc-worker\nc-worker2\nc-workerx\n",
+        );
+        let found = discover(&fake, "c").expect("discovered");
+        assert_eq!(found.worker_count(), 3);
+        assert_eq!(found.workers(), ["c-worker", "c-worker2", "c-worker3"]);
+        fake.expect("docker ps", true, "");
+        assert_eq!(discover(&fake, "c").expect("none").worker_count(), 0);
+        assert!(discover(&fake, "C").is_err(), "an invalid name");
+    }
+
+    #[test]
     fn an_incompatible_cluster_is_rejected_with_the_fix_and_left_alone() {
         let fake = FakeRunner::default();
         fake.expect("kind get clusters", true, "c\n");
+        fake.expect(
+            "docker ps -a --filter label=io.x-k8s.kind.cluster=c",
+            true,
+            FOUR,
+        );
         for node in cluster().nodes() {
             let config = if node == "c-worker3" {
                 "version = 3\n"
@@ -658,7 +818,7 @@ mod tests {
             };
             expect_node(&fake, &node, config);
         }
-        let err = ensure(&fake, &cluster(), false, None, None)
+        let err = ensure(&fake, &cluster(), KIND_CONFIG, false, None, None)
             .expect_err("rejected")
             .to_string();
         assert_contains(&err, "c-worker3: containerd has no");
@@ -691,15 +851,22 @@ mod tests {
         for node in cluster().nodes() {
             expect_node(&fake, &node, NRI_ON);
         }
-        let v1 = NodeImages::uniform("cdsim/kind-node:v1");
-        let done = ensure(&fake, &cluster(), true, Some(&v1), None).expect("recreated");
+        let done = ensure(
+            &fake,
+            &cluster(),
+            KIND_CONFIG,
+            true,
+            Some(&NodeImages::uniform("cdsim/kind-node:v1")),
+            None,
+        )
+        .expect("recreated");
         assert_eq!(done, ClusterPlan::Recreate);
         assert_eq!(fake.remaining(), 0);
     }
 
     #[test]
     fn a_pair_of_node_images_goes_into_the_config_and_each_node_is_checked_by_its_role() {
-        let cluster = KindCluster::new("cdsim-unit-pair").expect("valid");
+        let cluster = KindCluster::new("cdsim-unit-pair", 4).expect("valid");
         let pair = NodeImages {
             control_plane: "cdsim/kind-node:v1-cp".into(),
             worker: "cdsim/kind-node:v1-w-worker".into(),
@@ -727,7 +894,15 @@ mod tests {
                 NRI_ON,
             );
         }
-        let done = ensure(&fake, &cluster, false, Some(&pair), Some(&pair)).expect("created");
+        let done = ensure(
+            &fake,
+            &cluster,
+            KIND_CONFIG,
+            false,
+            Some(&pair),
+            Some(&pair),
+        )
+        .expect("created");
         assert_eq!(done, ClusterPlan::Create);
         assert_eq!(fake.remaining(), 0);
         let create = &fake.seen()[1];
@@ -761,6 +936,7 @@ mod tests {
         let err = ensure(
             &fake,
             &cluster(),
+            KIND_CONFIG,
             false,
             Some(&NodeImages::uniform("no/such:image")),
             None,

@@ -107,7 +107,7 @@ mod tests {
     use crate::runner::FakeRunner;
 
     fn cluster() -> KindCluster {
-        KindCluster::new("demo").unwrap_or_else(|err| panic!("{err:#}"))
+        KindCluster::new("demo", 4).unwrap_or_else(|err| panic!("{err:#}"))
     }
 
     const PS: &str =

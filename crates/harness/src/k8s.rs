@@ -282,6 +282,33 @@ pub async fn wait_nodes_ready(
     Ok(())
 }
 
+/// The layout of a kind cluster's workers, from the rack and clique labels
+/// its kind config gave them (`kind_config::layout_from_labels`).
+pub async fn kind_layout(
+    client: &Client,
+    cluster: &crate::names::KindCluster,
+) -> anyhow::Result<topology::Layout> {
+    let api: Api<Node> = Api::all(client.clone());
+    let listed = api
+        .list(&kube::api::ListParams::default())
+        .await
+        .context("listing the nodes")?;
+    let workers: Vec<(String, BTreeMap<String, String>)> = cluster
+        .workers()
+        .into_iter()
+        .map(|name| {
+            let labels = listed
+                .items
+                .iter()
+                .find(|node| node.name_any() == name)
+                .map(|node| node.labels().clone())
+                .unwrap_or_default();
+            (name, labels)
+        })
+        .collect();
+    crate::kind_config::layout_from_labels(cluster.name(), &workers)
+}
+
 /// Deletes a pod in `ns` (its DaemonSet recreates it).
 pub async fn delete_pod(client: &Client, ns: &str, name: &str) -> anyhow::Result<()> {
     let api: Api<Pod> = Api::namespaced(client.clone(), ns);

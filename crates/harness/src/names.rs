@@ -27,7 +27,8 @@ pub const WORKLOAD_CONTAINER: &str = "demo-workload";
 pub const WORKLOAD_SELECTOR: &str = "app.kubernetes.io/name=compute-domain-demo-workload";
 /// The workload manifest (DaemonSet and NetworkPolicy), relative to the root.
 pub const WORKLOAD_MANIFEST: &str = "manifests/demo/workload.yaml";
-/// The kind cluster config (1 control plane, 4 workers, NRI on).
+/// The kind cluster config template (its node list is the default layout's:
+/// 1 control plane, 4 workers; `kind_config.rs` generates the list for others).
 pub const KIND_CONFIG: &str = "manifests/kind/cluster.yaml";
 /// Server-side apply field manager.
 pub const FIELD_MANAGER: &str = "cdsim-xtask";
@@ -39,19 +40,23 @@ pub const CHANNEL0: &str = "/dev/nvidia-caps-imex-channels/channel0";
 pub const REBIND_UUID: &str = "00000000-0000-0000-0000-0000000000ff";
 /// The rebind clique (scenario 3).
 pub const REBIND_CLIQUE: u32 = 99;
-/// How many workers the demo cluster has.
-pub const WORKERS: usize = 4;
+/// The node label naming a worker's rack (0-based), set by the kind config.
+pub const RACK_LABEL: &str = "nvml-mock/rack";
+/// The node label naming a worker's clique in its rack, set by the kind config.
+pub const CLIQUE_LABEL: &str = "nvml-mock/clique";
 
-/// A kind cluster by name; node names and the kube context follow from it.
+/// A kind cluster by name and worker count; node names and the kube context
+/// follow from them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KindCluster {
     name: String,
+    workers: usize,
 }
 
 impl KindCluster {
     /// A cluster name as kind accepts it: lowercase alphanumerics and `-`,
-    /// starting with a letter, at most 50 characters.
-    pub fn new(name: &str) -> anyhow::Result<KindCluster> {
+    /// starting with a letter, at most 50 characters; `workers` workers.
+    pub fn new(name: &str, workers: usize) -> anyhow::Result<KindCluster> {
         let valid = !name.is_empty()
             && name.len() <= 50
             && name.starts_with(|c: char| c.is_ascii_lowercase())
@@ -65,6 +70,7 @@ impl KindCluster {
         }
         Ok(KindCluster {
             name: name.to_owned(),
+            workers,
         })
     }
 
@@ -83,14 +89,22 @@ impl KindCluster {
         format!("{}-control-plane", self.name)
     }
 
-    /// The worker node names: `<name>-worker`, `-worker2`, … `-worker4`.
+    /// The same cluster with `workers` workers.
+    pub fn with_workers(&self, workers: usize) -> KindCluster {
+        KindCluster {
+            name: self.name.clone(),
+            workers,
+        }
+    }
+
+    /// How many workers it has.
+    pub fn worker_count(&self) -> usize {
+        self.workers
+    }
+
+    /// The worker node names: `<name>-worker`, `-worker2`, … in kind's order.
     pub fn workers(&self) -> Vec<String> {
-        (1..=WORKERS)
-            .map(|idx| match idx {
-                1 => format!("{}-worker", self.name),
-                n => format!("{}-worker{n}", self.name),
-            })
-            .collect()
+        topology::kind_workers(&self.name, self.workers)
     }
 
     /// Every node: the control plane, then the workers.
@@ -108,7 +122,7 @@ mod tests {
 
     #[test]
     fn node_names_follow_the_cluster_name() {
-        let cluster = KindCluster::new("demo").expect("valid name");
+        let cluster = KindCluster::new("demo", 4).expect("valid name");
         assert_eq!(cluster.context(), "kind-demo");
         assert_eq!(
             cluster.nodes(),
@@ -120,12 +134,19 @@ mod tests {
                 "demo-worker4"
             ]
         );
+        let big = cluster.with_workers(18);
+        assert_eq!(big.worker_count(), 18);
+        assert_eq!(big.workers()[9], "demo-worker10");
+        assert_eq!(
+            big.workers().last().map(String::as_str),
+            Some("demo-worker18")
+        );
     }
 
     #[test]
     fn bad_cluster_names_are_rejected_with_the_rule() {
         for bad in ["", "Demo", "1demo", "a_b", &"x".repeat(51)] {
-            let err = KindCluster::new(bad).expect_err(bad).to_string();
+            let err = KindCluster::new(bad, 4).expect_err(bad).to_string();
             assert_contains(&err, "lowercase letters");
         }
     }

@@ -339,7 +339,7 @@ mod tests {
 
     #[test]
     fn probe_asks_docker_and_the_api_inside_the_control_plane() {
-        let cluster = KindCluster::new("c").expect("valid");
+        let cluster = KindCluster::new("c", 4).expect("valid");
         let fake = FakeRunner::default();
         let mut items = Vec::new();
         for (idx, name) in cluster.nodes().iter().enumerate() {

@@ -19,11 +19,10 @@
 //! parts are unit-tested; the build, the install and the waits are the I/O
 //! edge.
 
-use std::collections::BTreeSet;
 use std::path::Path;
 use std::time::Duration;
 
-use anyhow::{bail, Context as _, Result};
+use anyhow::{Context as _, Result};
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams};
 use kube::{Client, ResourceExt as _};
 use tokio::time::Instant;
@@ -32,20 +31,17 @@ use xshell::Shell;
 use crate::names::KindCluster;
 use crate::report::{round, Outcome, ScenarioResult, WorkerDetail};
 use crate::runner::{Cmd, Runner};
+use crate::scenarios::scaled;
+use topology::Layout;
 
 mod api;
+mod checks;
 mod image;
 mod objects;
 
-use api::{
-    apply, cd_resource, clean_up, clique_resource, ensure_namespace, install, pod_resource,
-    wait_for,
-};
+use api::{apply, cd_resource, clean_up, ensure_namespace, install, pod_resource};
 use image::{build, missing_prerequisite};
-use objects::{
-    cd_status, clique0_pair, clique_daemon_nodes, clique_id, clique_object_name, compute_domain,
-    nodes_cfg_entries, workload_pod,
-};
+use objects::{cd_status, compute_domain, workload_pod, DomainPlan};
 
 /// The image's repository name; the tag is derived from its content.
 pub const DRA_IMAGE: &str = "cdsim-dra-driver";
@@ -78,14 +74,23 @@ pub const DRIVER_ROOT: &str = "/var/lib/nvml-mock/driver";
 /// The staged substitute `/proc/devices` (the IMEX majors).
 pub const PROC_DEVICES: &str = "/var/lib/nvml-mock/imex/proc-devices";
 
+/// What scenario 4 runs on: the kind cluster, its layout, the run's tracker.
+pub struct Scenario4On<'a> {
+    /// The kind cluster.
+    pub cluster: &'a KindCluster,
+    /// Its racks, trays and cliques (the demo topology follows from it).
+    pub layout: Layout,
+    /// What an interrupt restores.
+    pub tracker: &'a crate::tracker::Tracker,
+}
+
 /// Runs scenario 4 on the kind cluster; returns its result, the SKIPPED
 /// IMEX part and the rebind part.
 pub async fn run<R: Runner>(
     sh: &Shell,
     runner: &R,
-    cluster: &KindCluster,
+    on: &Scenario4On<'_>,
     client: &Client,
-    tracker: &crate::tracker::Tracker,
 ) -> Result<Vec<ScenarioResult>> {
     let started = Instant::now();
     let mut laps = Laps {
@@ -100,11 +105,10 @@ pub async fn run<R: Runner>(
             round(started.elapsed()),
         )]);
     }
+    let plan = DomainPlan::clique0_of_each_rack(on.layout, &on.cluster.workers())?;
     let scratch = crate::dirs::scratch_dir("scenario4")?;
-    let image = deploy(sh, runner, cluster, client, &scratch, &mut laps).await?;
+    let image = deploy(sh, runner, on.cluster, client, &scratch, &mut laps).await?;
 
-    let workers = cluster.workers();
-    let (pair, clique) = clique0_pair(&workers)?;
     ensure_namespace(client).await?;
     clean_up(client).await?;
     laps.lap("clean");
@@ -113,8 +117,7 @@ pub async fn run<R: Runner>(
     let (checks, status) = domain_flow(
         runner,
         client,
-        &pair,
-        &clique,
+        &plan,
         &image.image.to_string(),
         ImexConfig::Check,
         &mut details,
@@ -137,10 +140,9 @@ pub async fn run<R: Runner>(
     let rebind = rebind_part(
         runner,
         client,
-        cluster,
-        &pair,
+        on,
+        &plan,
         &image.image.to_string(),
-        tracker,
         &scratch,
     )
     .await;
@@ -214,21 +216,21 @@ enum ImexConfig {
     Skip,
 }
 
-/// Creates the ComputeDomain and the workload pair, asserts what NVIDIA's
-/// software shows, and returns the checks and the domain's last status.
+/// Creates the ComputeDomain and a workload pod per node, asserts what
+/// NVIDIA's software shows, and returns the checks and the domain's last status.
 async fn domain_flow<R: Runner>(
     runner: &R,
     client: &Client,
-    pair: &[String; 2],
-    clique: &str,
+    plan: &DomainPlan,
     image_ref: &str,
     imex_config: ImexConfig,
     details: &mut Vec<WorkerDetail>,
 ) -> (Result<()>, String) {
+    let nodes = plan.nodes();
     let checks = async {
-        let cd = apply(client, &cd_resource(), &compute_domain()).await?;
+        let cd = apply(client, &cd_resource(), &compute_domain(nodes.len())).await?;
         let cd_uid = cd.uid().context("the ComputeDomain has no uid")?;
-        for (index, node) in pair.iter().enumerate() {
+        for (index, node) in nodes.iter().enumerate() {
             apply(
                 client,
                 &pod_resource(),
@@ -237,13 +239,15 @@ async fn domain_flow<R: Runner>(
             .await?;
         }
         eprintln!(
-            "    ComputeDomain {S4_NS}/{CD_NAME} (uid {cd_uid}) and workload pods on {}",
-            pair.join(", ")
+            "    ComputeDomain {S4_NS}/{CD_NAME} (uid {cd_uid}) and workload pods on {} nodes ({}), cliques {}",
+            nodes.len(),
+            nodes.join(", "),
+            plan.cliques().keys().cloned().collect::<Vec<_>>().join(", ")
         );
-        daemon_pods(client, pair, clique, &cd_uid, details).await?;
-        clique_object(client, clique, &cd_uid, details).await?;
+        checks::daemon_pods(client, plan, &cd_uid, details).await?;
+        checks::clique_objects(client, plan, &cd_uid, details).await?;
         if imex_config == ImexConfig::Check {
-            imex_configs(runner, pair, &cd_uid, details).await?;
+            checks::imex_configs(runner, plan, &cd_uid, details).await?;
         }
         Ok(())
     }
@@ -259,36 +263,8 @@ async fn domain_flow<R: Runner>(
     (checks, status)
 }
 
-/// Waits until the stager has labelled both nodes `nvidia.com/gpu.clique=<clique>`.
-async fn wait_clique_labels(client: &Client, pair: &[String; 2], clique: &str) -> Result<()> {
-    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(client.clone());
-    wait_for(
-        &format!("nvidia.com/gpu.clique={clique} on {}", pair.join(", ")),
-        Duration::from_secs(90),
-        || async {
-            let mut seen = Vec::new();
-            for node in pair {
-                let it = nodes.get(node).await?;
-                seen.push(
-                    it.labels()
-                        .get("nvidia.com/gpu.clique")
-                        .cloned()
-                        .unwrap_or_default(),
-                );
-            }
-            if seen.iter().all(|it| it == clique) {
-                Ok(Ok(()))
-            } else {
-                Ok(Err(format!("labels now {seen:?}")))
-            }
-        },
-        || async { String::new() },
-    )
-    .await
-}
-
 /// The kubelet plugin reads the clique once: delete its pods and wait for the rollout.
-async fn restart_plugin(client: &Client) -> Result<()> {
+async fn restart_plugin(client: &Client, workers: usize) -> Result<()> {
     let pods: Api<DynamicObject> = Api::namespaced_with(client.clone(), DRA_NS, &pod_resource());
     for pod in pods
         .list(&ListParams::default().labels(PLUGIN_SELECTOR))
@@ -300,24 +276,23 @@ async fn restart_plugin(client: &Client) -> Result<()> {
     }
     // Let the DaemonSet notice before waiting for its rollout.
     tokio::time::sleep(Duration::from_secs(2)).await;
-    wait_plugin(client, Duration::from_secs(180)).await
+    wait_plugin(client, scaled(Duration::from_secs(180), workers)).await
 }
 
 /// After scenario 3's rebinding and a plugin restart, a new ComputeDomain's
-/// daemons report the rebind clique; the demo topology is restored after.
+/// daemons report their rack's rebind clique; the demo topology is restored after.
 async fn rebind_part<R: Runner>(
     runner: &R,
     client: &Client,
-    cluster: &KindCluster,
-    pair: &[String; 2],
+    on: &Scenario4On<'_>,
+    plan: &DomainPlan,
     image_ref: &str,
-    tracker: &crate::tracker::Tracker,
     dir: &Path,
 ) -> ScenarioResult {
     let started = Instant::now();
+    let (cluster, tracker) = (on.cluster, on.tracker);
     let workers = cluster.workers();
-    let rebind = topology::rebind(&workers);
-    let clique = clique_id(&rebind, &pair[0]).unwrap_or_default();
+    let nodes = plan.nodes();
     let rebind_file = dir.join("rebind-topology.yaml");
     let demo_file = dir.join("demo-topology.yaml");
     let helm = |file: &Path| {
@@ -329,21 +304,21 @@ async fn rebind_part<R: Runner>(
     };
     let mut details = Vec::new();
     let checks = async {
-        std::fs::write(&rebind_file, rebind.helm_values())?;
-        std::fs::write(&demo_file, topology::demo(&workers).helm_values())?;
+        let rebound = DomainPlan::under(&nodes, &on.layout.rebind(&workers))?;
+        std::fs::write(&rebind_file, on.layout.rebind(&workers).helm_values())?;
+        std::fs::write(&demo_file, on.layout.demo(&workers).helm_values())?;
         tracker.restore_topology(Some(Cmd::with_args("helm", helm(&demo_file))));
         let args = helm(&rebind_file);
         runner.check(&Cmd::new(
             "helm",
             &args.iter().map(String::as_str).collect::<Vec<_>>(),
         ))?;
-        wait_clique_labels(client, pair, &clique).await?;
-        restart_plugin(client).await?;
+        checks::wait_clique_labels(client, &rebound).await?;
+        restart_plugin(client, workers.len()).await?;
         let (checks, _) = domain_flow(
             runner,
             client,
-            pair,
-            &clique,
+            &rebound,
             image_ref,
             ImexConfig::Skip,
             &mut details,
@@ -360,9 +335,8 @@ async fn rebind_part<R: Runner>(
             "helm",
             &args.iter().map(String::as_str).collect::<Vec<_>>(),
         ))?;
-        let demo_clique = clique_id(&topology::demo(&workers), &pair[0]).unwrap_or_default();
-        wait_clique_labels(client, pair, &demo_clique).await?;
-        restart_plugin(client).await
+        checks::wait_clique_labels(client, plan).await?;
+        restart_plugin(client, workers.len()).await
     }
     .await;
     tracker.restore_topology(None);
@@ -378,182 +352,6 @@ async fn rebind_part<R: Runner>(
     }
 }
 
-/// The daemon pods (DaemonSet computedomain-daemon-<uid>) on both nodes,
-/// labelled with the clique by NVIDIA's daemon.
-async fn daemon_pods(
-    client: &Client,
-    pair: &[String; 2],
-    clique: &str,
-    cd_uid: &str,
-    details: &mut Vec<WorkerDetail>,
-) -> Result<()> {
-    let pods: Api<DynamicObject> = Api::namespaced_with(client.clone(), DRA_NS, &pod_resource());
-    let want: BTreeSet<String> = pair.iter().cloned().collect();
-    let daemons = wait_for(
-        &format!(
-            "daemon pods on {} labelled {CLIQUE_LABEL}={clique}",
-            pair.join(", ")
-        ),
-        Duration::from_secs(180),
-        || async {
-            let listed = pods.list(&ListParams::default()).await?;
-            let on: Vec<(String, String, String)> = listed
-                .items
-                .iter()
-                .filter(|pod| pod.name_any().contains(cd_uid))
-                .map(|pod| {
-                    let value = serde_json::to_value(pod).unwrap_or_default();
-                    let node = value["spec"]["nodeName"]
-                        .as_str()
-                        .unwrap_or_default()
-                        .to_owned();
-                    let label = pod.labels().get(CLIQUE_LABEL).cloned().unwrap_or_default();
-                    (node, pod.name_any(), label)
-                })
-                .collect();
-            let good: BTreeSet<String> = on
-                .iter()
-                .filter(|(node, _, label)| label == clique && want.contains(node))
-                .map(|(node, _, _)| node.clone())
-                .collect();
-            if good == want {
-                Ok(Ok(on))
-            } else if on.is_empty() {
-                Ok(Err("no daemon pod yet".to_owned()))
-            } else {
-                Ok(Err(format!(
-                    "daemon pods (node, pod, clique label): {on:?}"
-                )))
-            }
-        },
-        || async {
-            let mut out = crate::k8s::diagnose(client, DRA_NS, PLUGIN_SELECTOR).await;
-            out.push_str(
-                &crate::k8s::diagnose(
-                    client,
-                    S4_NS,
-                    &format!("{}={}", WORKLOAD_LABEL.0, WORKLOAD_LABEL.1),
-                )
-                .await,
-            );
-            out
-        },
-    )
-    .await?;
-    for (node, pod, label) in &daemons {
-        details.push(WorkerDetail {
-            node: node.clone(),
-            pod: pod.clone(),
-            detail: format!("daemon pod labelled {CLIQUE_LABEL}={label}"),
-            passed: label == clique,
-        });
-    }
-    Ok(())
-}
-
-/// The ComputeDomainClique named after the domain and the clique.
-async fn clique_object(
-    client: &Client,
-    clique: &str,
-    cd_uid: &str,
-    details: &mut Vec<WorkerDetail>,
-) -> Result<()> {
-    let name = clique_object_name(cd_uid, clique);
-    let cliques: Api<DynamicObject> =
-        Api::namespaced_with(client.clone(), DRA_NS, &clique_resource());
-    let seen = wait_for(
-        &format!("ComputeDomainClique {DRA_NS}/{name}"),
-        Duration::from_secs(60),
-        || async {
-            match cliques.get_opt(&name).await? {
-                Some(it) => Ok(Ok(clique_daemon_nodes(&serde_json::to_value(it)?))),
-                None => Ok(Err("not created yet".to_owned())),
-            }
-        },
-        || async {
-            match cliques.list(&ListParams::default()).await {
-                Ok(list) => format!(
-                    "  cliques in {DRA_NS}: {:?}",
-                    list.items
-                        .iter()
-                        .map(|it| it.name_any())
-                        .collect::<Vec<_>>()
-                ),
-                Err(err) => format!("  cannot list cliques: {err}"),
-            }
-        },
-    )
-    .await?;
-    details.push(WorkerDetail {
-        node: String::new(),
-        pod: String::new(),
-        detail: format!("ComputeDomainClique {name} exists (daemons listed now: {seen:?})"),
-        passed: true,
-    });
-    Ok(())
-}
-
-/// The daemon's IMEX config on both nodes: imexd.cfg written and nodes.cfg
-/// listing at least the domain's two nodes.
-async fn imex_configs<R: Runner>(
-    runner: &R,
-    pair: &[String; 2],
-    cd_uid: &str,
-    details: &mut Vec<WorkerDetail>,
-) -> Result<()> {
-    for node in pair {
-        let dir = format!("{DOMAINS_DIR}/{cd_uid}");
-        let text = wait_for(
-            &format!("IMEX config of the domain on {node}"),
-            Duration::from_secs(60),
-            || async {
-                let out = runner.run(&Cmd::new(
-                    "docker",
-                    &[
-                        "exec",
-                        node,
-                        "sh",
-                        "-c",
-                        &format!("test -s {dir}/imexd.cfg && cat {dir}/nodes.cfg"),
-                    ],
-                ))?;
-                if out.ok {
-                    Ok(Ok(out.stdout))
-                } else {
-                    Ok(Err(format!("{dir}/imexd.cfg or nodes.cfg not written yet")))
-                }
-            },
-            || async {
-                runner
-                    .run(&Cmd::new("docker", &["exec", node, "ls", "-la", &dir]))
-                    .map(|out| format!("  ls {dir}: {}{}", out.stdout, out.stderr))
-                    .unwrap_or_default()
-            },
-        )
-        .await?;
-        let entries = nodes_cfg_entries(&text);
-        details.push(WorkerDetail {
-            node: node.clone(),
-            pod: String::new(),
-            detail: format!(
-                "{dir}: imexd.cfg written, nodes.cfg lists {} peers ({}…)",
-                entries.len(),
-                entries
-                    .iter()
-                    .take(2)
-                    .cloned()
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-            passed: entries.len() >= 2,
-        });
-        if entries.len() < 2 {
-            bail!("nodes.cfg on {node} lists {entries:?}: fewer than the domain's two nodes");
-        }
-    }
-    Ok(())
-}
-
 /// Waits up to `limit` for the driver's kubelet-plugin DaemonSet to roll out.
 async fn wait_plugin(client: &Client, limit: Duration) -> Result<()> {
     crate::k8s::wait_daemonset(client, DRA_NS, PLUGIN_DS, PLUGIN_SELECTOR, limit).await
@@ -561,29 +359,131 @@ async fn wait_plugin(client: &Client, limit: Duration) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::objects::{chart_values, helm_args};
+    use super::objects::{
+        chart_values, clique_daemon_nodes, clique_object_name, helm_args, nodes_cfg_entries,
+        split_clique_objects,
+    };
     use super::*;
     use crate::plan::ImageRef;
     use serde_json::{json, Value};
+    use std::collections::BTreeSet;
 
-    fn workers() -> Vec<String> {
-        KindCluster::new("nvml-mock-compute-domain")
-            .expect("name")
-            .workers()
+    fn planned(trays: u32, racks: u32, cliques: Option<u32>) -> (Layout, DomainPlan) {
+        let layout = Layout::new(trays, racks, cliques).expect("layout");
+        let cluster = KindCluster::new("nvml-mock-compute-domain", layout.workers()).expect("name");
+        let plan = DomainPlan::clique0_of_each_rack(layout, &cluster.workers()).expect("plan");
+        (layout, plan)
     }
 
     #[test]
-    fn the_clique0_pair_and_its_id_follow_the_demo_topology() {
-        let (pair, id) = clique0_pair(&workers()).expect("pair");
+    fn the_default_domain_is_todays_clique0_pair() {
+        let (_, plan) = planned(4, 1, None);
         assert_eq!(
-            pair,
+            plan.nodes(),
             [
                 "nvml-mock-compute-domain-worker",
                 "nvml-mock-compute-domain-worker2"
             ]
         );
-        assert_eq!(id, "00000000-0000-0000-0000-0000000000ab.0");
-        assert!(clique0_pair(&workers()[..1]).is_err());
+        assert_eq!(
+            plan.cliques().keys().collect::<Vec<_>>(),
+            ["00000000-0000-0000-0000-0000000000ab.0"]
+        );
+        let one = Layout::new(1, 1, None).expect("layout");
+        let err = DomainPlan::clique0_of_each_rack(one, &topology::kind_workers("c", 1))
+            .expect_err("one tray")
+            .to_string();
+        assert!(err.contains("at least two trays"), "{err}");
+    }
+
+    #[test]
+    fn a_full_rack_of_one_clique_is_one_domain_of_18_daemons_in_one_clique() {
+        let (_, plan) = planned(18, 1, Some(1));
+        assert_eq!(plan.nodes().len(), 18);
+        let cliques = plan.cliques();
+        assert_eq!(cliques.len(), 1);
+        assert_eq!(
+            cliques["00000000-0000-0000-0000-0000000000ab.0"].len(),
+            18,
+            "one ComputeDomainClique of every tray"
+        );
+        assert_eq!(compute_domain(plan.nodes().len())["spec"]["numNodes"], 18);
+        // Two cliques per rack: the domain is clique 0's nine trays.
+        let (_, half) = planned(18, 1, None);
+        assert_eq!(half.nodes().len(), 9);
+    }
+
+    #[test]
+    fn two_full_racks_give_one_clique_per_rack_none_mixing() {
+        let (layout, plan) = planned(18, 2, Some(1));
+        assert_eq!(layout.workers(), 36);
+        assert_eq!(plan.nodes().len(), 36);
+        let cliques = plan.cliques();
+        let names: Vec<&String> = cliques.keys().collect();
+        assert_eq!(
+            names,
+            [
+                "00000000-0000-0000-0000-0000000000ab.0",
+                "00000000-0000-0000-0000-0000000001ab.0"
+            ]
+        );
+        let rack0 = &cliques["00000000-0000-0000-0000-0000000000ab.0"];
+        assert!(rack0.contains("nvml-mock-compute-domain-worker18"));
+        assert!(!rack0.contains("nvml-mock-compute-domain-worker19"));
+        // The rebind moves each rack to its own clique 99.
+        let workers = topology::kind_workers("nvml-mock-compute-domain", 36);
+        let rebound = DomainPlan::under(&plan.nodes(), &layout.rebind(&workers)).expect("rebind");
+        assert_eq!(
+            rebound.cliques().keys().collect::<Vec<_>>(),
+            [
+                "00000000-0000-0000-0000-0000000000ff.99",
+                "00000000-0000-0000-0000-0000000001ff.99"
+            ]
+        );
+    }
+
+    #[test]
+    fn clique_objects_must_be_one_per_clique_and_not_mix_nodes() {
+        let (_, plan) = planned(2, 2, None);
+        let expected = plan.cliques();
+        let [a, b] = [
+            "00000000-0000-0000-0000-0000000000ab.0",
+            "00000000-0000-0000-0000-0000000001ab.0",
+        ];
+        let set = |nodes: &[&str]| {
+            nodes
+                .iter()
+                .map(|it| (*it).to_owned())
+                .collect::<BTreeSet<_>>()
+        };
+        let w1 = "nvml-mock-compute-domain-worker";
+        let w3 = "nvml-mock-compute-domain-worker3";
+        let objects = |entries: &[(&str, &[&str])]| {
+            entries
+                .iter()
+                .map(|(clique, nodes)| (format!("uid.{clique}"), set(nodes)))
+                .collect::<std::collections::BTreeMap<_, _>>()
+        };
+        assert_eq!(
+            split_clique_objects("uid", &expected, &objects(&[(a, &[w1]), (b, &[w3])])),
+            Ok(())
+        );
+        let missing = split_clique_objects("uid", &expected, &objects(&[(a, &[w1])]));
+        assert!(missing
+            .expect_err("b")
+            .contains("not created yet: uid.0000"));
+        let mixed = split_clique_objects("uid", &expected, &objects(&[(a, &[w1, w3]), (b, &[])]));
+        assert!(mixed
+            .expect_err("mixed")
+            .contains("mixes in nodes of another clique"));
+        let stray = split_clique_objects(
+            "uid",
+            &expected,
+            &objects(&[(a, &[]), (b, &[]), ("u.7", &[])]),
+        );
+        assert!(stray
+            .expect_err("stray")
+            .contains("a clique none of the domain's nodes is in"));
     }
 
     #[test]
@@ -630,7 +530,7 @@ mod tests {
             pod["spec"]["containers"][0]["resources"]["claims"][0]["name"],
             "channel"
         );
-        let cd = compute_domain();
+        let cd = compute_domain(2);
         assert_eq!(
             cd["spec"]["channel"]["resourceClaimTemplate"]["name"],
             CHANNEL_RCT

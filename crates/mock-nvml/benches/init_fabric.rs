@@ -138,14 +138,18 @@ fn main() {
         .find_map(|arg| arg.parse().ok())
         .unwrap_or(2000);
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    std::env::set_var(
-        "MOCK_NVML_CONFIG",
-        root.join("manifests/helm/nvml-mock/profiles/gb200.yaml"),
+    // The library reads staged files: stage the shipped YAML into a temp dir first.
+    let staged = tempfile::tempdir().unwrap_or_else(|err| panic!("temp dir: {err}"));
+    let profile = test_support::staged::stage_profile(
+        &root.join("manifests/helm/nvml-mock/profiles/gb200.yaml"),
+        &staged.path().join("profile.bin"),
     );
-    std::env::set_var(
-        "MOCK_TOPOLOGY_CONFIG",
-        root.join("tests/nvml/topology-demo.yaml"),
+    let topology = test_support::staged::stage_topology(
+        &root.join("tests/nvml/topology-demo.yaml"),
+        &staged.path().join("topology.bin"),
     );
+    std::env::set_var("MOCK_NVML_CONFIG", profile);
+    std::env::set_var("MOCK_TOPOLOGY_CONFIG", topology);
     std::env::set_var("NODE_NAME", "nvml-mock-compute-domain-worker3");
     std::env::set_var("MOCK_NVML_STRICT", "1");
 

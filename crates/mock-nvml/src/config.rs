@@ -1,7 +1,12 @@
-//! What the library serves: the profile from `MOCK_NVML_CONFIG` with this node's identity from
-//! the topology at `MOCK_TOPOLOGY_CONFIG` (keyed by `NODE_NAME`) overlaid.
+//! What the library serves: the staged profile from `MOCK_NVML_CONFIG` with this node's identity
+//! from the staged topology at `MOCK_TOPOLOGY_CONFIG` (keyed by `NODE_NAME`) overlaid.
 //!
-//! [`build`] is the pure part (texts in, profile and warnings out); [`Cache::load`] reads the
+//! Both files are the compact staged form (`nvml_profile::staged`, `topology::staged`) that the
+//! stager (or `nvml-mock-stager compile-profile` / `compile-topology`) writes from YAML: the
+//! library decodes and re-validates them and links no YAML parser. A YAML file is refused with
+//! a line naming the command that stages it.
+//!
+//! [`build`] is the pure part (bytes in, profile and warnings out); [`Cache::load`] reads the
 //! environment and the files and calls it only when they changed since the previous init.
 
 use std::{
@@ -36,7 +41,7 @@ pub const ENV_STRICT: &str = node_layout::env::MOCK_NVML_STRICT;
 #[derive(Debug, thiserror::Error)]
 pub enum InitError {
     /// `MOCK_NVML_CONFIG` is unset or empty.
-    #[error("{ENV_CONFIG} is not set and the library is not inside a driver root with config/config.yaml: point {ENV_CONFIG} at a GPU profile (e.g. /opt/nvml-mock/driver/config/config.yaml)")]
+    #[error("{ENV_CONFIG} is not set and the library is not inside a driver root with {}: point {ENV_CONFIG} at a staged GPU profile (e.g. /opt/nvml-mock/driver/{})", crate::locate::PROFILE, crate::locate::PROFILE)]
     ConfigUnset,
     /// The profile file cannot be read.
     #[error("cannot read the GPU profile {path} ({ENV_CONFIG}): {source}")]
@@ -47,7 +52,8 @@ pub enum InitError {
         #[source]
         source: ReadError,
     },
-    /// The profile is not a valid profile.
+    /// The profile is not a valid staged profile (YAML, another format version, corrupt, or
+    /// invalid).
     #[error("{path} ({ENV_CONFIG}): {source}")]
     ConfigInvalid {
         /// The path from `MOCK_NVML_CONFIG`.
@@ -89,13 +95,13 @@ impl InitError {
 #[derive(Debug, thiserror::Error)]
 pub enum ReadError {
     /// The path names something other than a regular file (reading it could block or never end).
-    #[error("it is {kind}, not a regular file: point the variable at a YAML file")]
+    #[error("it is {kind}, not a regular file: point the variable at a staged file")]
     NotRegular {
         /// What it is instead ("a character device", "a FIFO", …).
         kind: &'static str,
     },
     /// The file is larger than [`MAX_FILE_BYTES`].
-    #[error("it has {size} bytes, more than the {MAX_FILE_BYTES}-byte limit: point the variable at a smaller YAML file")]
+    #[error("it has {size} bytes, more than the {MAX_FILE_BYTES}-byte limit: point the variable at a smaller staged file")]
     TooLarge {
         /// Its size (at least the limit plus one when it grew while being read).
         size: u64,
@@ -138,23 +144,23 @@ fn check_bounds(metadata: &std::fs::Metadata) -> Result<(), ReadError> {
     Ok(())
 }
 
-/// Reads a UTF-8 file, refusing anything that is not a regular file or exceeds
+/// Reads a file, refusing anything that is not a regular file or exceeds
 /// [`MAX_FILE_BYTES`]. The path is checked before it is opened (opening a FIFO blocks), the opened
 /// file again (the path may have been replaced in between), and the read stops one byte past the
 /// limit (the file may grow while being read).
-pub fn read_bounded(path: &Path) -> Result<(std::fs::Metadata, String), ReadError> {
+pub fn read_bounded(path: &Path) -> Result<(std::fs::Metadata, Vec<u8>), ReadError> {
     check_bounds(&std::fs::metadata(path)?)?;
     let file = std::fs::File::open(path)?;
     let metadata = file.metadata()?;
     check_bounds(&metadata)?;
-    let mut text = String::with_capacity(usize::try_from(metadata.len()).unwrap_or(0));
-    file.take(MAX_FILE_BYTES + 1).read_to_string(&mut text)?;
-    if text.len() as u64 > MAX_FILE_BYTES {
+    let mut bytes = Vec::with_capacity(usize::try_from(metadata.len()).unwrap_or(0));
+    file.take(MAX_FILE_BYTES + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > MAX_FILE_BYTES {
         return Err(ReadError::TooLarge {
-            size: text.len() as u64,
+            size: bytes.len() as u64,
         });
     }
-    Ok((metadata, text))
+    Ok((metadata, bytes))
 }
 
 /// The topology as found in the environment.
@@ -169,12 +175,12 @@ pub enum TopologySource {
         /// Why.
         error: String,
     },
-    /// The file's text.
-    Text {
+    /// The file's bytes (a staged topology, or anything else to refuse).
+    Staged {
         /// The path, for messages.
         path: PathBuf,
-        /// The document.
-        text: String,
+        /// The file's contents.
+        bytes: Vec<u8>,
     },
 }
 
@@ -192,8 +198,8 @@ pub struct Built {
 pub struct Inputs<'a> {
     /// Where the profile came from, for messages.
     pub config_path: PathBuf,
-    /// The profile text.
-    pub config_text: &'a str,
+    /// The profile file's bytes (a staged profile, or anything else to refuse).
+    pub config_bytes: &'a [u8],
     /// The topology.
     pub topology: TopologySource,
     /// `NODE_NAME`, if non-empty.
@@ -202,13 +208,14 @@ pub struct Inputs<'a> {
     pub strict: bool,
 }
 
-/// Parses the profile and overlays the node's identity (upstream-demo §2.3 semantics).
+/// Decodes the profile and overlays the node's identity (upstream-demo §2.3 semantics).
 pub fn build(inputs: Inputs<'_>) -> Result<Built, InitError> {
-    let profile =
-        Profile::parse(inputs.config_text).map_err(|source| InitError::ConfigInvalid {
+    let profile = nvml_profile::staged::decode(inputs.config_bytes).map_err(|source| {
+        InitError::ConfigInvalid {
             path: inputs.config_path.clone(),
             source,
-        })?;
+        }
+    })?;
     if profile.device_count() > MAX_DEVICES {
         return Err(InitError::TooManyDevices {
             name: profile.name().to_owned(),
@@ -222,14 +229,14 @@ pub fn build(inputs: Inputs<'_>) -> Result<Built, InitError> {
             "cannot read the topology {} ({ENV_TOPOLOGY}): {error}; keeping the profile's fabric identity",
             path.display()
         )),
-        (TopologySource::Text { path, .. }, None) => {
+        (TopologySource::Staged { path, .. }, None) => {
             warnings.push(format!(
                 "{ENV_TOPOLOGY} is {} but {ENV_NODE_NAME} is empty; keeping the profile's fabric identity",
                 path.display()
             ));
             None
         }
-        (TopologySource::Text { path, text }, Some(node)) => match topology::parse(text) {
+        (TopologySource::Staged { path, bytes }, Some(node)) => match topology::staged::decode(bytes) {
             Err(err) => Some(format!(
                 "invalid topology {} ({ENV_TOPOLOGY}): {err}; keeping the profile's fabric identity",
                 path.display()
@@ -302,7 +309,7 @@ struct Snapshot {
     /// When the read began; the stamp is trusted only once the file's last change is
     /// [`RACY_WINDOW`] older than this.
     read_at: SystemTime,
-    text: String,
+    bytes: Vec<u8>,
 }
 
 impl Snapshot {
@@ -330,10 +337,10 @@ fn revalidate_inner(slot: &mut Option<Snapshot>, path: &Path) -> Result<bool, Re
         }
     }
     let read_at = SystemTime::now();
-    let (metadata, text) = read_bounded(path)?;
+    let (metadata, bytes) = read_bounded(path)?;
     let stamp = Stamp::of(&metadata);
     if let Some(snapshot) = previous {
-        if snapshot.text == text {
+        if snapshot.bytes == bytes {
             snapshot.stamp = stamp;
             snapshot.read_at = read_at;
             return Ok(true);
@@ -343,7 +350,7 @@ fn revalidate_inner(slot: &mut Option<Snapshot>, path: &Path) -> Result<bool, Re
         path: path.to_owned(),
         stamp,
         read_at,
-        text,
+        bytes,
     });
     Ok(false)
 }
@@ -385,7 +392,7 @@ impl Environment {
 enum TopologyKey {
     Absent,
     Unreadable(PathBuf, String),
-    Text,
+    Staged,
 }
 
 /// What was served last, with what it was built from.
@@ -446,7 +453,7 @@ impl<T> Cache<T> {
                 (TopologyKey::Absent, true)
             }
             Some(path) => match revalidate(&mut self.topology, path) {
-                Ok(same) => (TopologyKey::Text, same),
+                Ok(same) => (TopologyKey::Staged, same),
                 Err(err) => (TopologyKey::Unreadable(path.clone(), err.to_string()), true),
             },
         };
@@ -460,11 +467,14 @@ impl<T> Cache<T> {
                 return Ok(Arc::clone(&served.value));
             }
         }
-        let config_text = self.config.as_ref().map_or("", |snapshot| &snapshot.text);
+        let config_bytes = self
+            .config
+            .as_ref()
+            .map_or(&[][..], |snapshot| &snapshot.bytes);
         let topology = match (&topology_key, &self.topology) {
-            (TopologyKey::Text, Some(snapshot)) => TopologySource::Text {
+            (TopologyKey::Staged, Some(snapshot)) => TopologySource::Staged {
                 path: snapshot.path.clone(),
-                text: snapshot.text.clone(),
+                bytes: snapshot.bytes.clone(),
             },
             (TopologyKey::Unreadable(path, error), _) => TopologySource::Unreadable {
                 path: path.clone(),
@@ -474,7 +484,7 @@ impl<T> Cache<T> {
         };
         let built = build(Inputs {
             config_path: env.config_path.clone(),
-            config_text,
+            config_bytes,
             topology,
             node_name: env.node_name.as_deref(),
             strict: env.strict,
@@ -501,6 +511,7 @@ impl<T> Default for Cache<T> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use nvml_profile::{FabricState, GB200, H100};
+    use test_support::staged::{profile_bytes, topology_bytes};
 
     use super::*;
 
@@ -515,24 +526,28 @@ domains:
 "#;
 
     fn inputs<'a>(
-        config: &'a str,
+        config: &'a [u8],
         topology: TopologySource,
         node: Option<&'a str>,
         strict: bool,
     ) -> Inputs<'a> {
         Inputs {
-            config_path: "/cfg.yaml".into(),
-            config_text: config,
+            config_path: "/cfg.bin".into(),
+            config_bytes: config,
             topology,
             node_name: node,
             strict,
         }
     }
 
-    fn text(text: &str) -> TopologySource {
-        TopologySource::Text {
-            path: "/topo.yaml".into(),
-            text: text.to_owned(),
+    fn staged(yaml: &str) -> TopologySource {
+        raw(topology_bytes(yaml))
+    }
+
+    fn raw(bytes: Vec<u8>) -> TopologySource {
+        TopologySource::Staged {
+            path: "/topo.bin".into(),
+            bytes,
         }
     }
 
@@ -554,7 +569,13 @@ domains:
 
     #[test]
     fn a_listed_node_takes_its_clique_and_domain() {
-        let built = build(inputs(GB200, text(TOPOLOGY), Some("w3"), false)).unwrap();
+        let built = build(inputs(
+            &profile_bytes(GB200),
+            staged(TOPOLOGY),
+            Some("w3"),
+            false,
+        ))
+        .unwrap();
         assert!(built.warnings.is_empty());
         let expected = (
             "00000000-0000-0000-0000-0000000000ab".to_owned(),
@@ -567,14 +588,26 @@ domains:
     #[test]
     fn an_absent_node_keeps_the_profile_defaults() {
         let profile = Profile::parse(GB200).unwrap();
-        let built = build(inputs(GB200, text(TOPOLOGY), Some("control-plane"), true)).unwrap();
+        let built = build(inputs(
+            &profile_bytes(GB200),
+            staged(TOPOLOGY),
+            Some("control-plane"),
+            true,
+        ))
+        .unwrap();
         assert!(built.warnings.is_empty());
         assert_eq!(built.profile, profile);
     }
 
     #[test]
     fn a_profile_without_fabric_stays_without() {
-        let built = build(inputs(H100, text(TOPOLOGY), Some("w1"), true)).unwrap();
+        let built = build(inputs(
+            &profile_bytes(H100),
+            staged(TOPOLOGY),
+            Some("w1"),
+            true,
+        ))
+        .unwrap();
         assert!(built
             .profile
             .devices()
@@ -584,15 +617,21 @@ domains:
 
     #[test]
     fn an_invalid_topology_warns_once_or_fails_when_strict() {
-        let bad = "version: 1\ndomains:\n  - uuid: nope\n";
-        let built = build(inputs(GB200, text(bad), Some("w1"), false)).unwrap();
+        // A node in two cliques: the stager would refuse it, so it is encoded by hand.
+        let mut document = topology::parse(TOPOLOGY).unwrap();
+        document.domains[0].cliques[1].nodes.push("w1".into());
+        let bad = topology::staged::encode(&document);
+        let gb200 = profile_bytes(GB200);
+        let built = build(inputs(&gb200, raw(bad.clone()), Some("w1"), false)).unwrap();
         assert_eq!(built.warnings.len(), 1, "{:?}", built.warnings);
         assert!(
-            built.warnings[0].starts_with("invalid topology /topo.yaml (MOCK_TOPOLOGY_CONFIG): ")
+            built.warnings[0].starts_with("invalid topology /topo.bin (MOCK_TOPOLOGY_CONFIG): "),
+            "{:?}",
+            built.warnings
         );
         assert_eq!(built.profile, Profile::parse(GB200).unwrap());
 
-        let err = build(inputs(GB200, text(bad), Some("w1"), true)).unwrap_err();
+        let err = build(inputs(&gb200, raw(bad), Some("w1"), true)).unwrap_err();
         assert!(matches!(err, InitError::StrictTopology { .. }));
         assert_eq!(err.code(), abi::ERROR_UNKNOWN);
         assert!(
@@ -608,29 +647,65 @@ domains:
             path: "/gone".into(),
             error: "No such file".into(),
         };
-        let built = build(inputs(GB200, source, Some("w1"), false)).unwrap();
+        let built = build(inputs(&profile_bytes(GB200), source, Some("w1"), false)).unwrap();
         assert_eq!(built.warnings.len(), 1);
         assert!(built.warnings[0].contains("cannot read the topology /gone"));
     }
 
     #[test]
     fn a_topology_without_node_name_warns() {
-        let built = build(inputs(GB200, text(TOPOLOGY), None, true)).unwrap();
+        let built = build(inputs(&profile_bytes(GB200), staged(TOPOLOGY), None, true)).unwrap();
         assert_eq!(built.warnings.len(), 1);
         assert!(built.warnings[0].contains("NODE_NAME is empty"));
     }
 
     #[test]
     fn an_invalid_profile_fails_with_unknown() {
-        let err = build(inputs("version: 1\n", TopologySource::Absent, None, false)).unwrap_err();
+        let mut bytes = profile_bytes(GB200);
+        bytes.truncate(bytes.len() - 1);
+        let err = build(inputs(&bytes, TopologySource::Absent, None, false)).unwrap_err();
         assert!(matches!(err, InitError::ConfigInvalid { .. }));
         assert_eq!(err.code(), abi::ERROR_UNKNOWN);
         assert!(
             err.to_string()
-                .starts_with("/cfg.yaml (MOCK_NVML_CONFIG): invalid profile: "),
+                .starts_with("/cfg.bin (MOCK_NVML_CONFIG): a corrupt staged profile: "),
             "{err}"
         );
         assert_eq!(InitError::ConfigUnset.code(), abi::ERROR_DRIVER_NOT_LOADED);
+        assert!(
+            InitError::ConfigUnset
+                .to_string()
+                .ends_with("(e.g. /opt/nvml-mock/driver/config/profile.bin)"),
+            "{}",
+            InitError::ConfigUnset
+        );
+    }
+
+    #[test]
+    fn a_yaml_profile_or_topology_is_refused_naming_the_command_that_stages_it() {
+        let err = build(inputs(
+            GB200.as_bytes(),
+            TopologySource::Absent,
+            None,
+            false,
+        ))
+        .unwrap_err();
+        assert_eq!(err.code(), abi::ERROR_UNKNOWN);
+        assert_eq!(
+            err.to_string(),
+            "/cfg.bin (MOCK_NVML_CONFIG): text (a YAML document?), not a staged file; the library \
+             reads a staged profile: `nvml-mock-stager compile-profile <yaml> --out <file>` \
+             writes one"
+        );
+        let source = raw(TOPOLOGY.as_bytes().to_vec());
+        let built = build(inputs(&profile_bytes(GB200), source, Some("w1"), false)).unwrap();
+        assert_eq!(
+            built.warnings,
+            ["invalid topology /topo.bin (MOCK_TOPOLOGY_CONFIG): text (a YAML document?), not a \
+              staged file; the library reads a staged topology: `nvml-mock-stager \
+              compile-topology <yaml> --out <file>` writes one; keeping the profile's fabric \
+              identity"]
+        );
     }
 
     #[test]
@@ -647,7 +722,7 @@ domains:
         );
         assert_eq!(
             err.to_string(),
-            "it is a character device, not a regular file: point the variable at a YAML file"
+            "it is a character device, not a regular file: point the variable at a staged file"
         );
         let dir = tempfile::tempdir().unwrap();
         let err = read_bounded(dir.path()).unwrap_err();
@@ -677,7 +752,7 @@ domains:
     #[test]
     fn read_bounded_refuses_files_over_the_limit_and_reads_the_rest() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("big.yaml");
+        let path = dir.path().join("big.bin");
         let file = std::fs::File::create(&path).unwrap();
         file.set_len(MAX_FILE_BYTES + 1).unwrap();
         let err = read_bounded(&path).unwrap_err();
@@ -709,7 +784,7 @@ domains:
         assert_eq!(
             err.to_string(),
             "cannot read the GPU profile /dev/zero (MOCK_NVML_CONFIG): it is a character device, \
-             not a regular file: point the variable at a YAML file"
+             not a regular file: point the variable at a staged file"
         );
     }
 
@@ -721,8 +796,8 @@ domains:
     impl Files {
         fn new(topology: &str) -> Files {
             let dir = tempfile::tempdir().unwrap();
-            std::fs::write(dir.path().join("config.yaml"), GB200).unwrap();
-            std::fs::write(dir.path().join("topology.yaml"), topology).unwrap();
+            std::fs::write(dir.path().join("profile.bin"), profile_bytes(GB200)).unwrap();
+            std::fs::write(dir.path().join("topology.bin"), topology_bytes(topology)).unwrap();
             Files { dir }
         }
 
@@ -734,18 +809,18 @@ domains:
     #[test]
     fn revalidate_trusts_an_old_stamp_and_compares_bytes_inside_the_racy_window() {
         let files = Files::new(TOPOLOGY);
-        let path = files.path("topology.yaml");
+        let path = files.path("topology.bin");
         let mut slot = None;
         assert!(!revalidate(&mut slot, &path).unwrap(), "first read is new");
         assert!(slot.as_ref().unwrap().racy(), "just written: racy");
         assert!(revalidate(&mut slot, &path).unwrap(), "same bytes");
 
         // Same size, rewritten in place, compared by bytes because the stamp is racy.
-        let changed = TOPOLOGY.replace("id: 1", "id: 2");
-        assert_eq!(changed.len(), TOPOLOGY.len());
+        let changed = topology_bytes(&TOPOLOGY.replace("id: 1", "id: 2"));
+        assert_eq!(changed.len(), topology_bytes(TOPOLOGY).len());
         std::fs::write(&path, &changed).unwrap();
         assert!(!revalidate(&mut slot, &path).unwrap(), "changed bytes");
-        assert_eq!(slot.as_ref().unwrap().text, changed);
+        assert_eq!(slot.as_ref().unwrap().bytes, changed);
 
         // Once the last change is older than the window, an unchanged stamp is trusted.
         let snapshot = slot.as_mut().unwrap();
@@ -754,9 +829,9 @@ domains:
         assert!(revalidate(&mut slot, &path).unwrap());
 
         // Another path is a new file; an error empties the slot.
-        assert!(!revalidate(&mut slot, &files.path("config.yaml")).unwrap());
-        std::fs::remove_file(files.path("config.yaml")).unwrap();
-        assert!(revalidate(&mut slot, &files.path("config.yaml")).is_err());
+        assert!(!revalidate(&mut slot, &files.path("profile.bin")).unwrap());
+        std::fs::remove_file(files.path("profile.bin")).unwrap();
+        assert!(revalidate(&mut slot, &files.path("profile.bin")).is_err());
         assert!(slot.is_none());
     }
 
@@ -766,8 +841,8 @@ domains:
         let _lock = crate::ENV_LOCK
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        std::env::set_var(ENV_CONFIG, files.path("config.yaml"));
-        std::env::set_var(ENV_TOPOLOGY, files.path("topology.yaml"));
+        std::env::set_var(ENV_CONFIG, files.path("profile.bin"));
+        std::env::set_var(ENV_TOPOLOGY, files.path("topology.bin"));
         std::env::set_var(ENV_NODE_NAME, node);
         std::env::remove_var(ENV_STRICT);
         body()
@@ -792,15 +867,15 @@ domains:
         assert!(!Arc::ptr_eq(&b, &c));
 
         std::fs::write(
-            files.path("topology.yaml"),
-            TOPOLOGY.replace("id: 0", "id: 5"),
+            files.path("topology.bin"),
+            topology_bytes(&TOPOLOGY.replace("id: 0", "id: 5")),
         )
         .unwrap();
         let (rewritten, _) = with_env(&files, "w1", || clique(&mut cache));
         assert_eq!(rewritten, 5, "same-size rewrite seen");
 
-        // A broken profile fails, and is not cached: fixing it serves again.
-        std::fs::write(files.path("config.yaml"), "version: 1\n").unwrap();
+        // A YAML profile fails, and is not cached: staging it serves again.
+        std::fs::write(files.path("profile.bin"), GB200).unwrap();
         let err = with_env(&files, "w1", || cache.load(|profile| profile).unwrap_err());
         assert!(matches!(err, InitError::ConfigInvalid { .. }), "{err}");
         let err = with_env(&files, "w1", || cache.load(|profile| profile).unwrap_err());
@@ -808,11 +883,11 @@ domains:
             matches!(err, InitError::ConfigInvalid { .. }),
             "failed again: {err}"
         );
-        std::fs::write(files.path("config.yaml"), GB200).unwrap();
+        std::fs::write(files.path("profile.bin"), profile_bytes(GB200)).unwrap();
         assert_eq!(with_env(&files, "w1", || clique(&mut cache)).0, 5);
 
         // A topology that turns unreadable warns at every init until it is back.
-        std::fs::remove_file(files.path("topology.yaml")).unwrap();
+        std::fs::remove_file(files.path("topology.bin")).unwrap();
         let warnings = with_env(&files, "w1", || {
             let (_, warnings) = cache.load(|profile| profile).unwrap();
             warnings.to_vec()
@@ -822,7 +897,7 @@ domains:
             warnings[0].starts_with("cannot read the topology"),
             "{warnings:?}"
         );
-        std::fs::write(files.path("topology.yaml"), TOPOLOGY).unwrap();
+        std::fs::write(files.path("topology.bin"), topology_bytes(TOPOLOGY)).unwrap();
         assert_eq!(with_env(&files, "w1", || clique(&mut cache)).0, 0);
     }
 }

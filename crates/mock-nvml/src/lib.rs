@@ -1,12 +1,13 @@
-//! Mock `libnvidia-ml.so.1`: the NVML C ABI over a YAML GPU profile, with this node's NVLink
+//! Mock `libnvidia-ml.so.1`: the NVML C ABI over a staged GPU profile, with this node's NVLink
 //! fabric identity taken from the cluster topology.
 //!
-//! At the first `nvmlInit*` (reference count 0 → 1) the library reads the profile named by
+//! At the first `nvmlInit*` (reference count 0 → 1) the library reads the staged profile (the
+//! compact binary form the stager writes from YAML; the library links no YAML parser) named by
 //! `MOCK_NVML_CONFIG` (or, unset, the one in its own driver root) and, when `MOCK_TOPOLOGY_CONFIG` and `NODE_NAME` are set, overlays the
 //! node's cluster uuid and clique id ([`config`]). Queries then answer from that snapshot until the
 //! last `nvmlShutdown`. The parsed result is kept across shutdowns: the next first init
 //! revalidates both files (one `stat` each, their bytes compared while a file's last change is
-//! under [`config::RACY_WINDOW`] old) and parses again only what changed, so a rewritten
+//! under [`config::RACY_WINDOW`] old) and decodes again only what changed, so a rewritten
 //! topology is seen at the next init and an unchanged one costs no parsing.
 //!
 //! Layers, top to bottom:
@@ -30,11 +31,12 @@
 //! - [`events`]: event sets, Xid delivery from the injection control file, the bounded wait.
 //! - [`config`]: reading and overlaying the profile and topology.
 //! - [`locate`]: without the variables, the profile and topology beside the library's own
-//!   driver root (`<root>/usr/lib64/libnvidia-ml.so.*` → `<root>/config/config.yaml`,
-//!   `<root>/topology/topology.yaml`).
+//!   driver root (`<root>/usr/lib64/libnvidia-ml.so.*` → `<root>/config/profile.bin`,
+//!   `<root>/topology/topology.bin`).
 //!
 //! Init failures: no profile to read (unset or unreadable `MOCK_NVML_CONFIG`) returns
-//! `NVML_ERROR_DRIVER_NOT_LOADED`; an invalid profile, or an invalid topology under
+//! `NVML_ERROR_DRIVER_NOT_LOADED`; an invalid profile (a YAML one too: it names the command
+//! that stages it), or an invalid topology under
 //! `MOCK_NVML_STRICT`, returns `NVML_ERROR_UNKNOWN`. Either prints one `[MOCK_NVML ERROR]` line.
 //!
 //! The crate is a `cdylib` only: nothing links it as a Rust library (its clients `dlopen` it, as

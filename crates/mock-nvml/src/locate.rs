@@ -4,18 +4,19 @@
 //!
 //! The library's own path comes from `/proc/self/maps` (the mapping that holds this module's
 //! code; the kernel shows it with symlinks resolved). The driver root is the nearest of its
-//! directory's ancestors, up to [`MAX_DEPTH`] levels, holding `config/config.yaml`; the staged
-//! tree puts the library at `<root>/usr/lib64/`, two levels below. The topology is
-//! `<root>/topology/topology.yaml` when that file exists.
+//! directory's ancestors, up to [`MAX_DEPTH`] levels, holding the staged profile
+//! `config/profile.bin`; the staged tree puts the library at `<root>/usr/lib64/`, two levels
+//! below. The topology is `<root>/topology/topology.bin` when that file exists (both names are
+//! `node_layout`'s).
 //!
 //! Safe code only: reading a procfs file and comparing addresses.
 
 use std::path::{Path, PathBuf};
 
-/// The profile's path relative to the driver root.
-pub const PROFILE: &str = "config/config.yaml";
-/// The topology's path relative to the driver root.
-pub const TOPOLOGY: &str = "topology/topology.yaml";
+/// The staged profile's path relative to the driver root.
+pub const PROFILE: &str = node_layout::paths::PROFILE_IN_DRIVER;
+/// The staged topology's path relative to the driver root.
+pub const TOPOLOGY: &str = node_layout::paths::TOPOLOGY_IN_DRIVER;
 /// How many ancestors of the library's directory are tried (itself, `usr`, the root).
 pub const MAX_DEPTH: usize = 3;
 

@@ -6,7 +6,10 @@
 //! dereference): it must point at a slot boundary inside the array, and the slot's index must be
 //! below the current device count. A stale handle after shutdown is therefore just "not issued".
 
-use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::{
+    path::PathBuf,
+    sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard},
+};
 
 use nvml_profile::{Device, PcieTopology, System};
 
@@ -35,12 +38,24 @@ struct State {
     loaded: Option<Arc<Loaded>>,
     /// Kept across shutdowns, so that an init with unchanged files parses nothing.
     cache: config::Cache<Loaded>,
+    /// The last visibility probe, kept across shutdowns like the cache.
+    view: Option<View>,
+}
+
+/// What the visibility probe made of one loaded state under one dev root: a process's device
+/// nodes are fixed for its life (a container's are set when it is created), so a first init
+/// with the same loaded state and dev root probes nothing again.
+struct View {
+    root: PathBuf,
+    loaded: Arc<Loaded>,
+    seen: Arc<Loaded>,
 }
 
 static STATE: RwLock<State> = RwLock::new(State {
     refcount: 0,
     loaded: None,
     cache: config::Cache::new(),
+    view: None,
 });
 
 /// One handle slot; its address is the `nvmlDevice_t`.
@@ -104,7 +119,8 @@ pub fn init() -> NvmlReturn {
             for warning in warnings {
                 eprintln!("[MOCK_NVML WARNING] {warning}");
             }
-            state.loaded = Some(visible_view(loaded));
+            let seen = visible_view(&mut state.view, loaded, visible::dev_root());
+            state.loaded = Some(seen);
             state.refcount = 1;
             abi::SUCCESS
         }
@@ -116,19 +132,30 @@ pub fn init() -> NvmlReturn {
 }
 
 /// What this process sees of `loaded` ([`visible`]): the cached state itself when nothing is
-/// filtered, else a renumbered copy of the visible GPUs (built at each first init, as the device
-/// nodes may differ from one init to the next).
-fn visible_view(loaded: Arc<Loaded>) -> Arc<Loaded> {
+/// filtered, else a renumbered copy of the visible GPUs; probed once per loaded state and dev
+/// root ([`View`]).
+fn visible_view(view: &mut Option<View>, loaded: Arc<Loaded>, root: PathBuf) -> Arc<Loaded> {
+    if let Some(view) = view {
+        if Arc::ptr_eq(&view.loaded, &loaded) && view.root == root {
+            return Arc::clone(&view.seen);
+        }
+    }
     let minors: Vec<u32> = loaded
         .devices
         .iter()
         .map(|device| device.minor_number)
         .collect();
-    let present = visible::present_minors(&visible::dev_root(), &minors);
-    match visible::select(&minors, &present) {
-        Visibility::All => loaded,
+    let present = visible::present_minors(&root, &minors);
+    let seen = match visible::select(&minors, &present) {
+        Visibility::All => Arc::clone(&loaded),
         Visibility::Only(positions) => Arc::new(loaded.restricted(&positions)),
-    }
+    };
+    *view = Some(View {
+        root,
+        loaded,
+        seen: Arc::clone(&seen),
+    });
+    seen
 }
 
 /// `nvmlShutdown`: UNINITIALIZED when not initialized; the last one drops the loaded state.
@@ -242,6 +269,39 @@ mod tests {
         );
         let local = 0u64;
         assert_eq!(slot_index(&local as *const u64 as usize), None);
+    }
+
+    fn gb200() -> Arc<Loaded> {
+        let profile = nvml_profile::Profile::parse(nvml_profile::GB200).unwrap();
+        let devices = profile.devices();
+        Arc::new(Loaded {
+            system: profile.system().clone(),
+            host_indices: devices.iter().map(|device| device.index).collect(),
+            devices,
+            pcie: profile.pcie_topology(),
+        })
+    }
+
+    #[test]
+    fn the_probe_runs_once_per_loaded_state_and_dev_root() {
+        let dir = tempfile::tempdir().unwrap();
+        for node in ["nvidiactl", "nvidia1", "nvidia2"] {
+            std::fs::write(dir.path().join(node), "").unwrap();
+        }
+        let root = dir.path().to_path_buf();
+        let loaded = gb200();
+        let mut view = None;
+        let first = visible_view(&mut view, Arc::clone(&loaded), root.clone());
+        assert_eq!(first.host_indices, [1, 2]);
+        // The nodes of a process do not change: the same state and root are not probed again.
+        std::fs::remove_file(dir.path().join("nvidia2")).unwrap();
+        let again = visible_view(&mut view, Arc::clone(&loaded), root.clone());
+        assert!(Arc::ptr_eq(&first, &again));
+        // Another root, or a newly loaded state, is probed.
+        let other = visible_view(&mut view, Arc::clone(&loaded), root.join("absent"));
+        assert!(Arc::ptr_eq(&other, &loaded));
+        let reloaded = visible_view(&mut view, gb200(), root);
+        assert_eq!(reloaded.host_indices, [1]);
     }
 
     #[test]

@@ -5,7 +5,7 @@
 //! The rule (upstream's, pinned by the tests): when every GPU's node exists, or none does (a
 //! host or a plugin that reads the driver root without the nodes in `/dev`), nothing is
 //! filtered. [`select`] is the pure decision; [`present_minors`] the probe (one `stat` per GPU,
-//! once per first init), under `MOCK_NVML_DEV_ROOT` (default `/dev`).
+//! once per profile load and dev root: `state.rs` keeps the result), under `MOCK_NVML_DEV_ROOT` (default `/dev`).
 
 use std::path::{Path, PathBuf};
 

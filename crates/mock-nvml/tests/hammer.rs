@@ -29,14 +29,17 @@ fn sixteen_threads_under_valgrind_memcheck() {
         "gcc",
     );
 
-    let topology = work.path().join("topology.yaml");
+    let topology = work.path().join("topology.bin");
     std::fs::write(
         &topology,
-        "version: 1\ndomains:\n  - name: demo\n    uuid: \"00000000-0000-0000-0000-0000000000ab\"\n    cliques:\n      - {id: 0, nodes: [w1, w2]}\n      - {id: 1, nodes: [w3, w4]}\n",
+        test_support::staged::topology_bytes("version: 1\ndomains:\n  - name: demo\n    uuid: \"00000000-0000-0000-0000-0000000000ab\"\n    cliques:\n      - {id: 0, nodes: [w1, w2]}\n      - {id: 1, nodes: [w3, w4]}\n"),
     )
     .expect("write topology");
     let lib_dir = common::library_dir();
-    let profile = common::repo_root().join("manifests/helm/nvml-mock/profiles/gb200.yaml");
+    let profile = test_support::staged::stage_profile(
+        &common::repo_root().join("manifests/helm/nvml-mock/profiles/gb200.yaml"),
+        &work.path().join("profile.bin"),
+    );
     let output = Command::new(valgrind)
         .args([
             "--tool=memcheck",

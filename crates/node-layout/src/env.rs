@@ -3,9 +3,9 @@
 //! One spelling for both sides: the plugin and the mock library (`crates/mock-nvml/src/config.rs`)
 //! import these.
 
-/// The profile path (`driver/config/config.yaml` of the staged tree).
+/// The staged profile's path (`driver/config/profile.bin` of the staged tree).
 pub const MOCK_NVML_CONFIG: &str = "MOCK_NVML_CONFIG";
-/// The topology document's path (`driver/topology/topology.yaml`).
+/// The staged topology's path (`driver/topology/topology.bin`).
 pub const MOCK_TOPOLOGY_CONFIG: &str = "MOCK_TOPOLOGY_CONFIG";
 /// This node's name, which selects its identity from the topology.
 pub const NODE_NAME: &str = "NODE_NAME";

@@ -54,6 +54,18 @@ pub const NVIDIA_SMI: &str = "nvidia-smi";
 /// mock library finds from its own location): see [`crate::xid`] for its format.
 pub const XID_INJECTIONS_IN_DRIVER: &str = "config/xid-injections";
 
+/// The staged profile, relative to the driver root (what the mock library finds from its own
+/// location): the compact binary form (`nvml_profile::staged`), not YAML.
+pub const PROFILE_IN_DRIVER: &str = "config/profile.bin";
+
+/// The staged topology, relative to the driver root: the compact binary form
+/// (`topology::staged`), replaced atomically on every change.
+pub const TOPOLOGY_IN_DRIVER: &str = "topology/topology.bin";
+
+/// Where earlier stagers wrote the profile and the topology as YAML, relative to the driver
+/// root; the stager removes them.
+pub const LEGACY_YAML_IN_DRIVER: [&str; 2] = ["config/config.yaml", "topology/topology.yaml"];
+
 /// Every path of the staged tree relative to one root.
 ///
 /// The default is the host layout at [`DEFAULT_HOST_ROOT`].
@@ -130,9 +142,16 @@ impl Layout {
         self.driver_dir().join("config")
     }
 
-    /// `driver/config/config.yaml`: the profile (`MOCK_NVML_CONFIG`).
+    /// `driver/config/profile.bin`: the staged profile (`MOCK_NVML_CONFIG`), `system.num_devices`
+    /// set.
     pub fn config(&self) -> PathBuf {
-        self.config_dir().join("config.yaml")
+        self.driver_dir().join(PROFILE_IN_DRIVER)
+    }
+
+    /// `driver/config/config.yaml` and `driver/topology/topology.yaml`: the YAML files earlier
+    /// stagers wrote where the staged files are now; the stager removes them.
+    pub fn legacy_yaml(&self) -> [PathBuf; 2] {
+        LEGACY_YAML_IN_DRIVER.map(|relative| self.driver_dir().join(relative))
     }
 
     /// `driver/config/xid-injections`: the Xid faults the mock library reports as events
@@ -194,9 +213,9 @@ impl Layout {
         self.host_root.join("topology")
     }
 
-    /// `driver/topology/topology.yaml`: the cluster topology (`MOCK_TOPOLOGY_CONFIG`).
+    /// `driver/topology/topology.bin`: the staged cluster topology (`MOCK_TOPOLOGY_CONFIG`).
     pub fn topology(&self) -> PathBuf {
-        self.topology_dir().join("topology.yaml")
+        self.driver_dir().join(TOPOLOGY_IN_DRIVER)
     }
 }
 
@@ -210,12 +229,12 @@ pub fn container_lib_dir() -> PathBuf {
     Layout::container().lib_dir()
 }
 
-/// `/opt/nvml-mock/driver/config/config.yaml`.
+/// `/opt/nvml-mock/driver/config/profile.bin`.
 pub fn container_config() -> PathBuf {
     Layout::container().config()
 }
 
-/// `/opt/nvml-mock/driver/topology/topology.yaml`.
+/// `/opt/nvml-mock/driver/topology/topology.bin`.
 pub fn container_topology() -> PathBuf {
     Layout::container().topology()
 }
@@ -258,7 +277,7 @@ mod tests {
     #[test]
     fn host_layout_matches_the_architecture_table() {
         let layout = Layout::default();
-        let cases: [(PathBuf, &str); 18] = [
+        let cases: [(PathBuf, &str); 20] = [
             (
                 layout.xid_injections(),
                 "/var/lib/nvml-mock/driver/config/xid-injections",
@@ -285,7 +304,7 @@ mod tests {
             ),
             (
                 layout.config(),
-                "/var/lib/nvml-mock/driver/config/config.yaml",
+                "/var/lib/nvml-mock/driver/config/profile.bin",
             ),
             (layout.gpu_node(3), "/var/lib/nvml-mock/driver/dev/nvidia3"),
             (
@@ -318,9 +337,17 @@ mod tests {
             ),
             (
                 layout.topology(),
-                "/var/lib/nvml-mock/driver/topology/topology.yaml",
+                "/var/lib/nvml-mock/driver/topology/topology.bin",
             ),
             (layout.topology_dir(), "/var/lib/nvml-mock/driver/topology"),
+            (
+                layout.legacy_yaml()[0].clone(),
+                "/var/lib/nvml-mock/driver/config/config.yaml",
+            ),
+            (
+                layout.legacy_yaml()[1].clone(),
+                "/var/lib/nvml-mock/driver/topology/topology.yaml",
+            ),
             (layout.dev_dir(), "/var/lib/nvml-mock/driver/dev"),
         ];
         for (actual, expected) in cases {
@@ -340,11 +367,11 @@ mod tests {
         );
         assert_eq!(
             container_config(),
-            Path::new("/opt/nvml-mock/driver/config/config.yaml")
+            Path::new("/opt/nvml-mock/driver/config/profile.bin")
         );
         assert_eq!(
             container_topology(),
-            Path::new("/opt/nvml-mock/driver/topology/topology.yaml")
+            Path::new("/opt/nvml-mock/driver/topology/topology.bin")
         );
         assert_eq!(container_gpu_device("nvidia0"), Path::new("/dev/nvidia0"));
         assert_eq!(

@@ -72,13 +72,13 @@ pub fn run(args: impl IntoIterator<Item = String>) -> Result<String> {
         _ => Action::Clear,
     };
     let path = layout.xid_injections();
-    let profile = std::fs::read_to_string(layout.config()).with_context(|| {
+    let profile = std::fs::read(layout.config()).with_context(|| {
         format!(
             "no staged profile at {}: is the tree staged on this node (is the stager running)?",
             layout.config().display()
         )
     })?;
-    let gpu_count = nvml_profile::Profile::parse(&profile)
+    let gpu_count = nvml_profile::staged::decode(&profile)
         .with_context(|| format!("{}: not a valid profile", layout.config().display()))?
         .device_count();
     let existing = match std::fs::read_to_string(&path) {

@@ -14,6 +14,7 @@
 //! - [`facts`]: `nvml-mock-stager node-facts`, the probe `up --kube-context` runs on each node.
 //! - [`inject`]: `nvml-mock-stager inject --gpu N --xid X | --clear`, the Xid injection control file.
 
+mod compile;
 mod facts;
 mod inject;
 mod kube_api;
@@ -40,7 +41,7 @@ use crate::kube_api::Label;
     version,
     about,
     long_about = None,
-    after_help = "`nvml-mock-stager node-facts` prints this node's NRI socket state and /proc/devices and exits (the probe of `cargo xtask up --kube-context`).\n`nvml-mock-stager inject --gpu N --xid X` (or `--clear`) writes the Xid injection control file under the staged root (see `inject --help`)."
+    after_help = "`nvml-mock-stager node-facts` prints this node's NRI socket state and /proc/devices and exits (the probe of `cargo xtask up --kube-context`).\n`nvml-mock-stager inject --gpu N --xid X` (or `--clear`) writes the Xid injection control file under the staged root (see `inject --help`).\n`nvml-mock-stager compile-profile FILE.yaml [--num-devices N] --out FILE` and `compile-topology FILE.yaml --out FILE` write the staged (compact binary) profile and topology the mock library reads (MOCK_NVML_CONFIG, MOCK_TOPOLOGY_CONFIG), for use outside a cluster."
 )]
 struct Args {
     /// This node's name (labelled, and the topology's lookup key downstream).
@@ -121,14 +122,22 @@ fn main() -> std::process::ExitCode {
             }
         };
     }
-    if std::env::args().nth(1).as_deref() == Some("inject") {
-        return match inject::run(std::env::args().skip(1)) {
+    let subcommand: Option<fn(std::iter::Skip<std::env::Args>) -> Result<String>> =
+        match std::env::args().nth(1).as_deref() {
+            Some("inject") => Some(inject::run),
+            Some("compile-profile") => Some(compile::run_profile),
+            Some("compile-topology") => Some(compile::run_topology),
+            _ => None,
+        };
+    if let Some(run) = subcommand {
+        return match run(std::env::args().skip(1)) {
             Ok(done) => {
                 println!("{done}");
                 std::process::ExitCode::SUCCESS
             }
             Err(err) => {
-                eprintln!("nvml-mock-stager inject: {err:#}");
+                let name = std::env::args().nth(1).unwrap_or_default();
+                eprintln!("nvml-mock-stager {name}: {err:#}");
                 std::process::ExitCode::FAILURE
             }
         };
@@ -344,9 +353,7 @@ fn read_inputs(args: &Args) -> Result<plan::Inputs> {
             args.profile.display()
         )
     })?;
-    let profile_yaml = staged
-        .to_yaml()
-        .context("cannot write the staged profile")?;
+    let profile_staged = nvml_profile::staged::encode(&staged);
 
     let imex = if args.imex_channels {
         let source = std::fs::read_to_string(&args.proc_devices_source)
@@ -383,7 +390,7 @@ fn read_inputs(args: &Args) -> Result<plan::Inputs> {
         library: args.library.clone(),
         check_fabric: args.check_fabric.clone(),
         nvidia_smi: args.nvidia_smi.clone(),
-        profile_yaml,
+        profile_staged,
         imex,
     })
 }
@@ -407,7 +414,8 @@ async fn restage(layout: &Layout, text: &str, client: Option<&kube::Client>, nod
     }
 }
 
-/// Validates a topology document and stages it atomically; an invalid one is
+/// Validates a topology document and stages it atomically (the staged form the library
+/// reads, `driver/topology/topology.bin`); an invalid one is
 /// logged and the previous staged file kept. Returns the document when it is valid.
 fn stage_topology(layout: &Layout, text: &str) -> Option<topology::Topology> {
     let document = match topology::parse(text) {
@@ -418,7 +426,7 @@ fn stage_topology(layout: &Layout, text: &str) -> Option<topology::Topology> {
         }
     };
     let path = layout.topology();
-    match stage::write_atomic(&path, text.as_bytes(), 0o644) {
+    match stage::write_atomic(&path, &topology::staged::encode(&document), 0o644) {
         Ok(true) => tracing::info!(path = %path.display(), "staged the topology"),
         Ok(false) => tracing::debug!(path = %path.display(), "the topology is unchanged"),
         Err(err) => {

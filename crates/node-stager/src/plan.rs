@@ -37,8 +37,8 @@ pub struct Inputs {
     pub check_fabric: PathBuf,
     /// The mock driver's nvidia-smi to copy.
     pub nvidia_smi: PathBuf,
-    /// The profile as staged (`system.num_devices` set).
-    pub profile_yaml: String,
+    /// The staged profile (`nvml_profile::staged`, `system.num_devices` set).
+    pub profile_staged: Vec<u8>,
     /// The IMEX surface, when enabled.
     pub imex: Option<Imex>,
 }
@@ -57,8 +57,10 @@ pub struct Imex {
 /// Where a file's bytes come from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Contents {
-    /// These bytes.
+    /// This text.
     Text(String),
+    /// These bytes.
+    Bytes(Vec<u8>),
     /// A copy of this file.
     CopyOf(PathBuf),
 }
@@ -154,6 +156,7 @@ pub fn plan(layout: &Layout, inputs: &Inputs) -> Plan {
         }
     }
     absent.push(layout.legacy_topology_dir());
+    absent.extend(layout.legacy_yaml());
     Plan {
         entries,
         exclusive_dirs,
@@ -182,7 +185,7 @@ fn executable(path: PathBuf, source: &std::path::Path) -> Entry {
 }
 
 /// The library under its versioned name, `.so.1` → versioned, `.so` → `.so.1`; check-fabric,
-/// nvidia-smi and the profile.
+/// nvidia-smi and the staged profile.
 fn driver_files(layout: &Layout, inputs: &Inputs) -> [Entry; 6] {
     let library_file = layout.library_file(&inputs.driver_version);
     [
@@ -197,7 +200,11 @@ fn driver_files(layout: &Layout, inputs: &Inputs) -> [Entry; 6] {
         },
         executable(layout.check_fabric(), &inputs.check_fabric),
         executable(layout.nvidia_smi(), &inputs.nvidia_smi),
-        text(layout.config(), &inputs.profile_yaml),
+        Entry::File {
+            path: layout.config(),
+            contents: Contents::Bytes(inputs.profile_staged.clone()),
+            mode: 0o644,
+        },
     ]
 }
 
@@ -279,7 +286,7 @@ mod tests {
             library: PathBuf::from("/usr/local/lib/libnvidia-ml.so.1"),
             check_fabric: PathBuf::from("/usr/local/bin/check-fabric"),
             nvidia_smi: PathBuf::from("/usr/local/bin/nvidia-smi"),
-            profile_yaml: "version: 1\n".to_owned(),
+            profile_staged: b"staged".to_vec(),
             imex,
         }
     }
@@ -385,8 +392,12 @@ mod tests {
             .any(|entry| entry.path() == Path::new("/r/imex/proc-devices")));
         assert_eq!(
             plan.absent,
-            [PathBuf::from("/r/topology")],
-            "the legacy topology dir"
+            [
+                PathBuf::from("/r/topology"),
+                PathBuf::from("/r/driver/config/config.yaml"),
+                PathBuf::from("/r/driver/topology/topology.yaml"),
+            ],
+            "the legacy topology dir and YAML files"
         );
         assert!(plan
             .exclusive_dirs
@@ -408,6 +419,8 @@ mod tests {
                 PathBuf::from("/r/driver/proc/driver/nvidia/capabilities/fabric-imex-mgmt"),
                 PathBuf::from("/r/driver/dev/nvidia-caps-imex-channels"),
                 PathBuf::from("/r/topology"),
+                PathBuf::from("/r/driver/config/config.yaml"),
+                PathBuf::from("/r/driver/topology/topology.yaml"),
             ]
         );
     }

@@ -109,6 +109,7 @@ fn apply_entry(entry: &Entry) -> Result<bool> {
         } => {
             let bytes = match contents {
                 Contents::Text(text) => text.as_bytes().to_vec(),
+                Contents::Bytes(bytes) => bytes.clone(),
                 Contents::CopyOf(source) => fs::read(source)
                     .with_context(|| format!("cannot read {} to stage it", source.display()))?,
             };

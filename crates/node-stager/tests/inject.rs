@@ -29,7 +29,7 @@ fn staged_root() -> (tempfile::TempDir, Layout) {
     fs::create_dir_all(layout.config_dir()).unwrap_or_else(|err| panic!("config dir: {err}"));
     let profile = nvml_profile::Profile::parse(nvml_profile::GB200)
         .and_then(|profile| profile.with_num_devices(2))
-        .and_then(|profile| profile.to_yaml())
+        .map(|profile| nvml_profile::staged::encode(&profile))
         .unwrap_or_else(|err| panic!("profile: {err}"));
     fs::write(layout.config(), profile).unwrap_or_else(|err| panic!("profile: {err}"));
     (dir, layout)

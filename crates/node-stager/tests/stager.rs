@@ -252,18 +252,16 @@ fn stages_the_whole_tree() {
         Some(0o755)
     );
 
-    // The profile with the node's GPU count.
-    let staged = fs::read_to_string(layout.config()).unwrap_or_default();
-    let profile = nvml_profile::Profile::parse(&staged)
-        .unwrap_or_else(|err| panic!("the staged profile is invalid: {err}"));
+    // The staged profile with the node's GPU count.
+    let profile = staged_profile(&layout);
     assert_eq!(profile.system().num_devices, Some(4));
     assert_eq!(profile.driver_version(), "580.65.06");
 
-    // The topology, verbatim.
-    assert_eq!(
-        fs::read_to_string(layout.topology()).unwrap_or_default(),
-        DEMO_TOPOLOGY
-    );
+    // The topology, staged; the legacy YAML files are gone.
+    assert_eq!(staged_topology(&layout), yaml_topology(DEMO_TOPOLOGY));
+    for legacy in layout.legacy_yaml() {
+        assert!(!legacy.exists(), "{}", legacy.display());
+    }
 
     // GPU nodes.
     for index in 0..4 {
@@ -344,8 +342,7 @@ fn restaging_is_idempotent_and_prunes_what_is_no_longer_planned() {
     assert!(!layout.channel_node(2).exists());
     assert!(layout.gpu_node(1).exists());
     assert!(!layout.gpu_node(2).exists());
-    let staged = fs::read_to_string(layout.config()).unwrap_or_default();
-    assert!(staged.contains("num_devices: 2"), "{staged}");
+    assert_eq!(staged_profile(&layout).system().num_devices, Some(2));
 
     // IMEX off: the surface goes.
     host.stage_once(&[]);
@@ -390,8 +387,8 @@ fn an_invalid_topology_keeps_the_previous_one() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("the topology is invalid"), "{stderr}");
     assert_eq!(
-        fs::read_to_string(host.layout().topology()).unwrap_or_default(),
-        DEMO_TOPOLOGY
+        staged_topology(&host.layout()),
+        yaml_topology(DEMO_TOPOLOGY)
     );
 }
 
@@ -403,6 +400,22 @@ fn missing_inputs_fail_with_the_flag_to_fix() {
     assert!(!output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("pass --library <path>"), "{stderr}");
+}
+
+/// The staged profile under `layout` (what the mock library reads).
+fn staged_profile(layout: &Layout) -> nvml_profile::Profile {
+    let bytes = fs::read(layout.config()).unwrap_or_default();
+    nvml_profile::staged::decode(&bytes)
+        .unwrap_or_else(|err| panic!("the staged profile is invalid: {err}"))
+}
+
+/// The staged topology under `layout`, if there is a valid one.
+fn staged_topology(layout: &Layout) -> Option<topology::Topology> {
+    topology::staged::decode(&fs::read(layout.topology()).ok()?).ok()
+}
+
+fn yaml_topology(text: &str) -> Option<topology::Topology> {
+    Some(topology::parse(text).unwrap_or_else(|err| panic!("{err}")))
 }
 
 /// Kills the stager if a test fails before it exits.
@@ -438,7 +451,7 @@ fn follows_the_topology_live_and_cleans_up_on_sigterm() {
         .unwrap_or_else(|err| panic!("{err}"));
     let mut running = Running(child);
     wait_until("the first staging", Duration::from_secs(20), || {
-        fs::read_to_string(layout.topology()).ok().as_deref() == Some(DEMO_TOPOLOGY)
+        staged_topology(&layout) == yaml_topology(DEMO_TOPOLOGY)
     });
     // Let the follower take its first look before changing the file.
     std::thread::sleep(Duration::from_millis(300));
@@ -447,7 +460,7 @@ fn follows_the_topology_live_and_cleans_up_on_sigterm() {
     for text in [REBIND_TOPOLOGY, DEMO_TOPOLOGY, REBIND_TOPOLOGY] {
         host.replace_topology(text);
         let latency = wait_until("the restaged topology", Duration::from_secs(5), || {
-            fs::read_to_string(layout.topology()).ok().as_deref() == Some(text)
+            staged_topology(&layout) == yaml_topology(text)
         });
         latencies.push(latency);
     }
@@ -462,10 +475,7 @@ fn follows_the_topology_live_and_cleans_up_on_sigterm() {
     // An invalid document does not replace the staged one.
     host.replace_topology("version: 2\ndomains: []\n");
     std::thread::sleep(Duration::from_millis(400));
-    assert_eq!(
-        fs::read_to_string(layout.topology()).unwrap_or_default(),
-        REBIND_TOPOLOGY
-    );
+    assert_eq!(staged_topology(&layout), yaml_topology(REBIND_TOPOLOGY));
 
     let pid = running.0.id().to_string();
     let status = Command::new("kill")

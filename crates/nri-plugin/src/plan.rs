@@ -678,12 +678,12 @@ mod tests {
                 ("LD_LIBRARY_PATH", "/opt/nvml-mock/driver/usr/lib64"),
                 (
                     "MOCK_NVML_CONFIG",
-                    "/opt/nvml-mock/driver/config/config.yaml"
+                    "/opt/nvml-mock/driver/config/profile.bin"
                 ),
                 ("NODE_NAME", "worker2"),
                 (
                     "MOCK_TOPOLOGY_CONFIG",
-                    "/opt/nvml-mock/driver/topology/topology.yaml"
+                    "/opt/nvml-mock/driver/topology/topology.bin"
                 ),
             ])
         );
@@ -764,7 +764,7 @@ mod tests {
                 ("PATH", "/opt/nvml-mock/driver/usr/bin:/usr/bin"),
                 (
                     "MOCK_TOPOLOGY_CONFIG",
-                    "/opt/nvml-mock/driver/topology/topology.yaml"
+                    "/opt/nvml-mock/driver/topology/topology.bin"
                 ),
             ])
         );

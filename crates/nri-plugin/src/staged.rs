@@ -75,10 +75,9 @@ fn gpu_table(config: &Path, warnings: &mut Vec<String>) -> Vec<StagedGpu> {
 }
 
 /// The staged profile's bytes as a profile, in the form the stager writes (the one place here
-/// that knows that form).
+/// that knows that form: `nvml_profile::staged`, decoded and validated as the library does).
 fn parse_profile(bytes: &[u8]) -> Result<nvml_profile::Profile, String> {
-    let text = std::str::from_utf8(bytes).map_err(|err| err.to_string())?;
-    nvml_profile::Profile::parse(text).map_err(|err| err.to_string())
+    nvml_profile::staged::decode(bytes).map_err(|err| err.to_string())
 }
 
 /// The glibc encoding of `st_rdev`: (major, minor).
@@ -310,8 +309,8 @@ mod tests {
         let (dir, policy) = tree(&[]);
         let config = Layout::new(dir.path().to_path_buf()).config();
         fs::create_dir_all(config.parent().expect("config dir")).expect("config dir");
-        fs::write(&config, nvml_profile::GB200).expect("profile");
         let profile = nvml_profile::Profile::parse(nvml_profile::GB200).expect("gb200");
+        fs::write(&config, nvml_profile::staged::encode(&profile)).expect("profile");
         let uuid = profile.devices()[2].uuid.clone();
         let mut listed = wants(false, ChannelSelector::None);
         listed.request = GpuRequest::Listed(vec![gpus::GpuId::Uuid(uuid)]);
@@ -326,7 +325,8 @@ mod tests {
         // Every staged node is listed; the planner keeps the granted ones.
         assert_eq!(paths(&staged.gpu_nodes), ["/dev/nvidia0", "/dev/nvidiactl"]);
 
-        fs::write(&config, "version: 1\n").expect("profile");
+        // A YAML profile is not the staged form: refused like a broken one.
+        fs::write(&config, nvml_profile::GB200).expect("profile");
         let staged = snapshot(&policy, &listed);
         assert_eq!(staged.granted, Some(gpus::Granted::Minors([].into())));
         assert!(

@@ -4,12 +4,15 @@
 //! NVML queries NOT_SUPPORTED, except `processes`, whose absence means "no process" (NVML lists
 //! processes on every part).
 
+use borsh::{BorshDeserialize, BorshSerialize};
 use serde::{Deserialize, Serialize};
 
 use crate::{schema::Document, Error, Result};
 
 /// `pcie_counters`: PCIe throughput (`nvmlDeviceGetPcieThroughput`) and the replay counter.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize,
+)]
 #[serde(deny_unknown_fields)]
 pub struct PcieCounters {
     /// Transmitted KB/s over the last 20 ms.
@@ -22,7 +25,9 @@ pub struct PcieCounters {
 
 /// `pci_class`: the PCI class code (`nvmlDeviceGetPciInfoExt`); a data-centre GPU is a
 /// "3D controller", base 0x03, sub 0x02.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize,
+)]
 #[serde(deny_unknown_fields)]
 pub struct PciClass {
     /// 8-bit base class.
@@ -34,7 +39,9 @@ pub struct PciClass {
 /// `codecs`: the video engines' utilization (percent) and the encoder's capacity.
 /// Encoder and frame-buffer-capture sessions are not modelled: there are none, so their
 /// statistics are zero.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize,
+)]
 #[serde(deny_unknown_fields)]
 pub struct Codecs {
     /// NVENC utilization, percent.
@@ -52,7 +59,9 @@ pub struct Codecs {
 }
 
 /// Whether a process uses the GPU for compute or graphics.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum ProcessKind {
     /// Listed by `nvmlDeviceGetComputeRunningProcesses`.
@@ -62,7 +71,7 @@ pub enum ProcessKind {
 }
 
 /// One entry of `processes`: a process running on the GPU.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Process {
     /// Process id.
@@ -88,7 +97,9 @@ pub struct Process {
 }
 
 /// `nvlink_counters`: how fast each active link's counters grow, per second of uptime.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize,
+)]
 #[serde(deny_unknown_fields)]
 pub struct NvLinkCounters {
     /// Utilization counter growth (both directions), units per second.
@@ -98,7 +109,9 @@ pub struct NvLinkCounters {
 }
 
 /// `c2c`: the NVLink-C2C link to a Grace CPU (`nvmlDeviceGetC2cModeInfoV`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize,
+)]
 #[serde(deny_unknown_fields)]
 pub struct C2c {
     /// Whether C2C is enabled.
@@ -106,7 +119,9 @@ pub struct C2c {
 }
 
 /// How a GPU reaches its NVLink peers (`nvmlPlatformInfo_t.peerType`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum PeerType {
     /// Directly, GPU to GPU (0).
@@ -117,7 +132,7 @@ pub enum PeerType {
 
 /// `platform`: where the board sits in its rack (`nvmlDeviceGetPlatformInfo`); the GPU's
 /// `module_id` is the platform's module id.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Platform {
     /// The chassis (rack) serial number, at most 15 bytes.

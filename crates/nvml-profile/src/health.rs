@@ -5,13 +5,16 @@
 //! `devices[]` entry's `health` overrides the defaults' sub-section by sub-section
 //! ([`Health::overlay`]). Types only; validation is in `health/validate.rs`.
 
+use borsh::{BorshDeserialize, BorshSerialize};
 use serde::{Deserialize, Serialize};
 
 mod validate;
 pub(crate) use validate::validate;
 
 /// The `health` block (every sub-section optional).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize,
+)]
 #[serde(deny_unknown_fields)]
 pub struct Health {
     /// Power management limits and the energy counter.
@@ -121,7 +124,9 @@ pub(crate) fn resolve(defaults: Option<&Health>, entry: Option<&Health>) -> Heal
 }
 
 /// Power management: limits in milliwatts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize,
+)]
 #[serde(deny_unknown_fields)]
 pub struct PowerLimits {
     /// Whether power management is enabled (`nvmlDeviceGetPowerManagementMode`).
@@ -143,7 +148,9 @@ pub struct PowerLimits {
 }
 
 /// One clocks event (throttle) reason, `nvmlClocksEventReason*`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum ClocksEventReason {
     /// 0x1.
@@ -179,7 +186,7 @@ impl ClocksEventReason {
 }
 
 /// Clocks event reasons.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ClocksEventReasons {
     /// Holding the clocks back now.
@@ -189,7 +196,9 @@ pub struct ClocksEventReasons {
 }
 
 /// Application clocks in MHz.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize,
+)]
 #[serde(deny_unknown_fields)]
 #[allow(missing_docs)]
 pub struct ApplicationsClocks {
@@ -200,7 +209,9 @@ pub struct ApplicationsClocks {
 }
 
 /// Auto boosted clocks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize,
+)]
 #[serde(deny_unknown_fields)]
 pub struct AutoBoost {
     /// Enabled now.
@@ -210,7 +221,9 @@ pub struct AutoBoost {
 }
 
 /// Temperature thresholds in °C.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize,
+)]
 #[serde(deny_unknown_fields)]
 pub struct Thermal {
     /// `NVML_TEMPERATURE_THRESHOLD_SHUTDOWN`.
@@ -228,7 +241,9 @@ pub struct Thermal {
 }
 
 /// Fans.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize,
+)]
 #[serde(deny_unknown_fields)]
 pub struct Fans {
     /// How many; 0: speed queries are NOT_SUPPORTED.
@@ -238,7 +253,9 @@ pub struct Fans {
 }
 
 /// The BAR1 aperture in bytes; free is `total - used`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize,
+)]
 #[serde(deny_unknown_fields)]
 #[allow(missing_docs)]
 pub struct Bar1Memory {
@@ -247,7 +264,9 @@ pub struct Bar1Memory {
 }
 
 /// ECC default mode and counters; answered only while `ecc.current` is true.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize,
+)]
 #[serde(deny_unknown_fields)]
 pub struct EccErrors {
     /// `nvmlDeviceGetDefaultEccMode`.
@@ -264,7 +283,18 @@ pub struct EccErrors {
 }
 
 /// Corrected and uncorrected counts by location.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    BorshSerialize,
+    BorshDeserialize,
+)]
 #[serde(deny_unknown_fields)]
 #[allow(missing_docs)]
 pub struct EccCounts {
@@ -275,7 +305,18 @@ pub struct EccCounts {
 }
 
 /// Error counts per memory location; the total is their sum.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    BorshSerialize,
+    BorshDeserialize,
+)]
 #[serde(deny_unknown_fields)]
 #[allow(missing_docs)]
 pub struct EccLocations {
@@ -292,7 +333,18 @@ pub struct EccLocations {
 }
 
 /// SRAM ECC counters (`nvmlEccSramErrorStatus_v1_t`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    BorshSerialize,
+    BorshDeserialize,
+)]
 #[serde(deny_unknown_fields)]
 #[allow(missing_docs)]
 pub struct SramEcc {
@@ -307,7 +359,18 @@ pub struct SramEcc {
 }
 
 /// SRAM counts of one kind.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    BorshSerialize,
+    BorshDeserialize,
+)]
 #[serde(deny_unknown_fields)]
 #[allow(missing_docs)]
 pub struct SramCounts {
@@ -320,7 +383,18 @@ pub struct SramCounts {
 }
 
 /// Aggregate uncorrectable SRAM errors by where they happened.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    BorshSerialize,
+    BorshDeserialize,
+)]
 #[serde(deny_unknown_fields)]
 #[allow(missing_docs)]
 pub struct SramSources {
@@ -337,7 +411,9 @@ pub struct SramSources {
 }
 
 /// Retired pages by cause, and whether a retirement waits for the next reboot.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize,
+)]
 #[serde(deny_unknown_fields)]
 pub struct RetiredPages {
     /// `NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS`.
@@ -352,7 +428,9 @@ pub struct RetiredPages {
 }
 
 /// One retired page.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize,
+)]
 #[serde(deny_unknown_fields)]
 pub struct RetiredPage {
     /// The page's address.
@@ -362,7 +440,9 @@ pub struct RetiredPage {
 }
 
 /// Remapped rows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize,
+)]
 #[serde(deny_unknown_fields)]
 #[allow(missing_docs)]
 pub struct RemappedRows {
@@ -376,7 +456,9 @@ pub struct RemappedRows {
 }
 
 /// `nvmlRowRemapperHistogramValues_t`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize,
+)]
 #[serde(deny_unknown_fields)]
 #[allow(missing_docs)]
 pub struct RowRemapperHistogram {
@@ -388,7 +470,7 @@ pub struct RowRemapperHistogram {
 }
 
 /// InfoROM versions; an absent object is NOT_SUPPORTED.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize)]
 #[serde(deny_unknown_fields)]
 #[allow(missing_docs)]
 pub struct Inforom {
@@ -402,7 +484,7 @@ pub struct Inforom {
 }
 
 /// GSP firmware.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize)]
 #[serde(deny_unknown_fields)]
 pub struct GspFirmware {
     /// Running on the GSP now.
@@ -414,7 +496,9 @@ pub struct GspFirmware {
 }
 
 /// Display mode (a display can be attached) and active (one is initialised).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize,
+)]
 #[serde(deny_unknown_fields)]
 #[allow(missing_docs)]
 pub struct Display {
@@ -423,7 +507,9 @@ pub struct Display {
 }
 
 /// `nvmlGpuOperationMode_t`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum GpuOperationMode {
     /// `NVML_GOM_ALL_ON` (0).
@@ -435,7 +521,9 @@ pub enum GpuOperationMode {
 }
 
 /// GPU operation mode, current and pending.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize,
+)]
 #[serde(deny_unknown_fields)]
 #[allow(missing_docs)]
 pub struct GpuOperationModes {
@@ -444,7 +532,9 @@ pub struct GpuOperationModes {
 }
 
 /// `nvmlGpuVirtualizationMode_t`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum VirtualizationMode {
     /// Bare metal (0).
@@ -460,7 +550,9 @@ pub enum VirtualizationMode {
 }
 
 /// Process accounting.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize,
+)]
 #[serde(deny_unknown_fields)]
 pub struct Accounting {
     /// Accounting on.

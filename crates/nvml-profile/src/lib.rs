@@ -5,6 +5,9 @@
 //! override (`devices`). [`Profile::parse`] rejects unknown keys and inconsistent values with an
 //! error naming the offending field; [`Profile::devices`] gives the resolved per-GPU view.
 //!
+//! Parsing YAML is the feature `yaml` (on by default); [`staged`] is the compact binary form
+//! the mock NVML library reads instead (it turns `yaml` off and links no YAML parser).
+//!
 //! This crate is pure: no I/O, no environment, and it knows nothing of the C ABI or of the
 //! cluster topology document (the fabric identity is applied through
 //! [`Profile::with_fabric_identity`]); the fabric uuid is the topology crate's [`FabricUuid`].
@@ -23,6 +26,7 @@ mod mig;
 mod pcie;
 mod schema;
 mod seen;
+pub mod staged;
 mod validate;
 
 pub use activity::{
@@ -55,6 +59,7 @@ pub const H100: &str = include_str!("../../../manifests/helm/nvml-mock/profiles/
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// The text is not YAML of the profile's shape (syntax, type, unknown or missing key).
+    #[cfg(feature = "yaml")]
     #[error("invalid profile: {0}")]
     Syntax(#[source] serde_yaml::Error),
     /// The YAML has the right shape but a value is wrong.
@@ -65,6 +70,9 @@ pub enum Error {
         /// What is wrong and what is expected.
         message: String,
     },
+    /// The bytes are not a staged profile of this build's format ([`staged`]).
+    #[error("{0}")]
+    Staged(#[from] topology::staged::FormatError),
     /// `with_num_devices` asked for more GPUs than the profile has, or for none.
     #[error(
         "cannot show {requested} GPU(s): profile {profile:?} has {available}; use 1..={available}"
@@ -78,6 +86,7 @@ pub enum Error {
         profile: String,
     },
     /// The profile could not be written back as YAML.
+    #[cfg(feature = "yaml")]
     #[error("cannot serialize profile: {0}")]
     Serialize(#[source] serde_yaml::Error),
 }
@@ -175,6 +184,7 @@ impl Profile {
     /// They read the value by reference (serde_yaml's `&Value` deserializer, the same answers and
     /// messages as the owned one): no owned values to move and drop, 40 kB less again.
     /// YAML syntax errors keep their line and column; a schema error names the field.
+    #[cfg(feature = "yaml")]
     pub fn parse(text: &str) -> Result<Profile> {
         let value: serde_yaml::Value = serde_yaml::from_str(text).map_err(Error::Syntax)?;
         let doc: Document = serde::Deserialize::deserialize(&value).map_err(Error::Syntax)?;
@@ -183,6 +193,7 @@ impl Profile {
     }
 
     /// The profile as YAML; parsing it again gives an equal profile.
+    #[cfg(feature = "yaml")]
     pub fn to_yaml(&self) -> Result<String> {
         serde_yaml::to_string(&self.doc).map_err(Error::Serialize)
     }

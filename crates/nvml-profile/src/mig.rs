@@ -3,20 +3,17 @@
 
 use crate::seen::Seen;
 
-use serde::{de, Deserialize, Serialize};
-use serde_yaml::Value;
+use borsh::{BorshDeserialize, BorshSerialize};
+use serde::{Deserialize, Serialize};
 
-use crate::{
-    schema::{GpuInstanceProfile, GpuInstanceProfiles, Unknown},
-    Error, Result,
-};
+use crate::{schema::GpuInstanceProfile, Error, Result};
 
 /// `NVML_DEVICE_NAME_V2_BUFFER_SIZE`: the `name` buffer of `nvmlGpuInstanceProfileInfo_v2_t`.
 const NAME_BUFFER: usize = 96;
 
 /// The placements `nvmlDeviceGetGpuInstancePossiblePlacements_v2` reports for one profile: one
 /// `nvmlGpuInstancePlacement_t {start, size}` per start, all of the same size.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Placements {
     /// The first memory slice of each possible instance, ascending.
@@ -25,59 +22,69 @@ pub struct Placements {
     pub size: u32,
 }
 
-/// The error serde's derive gives an untagged enum that matches no variant.
-const NO_VARIANT: &str = "data did not match any variant of untagged enum GpuInstanceProfiles";
-/// The error serde's derive gives an untagged enum whose value holds a YAML tag (`!name`).
-const TAGGED: &str = "untagged and internally tagged enums do not support enum input";
+/// Reading `gpu_instance_profiles` from YAML (feature `yaml`; without it the enum derives serde's
+/// untagged `Deserialize`, which accepts the same shapes).
+#[cfg(feature = "yaml")]
+mod yaml {
+    use serde::{de, Deserialize};
+    use serde_yaml::Value;
 
-/// Accepts exactly what `#[derive(Deserialize)] #[serde(untagged)]` accepted, with its messages:
-/// the variant `unknown` (the word, or the map `{unknown: ~}` / `{0: ~}`) or a sequence of rows.
-/// Checking the shape of the value directly, instead of buffering it as serde's `Content` and
-/// replaying it per variant, keeps the mock library smaller.
-impl<'de> Deserialize<'de> for GpuInstanceProfiles {
-    fn deserialize<D: de::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let value = serde_yaml::Value::deserialize(deserializer)?;
-        profiles_from_value(value).map_err(de::Error::custom)
-    }
-}
+    use crate::schema::{GpuInstanceProfile, GpuInstanceProfiles, Unknown};
 
-fn profiles_from_value(value: Value) -> Result<GpuInstanceProfiles, &'static str> {
-    if has_tag(&value) {
-        return Err(TAGGED);
-    }
-    match value {
-        Value::String(word) if word == "unknown" => {
-            Ok(GpuInstanceProfiles::Unknown(Unknown::Unknown))
+    /// The error serde's derive gives an untagged enum that matches no variant.
+    const NO_VARIANT: &str = "data did not match any variant of untagged enum GpuInstanceProfiles";
+    /// The error serde's derive gives an untagged enum whose value holds a YAML tag (`!name`).
+    const TAGGED: &str = "untagged and internally tagged enums do not support enum input";
+
+    /// Accepts exactly what `#[derive(Deserialize)] #[serde(untagged)]` accepted, with its messages:
+    /// the variant `unknown` (the word, or the map `{unknown: ~}` / `{0: ~}`) or a sequence of rows.
+    /// Checking the shape of the value directly, instead of buffering it as serde's `Content` and
+    /// replaying it per variant, keeps the mock library smaller.
+    impl<'de> Deserialize<'de> for GpuInstanceProfiles {
+        fn deserialize<D: de::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+            let value = serde_yaml::Value::deserialize(deserializer)?;
+            profiles_from_value(value).map_err(de::Error::custom)
         }
-        Value::Mapping(map) if is_unknown_variant(&map) => {
-            Ok(GpuInstanceProfiles::Unknown(Unknown::Unknown))
-        }
-        Value::Sequence(_) => Vec::<GpuInstanceProfile>::deserialize(&value)
-            .map(GpuInstanceProfiles::Known)
-            .map_err(|_| NO_VARIANT),
-        _ => Err(NO_VARIANT),
     }
-}
 
-/// `{unknown: ~}` or `{0: ~}`: the unit variant by name or by index.
-fn is_unknown_variant(map: &serde_yaml::Mapping) -> bool {
-    let mut entries = map.iter();
-    match (entries.next(), entries.next()) {
-        (Some((key, Value::Null)), None) => match key {
-            Value::String(name) => name == "unknown",
-            Value::Number(index) => index.as_u64() == Some(0),
+    fn profiles_from_value(value: Value) -> Result<GpuInstanceProfiles, &'static str> {
+        if has_tag(&value) {
+            return Err(TAGGED);
+        }
+        match value {
+            Value::String(word) if word == "unknown" => {
+                Ok(GpuInstanceProfiles::Unknown(Unknown::Unknown))
+            }
+            Value::Mapping(map) if is_unknown_variant(&map) => {
+                Ok(GpuInstanceProfiles::Unknown(Unknown::Unknown))
+            }
+            Value::Sequence(_) => Vec::<GpuInstanceProfile>::deserialize(&value)
+                .map(GpuInstanceProfiles::Known)
+                .map_err(|_| NO_VARIANT),
+            _ => Err(NO_VARIANT),
+        }
+    }
+
+    /// `{unknown: ~}` or `{0: ~}`: the unit variant by name or by index.
+    fn is_unknown_variant(map: &serde_yaml::Mapping) -> bool {
+        let mut entries = map.iter();
+        match (entries.next(), entries.next()) {
+            (Some((key, Value::Null)), None) => match key {
+                Value::String(name) => name == "unknown",
+                Value::Number(index) => index.as_u64() == Some(0),
+                _ => false,
+            },
             _ => false,
-        },
-        _ => false,
+        }
     }
-}
 
-fn has_tag(value: &Value) -> bool {
-    match value {
-        Value::Tagged(_) => true,
-        Value::Sequence(items) => items.iter().any(has_tag),
-        Value::Mapping(map) => map.iter().any(|(key, item)| has_tag(key) || has_tag(item)),
-        _ => false,
+    fn has_tag(value: &Value) -> bool {
+        match value {
+            Value::Tagged(_) => true,
+            Value::Sequence(items) => items.iter().any(has_tag),
+            Value::Mapping(map) => map.iter().any(|(key, item)| has_tag(key) || has_tag(item)),
+            _ => false,
+        }
     }
 }
 

@@ -7,19 +7,20 @@
 
 use crate::seen::Seen;
 
+use borsh::{BorshDeserialize, BorshSerialize};
 use serde::{Deserialize, Serialize};
 
 use crate::{Error, Result};
 
 /// `pcie_topology`: the NUMA nodes of the machine.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct PcieTopologyDoc {
     pub(crate) numa_nodes: Vec<NumaNodeDoc>,
 }
 
 /// One NUMA node: its id, its logical CPUs and the host bridges (root complexes) on it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct NumaNodeDoc {
     pub(crate) id: u32,
@@ -30,7 +31,7 @@ pub(crate) struct NumaNodeDoc {
 
 /// A host bridge or a PCIe switch: the GPUs (by `devices[].index`) directly below it, and the
 /// switches below it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct PortDoc {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

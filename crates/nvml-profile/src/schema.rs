@@ -3,12 +3,13 @@
 //! Every struct denies unknown keys so that a typo is an error, not a silently ignored field.
 //! Validation lives in [`crate::validate`]; the resolved per-GPU view in [`crate::Device`].
 
+use borsh::{BorshDeserialize, BorshSerialize};
 use serde::{Deserialize, Serialize};
 
 use crate::ids::FabricUuid;
 
 /// The whole profile document.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct Document {
     pub(crate) version: u32,
@@ -22,7 +23,7 @@ pub(crate) struct Document {
 }
 
 /// Driver-wide facts.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize)]
 #[serde(deny_unknown_fields)]
 pub struct System {
     /// The driver version string, `X.Y` or `X.Y.Z` (e.g. `580.65.06`).
@@ -37,7 +38,7 @@ pub struct System {
 }
 
 /// Values every GPU has unless its `devices[]` entry overrides them.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct DeviceDefaults {
     pub(crate) name: String,
@@ -89,7 +90,7 @@ pub(crate) struct DeviceDefaults {
 }
 
 /// One GPU: its identity, and any default it overrides.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct DeviceEntry {
     pub(crate) index: u32,
@@ -160,7 +161,9 @@ pub(crate) struct DeviceEntry {
 }
 
 /// The product brand NVML reports.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize,
+)]
 #[serde(rename_all = "snake_case")]
 #[allow(missing_docs)]
 pub enum Brand {
@@ -184,7 +187,9 @@ pub enum Brand {
 }
 
 /// The GPU architecture NVML reports.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize,
+)]
 #[serde(rename_all = "snake_case")]
 #[allow(missing_docs)]
 pub enum Architecture {
@@ -202,7 +207,9 @@ pub enum Architecture {
 }
 
 /// The compute mode NVML reports.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum ComputeMode {
     /// Several contexts per device.
@@ -214,7 +221,9 @@ pub enum ComputeMode {
 }
 
 /// CUDA compute capability.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize,
+)]
 #[serde(deny_unknown_fields)]
 pub struct ComputeCapability {
     /// Major version (10 for Blackwell, 9 for Hopper).
@@ -224,7 +233,9 @@ pub struct ComputeCapability {
 }
 
 /// Frame-buffer memory in bytes; free is derived as `total - reserved - used`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize,
+)]
 #[serde(deny_unknown_fields)]
 pub struct Memory {
     /// Installed memory.
@@ -245,7 +256,9 @@ impl Memory {
 }
 
 /// PCI identifiers, as NVML packs them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize,
+)]
 #[serde(deny_unknown_fields)]
 pub struct Pci {
     /// `(device id << 16) | vendor id`, e.g. `0x294110DE`.
@@ -255,7 +268,9 @@ pub struct Pci {
 }
 
 /// PCIe link generation and width, current and maximum.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize,
+)]
 #[serde(deny_unknown_fields)]
 pub struct Pcie {
     /// Current link generation.
@@ -269,7 +284,9 @@ pub struct Pcie {
 }
 
 /// Utilization percentages.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize,
+)]
 #[serde(deny_unknown_fields)]
 pub struct Utilization {
     /// GPU busy percent.
@@ -279,7 +296,9 @@ pub struct Utilization {
 }
 
 /// Clocks in MHz.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize,
+)]
 #[serde(deny_unknown_fields)]
 #[allow(missing_docs)]
 pub struct Clocks {
@@ -294,7 +313,9 @@ pub struct Clocks {
 }
 
 /// MIG mode, current and pending; absent means the GPU has no MIG support.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize,
+)]
 #[serde(deny_unknown_fields)]
 pub struct MigMode {
     /// Whether MIG is enabled now.
@@ -309,9 +330,11 @@ pub struct MigMode {
 
 /// The GPU instance profiles `nvmlDeviceGetGpuInstanceProfileInfo` answers.
 ///
-/// Written as an untagged enum (either shape is accepted); its `Deserialize` is hand-written in
-/// `mig.rs`, without serde's buffering of the whole value, to keep the mock library small.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+/// Written as an untagged enum (either shape is accepted); with the feature `yaml` its
+/// `Deserialize` is hand-written in `mig.rs` for YAML values, without serde's buffering of the
+/// whole value (without `yaml`, serde's untagged derive, which nothing in the library calls).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, BorshSerialize, BorshDeserialize)]
+#[cfg_attr(not(feature = "yaml"), derive(Deserialize))]
 #[serde(untagged)]
 pub enum GpuInstanceProfiles {
     /// `unknown`: the part's MIG profile table is not known to the profile's author; every
@@ -322,7 +345,9 @@ pub enum GpuInstanceProfiles {
 }
 
 /// The word `unknown`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Unknown {
     /// Not known.
@@ -330,7 +355,7 @@ pub enum Unknown {
 }
 
 /// One row of `nvmlGpuInstanceProfileInfo_t`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize)]
 #[serde(deny_unknown_fields)]
 pub struct GpuInstanceProfile {
     /// Which `NVML_GPU_INSTANCE_PROFILE_*` this is (0..=16, the argument callers pass).
@@ -368,7 +393,9 @@ pub struct GpuInstanceProfile {
 }
 
 /// `nvmlDeviceAddressingModeType_t`: how system memory is addressable from the GPU.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum AddressingMode {
     /// Neither HMM nor ATS (0).
@@ -380,7 +407,9 @@ pub enum AddressingMode {
 }
 
 /// ECC mode, current and pending; absent means the GPU has no ECC.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize,
+)]
 #[serde(deny_unknown_fields)]
 pub struct Ecc {
     /// Whether ECC is enabled now.
@@ -391,7 +420,7 @@ pub struct Ecc {
 
 /// NVLink links: links `0..active` are up, `active..links` are down, the rest do not exist.
 /// `links: 0` means the GPU has no NVLink (every NVLink query is NOT_SUPPORTED).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NvLink {
     /// How many links the GPU has (at most 36).
@@ -425,7 +454,9 @@ impl NvLink {
 }
 
 /// `nvmlNvlinkVersion_t`, written as the version number.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize,
+)]
 #[allow(missing_docs)]
 pub enum NvLinkVersion {
     #[serde(rename = "1.0")]
@@ -445,7 +476,9 @@ pub enum NvLinkVersion {
 }
 
 /// `nvmlNvLinkCapability_t`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum NvLinkCapability {
     /// `NVML_NVLINK_CAP_P2P_SUPPORTED` (0).
@@ -463,7 +496,7 @@ pub enum NvLinkCapability {
 }
 
 /// An NVSwitch at the far end of some NVLinks.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NvSwitch {
     /// Its PCI address (`nvmlDeviceGetNvLinkRemotePciInfo_v2`); never a GPU's.
@@ -475,7 +508,9 @@ pub struct NvSwitch {
 }
 
 /// The GPU's NVLink fabric registration; absent means no fabric support (NOT_SUPPORTED).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize,
+)]
 #[serde(deny_unknown_fields)]
 pub struct Fabric {
     /// The cluster (NVLink domain) uuid.
@@ -530,7 +565,9 @@ impl Fabric {
 }
 
 /// Fabric registration state.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum FabricState {
     /// The GPU does not take part in a fabric.
@@ -544,7 +581,9 @@ pub enum FabricState {
 }
 
 /// Fabric health summary.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum HealthSummary {
     /// No health reported.

@@ -5,6 +5,8 @@
 
 use std::process::Output;
 
+pub mod staged;
+
 /// The output of a command that must succeed; fails the test with `what`,
 /// the exit status and both streams otherwise (and says so when it could
 /// not even start).

@@ -15,6 +15,9 @@ pub enum Error {
         /// serde_yaml's description, with the location it found.
         message: String,
     },
+    /// The bytes are not a staged topology of this build's format ([`crate::staged`]).
+    #[error("{0}")]
+    Staged(#[from] crate::staged::FormatError),
     /// `version` is not 1, the only version this crate understands.
     #[error("version: unsupported topology version {version}: only version 1 exists")]
     UnsupportedVersion {

@@ -12,13 +12,17 @@
 //!         nodes: [worker, worker2]
 //! ```
 //!
-//! - [`parse`] reads and validates a document; every error names the
-//!   offending entry (`domains[1].cliques[0].nodes[2]: …`).
+//! - `parse` (feature `yaml`, on by default) reads and validates a document;
+//!   every error names the offending entry (`domains[1].cliques[0].nodes[2]: …`).
+//! - [`staged`] is the compact binary form the mock NVML library reads
+//!   (`encode`/`decode`, validated again on decode), and the framing (magic,
+//!   format version) the staged profile shares.
 //! - [`Topology::resolve`] maps a node name to its [`Identity`], or `None`
 //!   when the node is in no clique.
 //! - [`demo`], [`rebind`] and [`kind_workers`] generate the demo's
 //!   topologies; [`Topology::to_yaml`] and [`Topology::helm_values`] write
-//!   them out.
+//!   them out; [`Layout`] generalises them to racks of trays, each rack
+//!   its own domain split into cliques.
 //!
 //! This crate is pure: no I/O, no environment, no async.
 //!
@@ -42,10 +46,17 @@
 mod document;
 mod error;
 mod generate;
+mod layout;
 mod render;
+pub mod staged;
 mod uuid;
+#[cfg(feature = "yaml")]
+mod yaml;
 
-pub use crate::document::{parse, Clique, Domain, Identity, Topology};
+pub use crate::document::{Clique, Domain, Identity, Topology};
 pub use crate::error::{Error, Result};
 pub use crate::generate::{demo, kind_workers, rebind, DEMO_UUID, REBIND_CLIQUE, REBIND_UUID};
+pub use crate::layout::{rack_uuid, Layout, LayoutError, Place, MAX_RACKS, MAX_TRAYS};
 pub use crate::uuid::{ClusterUuid, UuidError};
+#[cfg(feature = "yaml")]
+pub use crate::yaml::parse;

@@ -12,7 +12,19 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 /// anything else is rejected (unlike upstream, which drops non-hex characters
 /// and pads, turning typos into silently different identities).
 /// The default is all zero bytes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Default,
+    borsh::BorshSerialize,
+    borsh::BorshDeserialize,
+)]
 pub struct ClusterUuid([u8; 16]);
 
 /// Why a string is not a cluster uuid.

@@ -87,7 +87,7 @@ func (tr *Tree) ChannelDir() string {
 }
 
 // TopologyFile is the staged topology.
-func (tr *Tree) TopologyFile() string { return filepath.Join(tr.Root, "driver/topology/topology.yaml") }
+func (tr *Tree) TopologyFile() string { return filepath.Join(tr.Root, "driver/topology/topology.bin") }
 
 // Hide renames path away until the returned function restores it.
 func Hide(t testing.TB, path string) func() {
@@ -113,8 +113,8 @@ func StageTree(t testing.TB, channels int) *Tree {
 	files := map[string]string{
 		"driver/usr/bin/check-fabric":                             "#!/bin/sh\n",
 		"driver/usr/lib64/libnvidia-ml.so.1":                      "",
-		"driver/config/config.yaml":                               "system:\n  num_devices: 4\n",
-		"driver/topology/topology.yaml":                           "version: v1\n",
+		"driver/config/profile.bin":                               "system:\n  num_devices: 4\n",
+		"driver/topology/topology.bin":                            "version: v1\n",
 		"imex/proc-devices":                                       "Character devices:\n",
 		"driver/proc/driver/nvidia/capabilities/fabric-imex-mgmt": "DeviceFileMinor: 1\n",
 	}

@@ -24,9 +24,9 @@ var BaseEnv = []string{"PATH=/usr/bin:/bin", "HOME=/root"}
 var FullEnv = map[string]string{
 	"PATH":                 MountPath + "/driver/usr/bin:/usr/bin:/bin",
 	"LD_LIBRARY_PATH":      MountPath + "/driver/usr/lib64",
-	"MOCK_NVML_CONFIG":     MountPath + "/driver/config/config.yaml",
+	"MOCK_NVML_CONFIG":     MountPath + "/driver/config/profile.bin",
 	"NODE_NAME":            NodeName,
-	"MOCK_TOPOLOGY_CONFIG": MountPath + "/driver/topology/topology.yaml",
+	"MOCK_TOPOLOGY_CONFIG": MountPath + "/driver/topology/topology.bin",
 }
 
 // Suite runs every case against the nri version the calling module pins.
@@ -262,7 +262,7 @@ func CreateContainerCases(t *testing.T) {
 		adj := create(t, "demo", nil, env)
 		checkEnv(t, adj, map[string]string{
 			"LD_LIBRARY_PATH":      MountPath + "/driver/usr/lib64",
-			"MOCK_TOPOLOGY_CONFIG": MountPath + "/driver/topology/topology.yaml",
+			"MOCK_TOPOLOGY_CONFIG": MountPath + "/driver/topology/topology.bin",
 		})
 	})
 	t.Run("MissingTopology", func(t *testing.T) {

@@ -10,16 +10,21 @@ use std::{
 use anyhow::{ensure, Context as _, Result};
 use xshell::{cmd, Shell};
 
-use super::{Probes, Side};
+use super::{Probes, Side, Topologies};
 use crate::flags::BenchVsUpstreamArgs;
 
 /// Builds both sides; upstream's profile sized to 4 GPUs with our memory total.
-pub(super) fn sides(sh: &Shell, args: &BenchVsUpstreamArgs, work: &Path) -> Result<[Side; 2]> {
+pub(super) fn sides(
+    sh: &Shell,
+    args: &BenchVsUpstreamArgs,
+    work: &Path,
+    topologies: &Topologies,
+) -> Result<[Side; 2]> {
     let upstream = crate::upstream_mock::ensure(sh, args.snapshot.as_deref())?;
     let ours = ensure_ours(sh, work)?;
     let original = fs::read_to_string(&upstream.original_profile)
         .with_context(|| format!("reading {}", upstream.original_profile.display()))?;
-    let memory_total = our_memory_total(&ours.profile)?;
+    let memory_total = ours.memory_total;
     fs::write(
         &upstream.profile,
         sized_profile(&original, 4, memory_total)?,
@@ -32,6 +37,7 @@ pub(super) fn sides(sh: &Shell, args: &BenchVsUpstreamArgs, work: &Path) -> Resu
             lib_dir: upstream.lib_dir,
             check_fabric: upstream.check_fabric,
             profile: upstream.profile,
+            topology: topologies.yaml.clone(),
         },
         Side {
             name: "ours",
@@ -39,6 +45,7 @@ pub(super) fn sides(sh: &Shell, args: &BenchVsUpstreamArgs, work: &Path) -> Resu
             lib_dir: ours.lib_dir,
             check_fabric: ours.check_fabric,
             profile: ours.profile,
+            topology: topologies.staged.clone(),
         },
     ])
 }
@@ -126,25 +133,17 @@ fn sized_profile(profile: &str, gpus: usize, memory_total: u64) -> Result<String
     Ok(out)
 }
 
-/// `device_defaults.memory.total` of our profile.
-fn our_memory_total(profile: &Path) -> Result<u64> {
-    let text =
-        fs::read_to_string(profile).with_context(|| format!("reading {}", profile.display()))?;
-    let doc: serde_yaml::Value = serde_yaml::from_str(&text)?;
-    doc["device_defaults"]["memory"]["total"]
-        .as_u64()
-        .with_context(|| format!("{} has no device_defaults.memory.total", profile.display()))
-}
-
 /// Ours: the release library and check-fabric, and the shipped gb200 profile (4 GPUs) as the
-/// stager stages it on every node (`driver/config/config.yaml`: parsed, `num_devices` set and
-/// written back by `Profile::to_yaml`, so without the shipped file's comments): the file the
-/// library reads in a cluster, as upstream's side reads the file its setup gives it.
+/// stager stages it on every node (`driver/config/profile.bin`: parsed, `num_devices` set and
+/// written by `nvml_profile::staged::encode`): the file the library reads in a cluster, as
+/// upstream's side reads the file its setup gives it.
 struct Ours {
     lib_dir: PathBuf,
     library: PathBuf,
     check_fabric: PathBuf,
     profile: PathBuf,
+    /// The profile's memory total (upstream's profile is given the same).
+    memory_total: u64,
 }
 
 fn ensure_ours(sh: &Shell, work: &Path) -> Result<Ours> {
@@ -161,15 +160,23 @@ fn ensure_ours(sh: &Shell, work: &Path) -> Result<Ours> {
         fs::read_to_string(&shipped).with_context(|| format!("reading {}", shipped.display()))?;
     let staged = nvml_profile::Profile::parse(&text)
         .and_then(|profile| profile.with_num_devices(4))
-        .and_then(|profile| profile.to_yaml())
         .with_context(|| format!("staging {}", shipped.display()))?;
-    let profile = work.join("ours-config.yaml");
-    fs::write(&profile, staged).with_context(|| format!("writing {}", profile.display()))?;
+    let memory_total = staged
+        .devices()
+        .first()
+        .map(|gpu| gpu.memory.total)
+        .with_context(|| format!("{} has no GPU", shipped.display()))?;
+    let profile = work.join("ours-profile.bin");
+    let bytes = nvml_profile::staged::encode(&staged);
+    if fs::read(&profile).ok() != Some(bytes.clone()) {
+        fs::write(&profile, bytes).with_context(|| format!("writing {}", profile.display()))?;
+    }
     Ok(Ours {
         lib_dir,
         library,
         check_fabric: release.join("check-fabric"),
         profile,
+        memory_total,
     })
 }
 

@@ -19,6 +19,7 @@ pub(super) fn driver(
 ) -> Result<Vec<String>> {
     let out = cmd!(sh, "{driver} {args...}")
         .env(node_layout::env::MOCK_NVML_CONFIG, &side.profile)
+        .env(node_layout::env::MOCK_TOPOLOGY_CONFIG, &side.topology)
         .env(node_layout::env::NODE_NAME, node)
         .env("LD_LIBRARY_PATH", &side.lib_dir)
         .read()

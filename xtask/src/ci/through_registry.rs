@@ -176,7 +176,7 @@ fn step_seconds(sh: &Shell, report: &str, name: &str) -> Result<f64> {
 /// The step.
 pub fn run(sh: &Shell) -> Result<()> {
     let binary = ensure_tool(sh, Tool::Registry)?;
-    let cluster = KindCluster::new(DEFAULT_CLUSTER)?;
+    let cluster = crate::cluster::discover(&crate::flow::docker_only(sh), DEFAULT_CLUSTER)?;
     let context = cluster.context();
     let gateway = kind_gateway(sh)?;
     let port = free_port()?;

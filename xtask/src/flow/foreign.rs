@@ -114,7 +114,7 @@ async fn inner(
         install_chart(
             &runner,
             &client,
-            context,
+            (context, workers.len()),
             &context_lock_name(context),
             &values,
         )
@@ -133,8 +133,10 @@ async fn inner(
     let target = Target {
         kind: None,
         context: context.to_owned(),
+        rebind: topology::rebind(&workers),
         workers,
         topology,
+        layout: None,
         client,
     };
     for which in [Scenario::One, Scenario::Two, Scenario::Three] {

@@ -1,7 +1,10 @@
 //! `up` and `demo` on the kind cluster xtask creates or reuses.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
+use anyhow::Context as _;
+use topology::Layout;
 use xshell::Shell;
 
 use crate::capacity::Checked;
@@ -23,6 +26,7 @@ use super::{
 pub(super) async fn demo_inner(
     run: Run<'_>,
     cluster: &KindCluster,
+    layout: Layout,
     report: &mut Report,
 ) -> anyhow::Result<()> {
     let (sh, args, tracker) = (run.sh, run.args, run.tracker);
@@ -31,18 +35,16 @@ pub(super) async fn demo_inner(
         runner(sh)
     })
     .await?;
-    step(report, tracker, "room", async {
-        check_room(&runner, cluster, args)
-    })
-    .await?;
-    let node_image = node_image(sh, args, &runner, tracker, report).await?;
+    let node_image = node_image(sh, args, cluster, &runner, tracker, report).await?;
     let decision = step(report, tracker, "cluster", async {
         // Only an image the user chose (--node-image, --offline) must match a
         // reused cluster's; the online default reuses any compatible one.
         let asked = (args.node_image.is_some() || args.offline).then_some(&node_image);
+        let config = kind_config_file(cluster, layout)?;
         crate::cluster::ensure(
             &runner,
             cluster,
+            &config.to_string_lossy(),
             args.force_recreate,
             Some(&node_image),
             asked,
@@ -64,16 +66,23 @@ pub(super) async fn demo_inner(
     .await?;
     let client = k8s::client(&cluster.context()).await?;
     step(report, tracker, "nodes ready", async {
-        k8s::wait_nodes_ready(&client, &cluster.nodes(), Duration::from_secs(300)).await
+        let limit = crate::scenarios::scaled(Duration::from_secs(300), cluster.worker_count());
+        k8s::wait_nodes_ready(&client, &cluster.nodes(), limit).await?;
+        same_layout(&client, cluster, layout).await
     })
     .await?;
     report.notes.push(version_note(&client).await);
     step(report, tracker, "install", async {
-        let values = chart_values(&images, majors, cluster, &args.profile);
+        let values = chart_values(
+            &images,
+            majors,
+            &layout.demo(&cluster.workers()),
+            &args.profile,
+        );
         install_chart(
             &runner,
             &client,
-            &cluster.context(),
+            (&cluster.context(), cluster.worker_count()),
             cluster.name(),
             &values,
         )
@@ -87,13 +96,7 @@ pub(super) async fn demo_inner(
     if run.mode == Mode::Up {
         return Ok(());
     }
-    let target = Target {
-        kind: Some(cluster.clone()),
-        context: cluster.context(),
-        workers: cluster.workers(),
-        topology: topology::demo(&cluster.workers()),
-        client,
-    };
+    let target = Target::kind(cluster, layout, client);
     for which in Scenario::ALL {
         run_scenario(sh, &target, which, Some(&runner), tracker, report).await?;
     }
@@ -128,13 +131,20 @@ fn check_room(
 /// node, the offline pair (`--offline`: the full image on the control plane,
 /// its worker variant on the workers), or the online pin on every node; said
 /// in the report.
+///
+/// The room check runs first, before anything is built.
 async fn node_image(
     sh: &Shell,
     args: &DemoArgs,
+    cluster: &KindCluster,
     runner: &ShellRunner<'_>,
     tracker: &Tracker,
     report: &mut Report,
 ) -> anyhow::Result<NodeImages> {
+    step(report, tracker, "room", async {
+        check_room(runner, cluster, args)
+    })
+    .await?;
     let node_image = match (&args.node_image, args.offline) {
         (Some(image), _) => NodeImages::uniform(image),
         (None, true) => {
@@ -168,7 +178,7 @@ async fn node_image(
 fn chart_values(
     images: &ImagePair,
     majors: plan::Majors,
-    cluster: &KindCluster,
+    demo: &topology::Topology,
     profile: &str,
 ) -> [(&'static str, String); 2] {
     [
@@ -176,11 +186,45 @@ fn chart_values(
             "values.yaml",
             plan::install_values(&images.mock.1, majors, profile),
         ),
-        (
-            "demo-topology.yaml",
-            topology::demo(&cluster.workers()).helm_values(),
-        ),
+        ("demo-topology.yaml", demo.helm_values()),
     ]
+}
+
+/// The kind config for `layout` (the template's patches, a worker per tray),
+/// written into the cluster's scratch directory.
+fn kind_config_file(cluster: &KindCluster, layout: Layout) -> anyhow::Result<PathBuf> {
+    let template = crate::project_root().join(crate::names::KIND_CONFIG);
+    let text = std::fs::read_to_string(&template)
+        .with_context(|| format!("reading {}", template.display()))?;
+    let config = crate::kind_config::render(&text, layout)
+        .with_context(|| format!("{}", template.display()))?;
+    let path = super::scratch_dir(cluster.name())?.join("kind-config.yaml");
+    std::fs::write(&path, config).with_context(|| format!("writing {}", path.display()))?;
+    Ok(path)
+}
+
+/// A reused cluster must be laid out as asked: its workers' rack and clique
+/// labels are the layout it was created for.
+async fn same_layout(
+    client: &kube::Client,
+    cluster: &KindCluster,
+    layout: Layout,
+) -> anyhow::Result<()> {
+    let found = k8s::kind_layout(client, cluster).await?;
+    if found != layout {
+        anyhow::bail!(
+            "{}",
+            plan::rejection(
+                cluster.name(),
+                "is laid out otherwise",
+                &[format!(
+                    "its workers are labelled {found}, this run asks for {layout}: pass the flags it was \
+                     created with, or recreate it"
+                )]
+            )
+        );
+    }
+    Ok(())
 }
 
 /// Loads both images into every node that lacks them.

@@ -18,7 +18,7 @@ use super::{runner, take_lock, Target};
 
 /// `down`: delete the cluster (and the image archives with `--images`).
 pub fn down(sh: &Shell, args: &DownArgs) -> anyhow::Result<()> {
-    let cluster = KindCluster::new(&args.cluster.cluster_name)?;
+    let cluster = KindCluster::new(&args.cluster.cluster_name, 0)?;
     let _lock = take_lock(cluster.name())?;
     let runner = runner(sh)?;
     if crate::cluster::exists(&runner, &cluster)? {
@@ -49,18 +49,21 @@ pub fn down(sh: &Shell, args: &DownArgs) -> anyhow::Result<()> {
 
 /// `status`: nodes, release and rollouts.
 pub async fn status(sh: &Shell, args: &ClusterArgs) -> anyhow::Result<()> {
-    if args.kube_context.is_none() {
-        let cluster = KindCluster::new(&args.cluster_name)?;
-        for (node, state) in crate::cluster::node_states(&docker_only(sh), &cluster)? {
+    let kind = match &args.kube_context {
+        Some(_) => None,
+        None => Some(crate::cluster::discover(
+            &docker_only(sh),
+            &args.cluster_name,
+        )?),
+    };
+    if let Some(cluster) = &kind {
+        for (node, state) in crate::cluster::node_states(&docker_only(sh), cluster)? {
             println!("node {node}: {state}");
         }
     }
-    let (context, workers) = match &args.kube_context {
-        Some(context) => (context.clone(), Vec::new()),
-        None => {
-            let cluster = KindCluster::new(&args.cluster_name)?;
-            (cluster.context(), cluster.workers())
-        }
+    let (context, workers) = match (&kind, &args.kube_context) {
+        (Some(cluster), _) => (cluster.context(), cluster.workers()),
+        (None, context) => (context.clone().unwrap_or_default(), Vec::new()),
     };
     let client = k8s::client(&context).await?;
     let workers = if workers.is_empty() {
@@ -74,7 +77,9 @@ pub async fn status(sh: &Shell, args: &ClusterArgs) -> anyhow::Result<()> {
         kind: None,
         context,
         topology: topology::demo(&workers),
+        rebind: topology::rebind(&workers),
         workers,
+        layout: None,
         client,
     };
     for (ns, ds) in [

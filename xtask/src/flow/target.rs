@@ -5,6 +5,8 @@ use std::path::Path;
 
 use anyhow::Context as _;
 use kube::Client;
+use topology::Layout;
+use xshell::Shell;
 
 use crate::fabric::Expected;
 use crate::flags::ClusterArgs;
@@ -21,20 +23,43 @@ pub(super) struct Target {
     pub(super) workers: Vec<String>,
     /// The topology staged on them (the demo topology unless `--topology`).
     pub(super) topology: topology::Topology,
+    /// Scenario 3's rebind topology for them.
+    pub(super) rebind: topology::Topology,
+    /// The kind cluster's racks, trays and cliques (none on `--kube-context`).
+    pub(super) layout: Option<Layout>,
     pub(super) client: Client,
 }
 
 impl Target {
+    /// The kind cluster `cluster` laid out as `layout`.
+    pub(super) fn kind(cluster: &KindCluster, layout: Layout, client: Client) -> Target {
+        let workers = cluster.workers();
+        Target {
+            kind: Some(cluster.clone()),
+            context: cluster.context(),
+            topology: layout.demo(&workers),
+            rebind: layout.rebind(&workers),
+            layout: Some(layout),
+            workers,
+            client,
+        }
+    }
+
     pub(super) fn label(&self) -> String {
-        match &self.kind {
-            Some(cluster) => format!("kind cluster {}", cluster.name()),
-            None => format!("context {}", self.context),
+        match (&self.kind, &self.layout) {
+            (Some(cluster), Some(layout)) => format!("kind cluster {} ({layout})", cluster.name()),
+            (Some(cluster), None) => format!("kind cluster {}", cluster.name()),
+            (None, _) => format!("context {}", self.context),
         }
     }
 
     /// What each worker the topology names reports under it.
     pub(super) fn demo_expected(&self) -> Vec<(String, Expected)> {
-        let topology = &self.topology;
+        self.expected(&self.topology)
+    }
+
+    /// What each worker `topology` names reports under it.
+    pub(super) fn expected(&self, topology: &topology::Topology) -> Vec<(String, Expected)> {
         self.workers
             .iter()
             .filter_map(|node| {
@@ -52,7 +77,7 @@ impl Target {
     }
 }
 
-pub(super) async fn target(args: &ClusterArgs) -> anyhow::Result<Target> {
+pub(super) async fn target(sh: &Shell, args: &ClusterArgs) -> anyhow::Result<Target> {
     match &args.kube_context {
         Some(context) => {
             let client = k8s::client(context).await?;
@@ -70,22 +95,19 @@ pub(super) async fn target(args: &ClusterArgs) -> anyhow::Result<Target> {
             Ok(Target {
                 kind: None,
                 context: context.clone(),
+                rebind: topology::rebind(&selection.workers),
                 workers: selection.workers,
                 topology,
+                layout: None,
                 client,
             })
         }
         None => {
-            let cluster = KindCluster::new(&args.cluster_name)?;
-            let context = cluster.context();
-            let client = k8s::client(&context).await?;
-            Ok(Target {
-                workers: cluster.workers(),
-                topology: topology::demo(&cluster.workers()),
-                kind: Some(cluster),
-                context,
-                client,
-            })
+            let cluster = crate::cluster::discover(&super::docker_only(sh), &args.cluster_name)?;
+            let client = k8s::client(&cluster.context()).await?;
+            let layout = k8s::kind_layout(&client, &cluster).await?;
+            eprintln!("    {} workers: {layout}", cluster.worker_count());
+            Ok(Target::kind(&cluster, layout, client))
         }
     }
 }

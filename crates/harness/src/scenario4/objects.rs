@@ -2,7 +2,7 @@
 //! ComputeDomain and workload objects, and the readers of what NVIDIA's
 //! driver writes (nodes config, clique objects, the domain's status).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use anyhow::{bail, Context as _, Result};
@@ -12,6 +12,7 @@ use super::{
     CD_NAME, CHANNEL_RCT, DRA_NS, DRA_RELEASE, DRIVER_ROOT, PROC_DEVICES, S4_NS, WORKLOAD_LABEL,
 };
 use crate::plan::ImageRef;
+use topology::Layout;
 
 /// The DRA chart's values: compute domains only, on the staged driver root.
 pub fn chart_values(image: &ImageRef) -> String {
@@ -66,14 +67,14 @@ pub fn helm_args(chart: &Path, context: &str, values: &Path) -> Vec<String> {
     .collect()
 }
 
-/// The ComputeDomain: two nodes, a channel claim template for the workload.
-pub fn compute_domain() -> Value {
+/// The ComputeDomain over `nodes` nodes, a channel claim template for the workload.
+pub fn compute_domain(nodes: usize) -> Value {
     json!({
         "apiVersion": "resource.nvidia.com/v1beta1",
         "kind": "ComputeDomain",
         "metadata": { "name": CD_NAME, "namespace": S4_NS },
         "spec": {
-            "numNodes": 2,
+            "numNodes": nodes,
             "channel": { "resourceClaimTemplate": { "name": CHANNEL_RCT } },
         },
     })
@@ -116,26 +117,107 @@ pub fn clique_id(topology: &topology::Topology, node: &str) -> Option<String> {
         .map(|identity| format!("{}.{}", identity.cluster_uuid, identity.clique_id))
 }
 
-/// The two clique-0 workers of the demo topology and their clique id.
-pub fn clique0_pair(workers: &[String]) -> Result<([String; 2], String)> {
-    let topology = topology::demo(workers);
-    let clique0: Vec<&String> = workers
-        .iter()
-        .filter(|node| topology.resolve(node).is_some_and(|it| it.clique_id == 0))
-        .collect();
-    match clique0.as_slice() {
-        [a, b, ..] => {
-            let id = clique_id(&topology, a)
-                .with_context(|| format!("{a} is not in the demo topology"))?;
-            Ok(([(*a).clone(), (*b).clone()], id))
+/// Scenario 4's ComputeDomain: its nodes, each with the clique id NVIDIA's
+/// plugin derives for it from the staged topology.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DomainPlan {
+    nodes: Vec<(String, String)>,
+}
+
+impl DomainPlan {
+    /// Every tray of clique 0 of every rack of `layout` (today's demo: the two
+    /// clique-0 workers; a rack of one clique: the whole rack; two racks: a
+    /// clique of each), with their clique ids under the demo topology.
+    pub fn clique0_of_each_rack(layout: Layout, workers: &[String]) -> Result<DomainPlan> {
+        let chosen: Vec<String> = workers
+            .iter()
+            .enumerate()
+            .take(layout.workers())
+            .filter(|(index, _)| layout.place(*index).clique == 0)
+            .map(|(_, node)| node.clone())
+            .collect();
+        if chosen.len() < 2 {
+            bail!(
+                "scenario 4 needs a ComputeDomain of at least two trays, clique 0 of each rack gives {chosen:?} \
+                 ({layout}): pass more --trays or --racks, or fewer --cliques-per-rack"
+            );
         }
-        _ => bail!("scenario 4 needs two workers in clique 0, found {clique0:?}"),
+        DomainPlan::under(&chosen, &layout.demo(workers))
+    }
+
+    /// `nodes` with their clique ids under `topology` (each must be in it).
+    pub fn under(nodes: &[String], topology: &topology::Topology) -> Result<DomainPlan> {
+        let nodes = nodes
+            .iter()
+            .map(|node| {
+                clique_id(topology, node)
+                    .map(|id| (node.clone(), id))
+                    .with_context(|| format!("{node} is in no clique of the topology"))
+            })
+            .collect::<Result<_>>()?;
+        Ok(DomainPlan { nodes })
+    }
+
+    /// The nodes, in worker order.
+    pub fn nodes(&self) -> Vec<String> {
+        self.nodes.iter().map(|(node, _)| node.clone()).collect()
+    }
+
+    /// A node's clique id.
+    pub fn clique_of(&self, node: &str) -> Option<&str> {
+        self.nodes
+            .iter()
+            .find(|(it, _)| it == node)
+            .map(|(_, clique)| clique.as_str())
+    }
+
+    /// Each clique id with its nodes: one ComputeDomainClique each is expected.
+    pub fn cliques(&self) -> BTreeMap<String, BTreeSet<String>> {
+        let mut out: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for (node, clique) in &self.nodes {
+            out.entry(clique.clone()).or_default().insert(node.clone());
+        }
+        out
     }
 }
 
 /// The ComputeDomainClique's name for a domain and clique.
 pub fn clique_object_name(cd_uid: &str, clique: &str) -> String {
     format!("{cd_uid}.{clique}")
+}
+
+/// Whether the domain's ComputeDomainClique `objects` (name → listed nodes)
+/// are one per expected clique (clique id → its nodes), each listing only
+/// nodes of its own clique; `Err` says what is not so (yet).
+pub fn split_clique_objects(
+    cd_uid: &str,
+    expected: &BTreeMap<String, BTreeSet<String>>,
+    objects: &BTreeMap<String, BTreeSet<String>>,
+) -> std::result::Result<(), String> {
+    let missing: Vec<String> = expected
+        .keys()
+        .map(|clique| clique_object_name(cd_uid, clique))
+        .filter(|name| !objects.contains_key(name))
+        .collect();
+    if !missing.is_empty() {
+        return Err(format!("not created yet: {}", missing.join(", ")));
+    }
+    for (name, nodes) in objects {
+        let clique = name
+            .strip_prefix(cd_uid)
+            .and_then(|rest| rest.strip_prefix('.'))
+            .unwrap_or(name);
+        let Some(members) = expected.get(clique) else {
+            return Err(format!("{name}: a clique none of the domain's nodes is in"));
+        };
+        let strangers: Vec<&String> = nodes.difference(members).collect();
+        if !strangers.is_empty() {
+            return Err(format!(
+                "{name} mixes in nodes of another clique: {strangers:?}"
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Host names listed in a `nodes.cfg` (one per line, comments and blanks skipped).

@@ -85,6 +85,25 @@ pub struct Limits {
     pub converge: Duration,
 }
 
+impl Limits {
+    /// The default limits with the topology's convergence scaled to `workers`
+    /// (see [`scaled`]).
+    pub fn for_workers(workers: usize) -> Limits {
+        let default = Limits::default();
+        Limits {
+            converge: scaled(default.converge, workers),
+            ..default
+        }
+    }
+}
+
+/// A wait sized for the demo's 4 workers, grown by 5 s per worker beyond 4:
+/// nodes act in parallel but share the machine's CPUs.
+pub fn scaled(base: Duration, workers: usize) -> Duration {
+    let extra = u64::try_from(workers.saturating_sub(4)).unwrap_or(u64::MAX);
+    base.saturating_add(Duration::from_secs(extra.saturating_mul(5)))
+}
+
 impl Default for Limits {
     fn default() -> Limits {
         Limits {

@@ -128,8 +128,10 @@ pub struct Rebind {
     pub chart: String,
     /// The kube context helm uses.
     pub context: String,
-    /// The rebind topology values (clique 99, uuid …00ff).
+    /// The rebind topology values (clique 99 of each rack's rebind domain, uuid …00ff, …01ff, …).
     pub rebind_values: String,
+    /// What each worker reports under the rebind topology.
+    pub rebind_expected: Vec<(String, Expected)>,
     /// The demo topology values, restored afterwards.
     pub demo_values: String,
     /// What each worker reports under the demo topology.
@@ -142,15 +144,40 @@ impl Rebind {
     /// What `node` reports under the demo topology (an identity no worker
     /// reports when the node is not one of the demo's).
     fn demo_for(&self, node: &str) -> Expected {
-        self.demo_expected
-            .iter()
-            .find(|(it, _)| it == node)
-            .map(|(_, want)| want.clone())
-            .unwrap_or(Expected {
-                clique: u32::MAX,
-                uuid: String::new(),
-            })
+        expected_of(&self.demo_expected, node)
     }
+
+    /// The rebind identities, once each: `clique 99, uuid …00ff[, …]`.
+    fn rebind_summary(&self) -> String {
+        let mut uuids: Vec<&str> = self
+            .rebind_expected
+            .iter()
+            .map(|(_, it)| it.uuid.as_str())
+            .collect();
+        uuids.dedup();
+        format!(
+            "clique {}, uuid {}",
+            crate::names::REBIND_CLIQUE,
+            uuids.join(", ")
+        )
+    }
+
+    /// What `node` reports under the rebind topology (likewise).
+    fn rebind_for(&self, node: &str) -> Expected {
+        expected_of(&self.rebind_expected, node)
+    }
+}
+
+/// `node`'s entry of `expected`, or an identity no worker reports.
+fn expected_of(expected: &[(String, Expected)], node: &str) -> Expected {
+    expected
+        .iter()
+        .find(|(it, _)| it == node)
+        .map(|(_, want)| want.clone())
+        .unwrap_or(Expected {
+            clique: u32::MAX,
+            uuid: String::new(),
+        })
 }
 
 /// Scenario 3: rebind live, verify without pod recycling, restore.
@@ -237,6 +264,17 @@ fn recycled(before: &BTreeMap<String, String>, after: &BTreeMap<String, String>)
     changes.join(", ")
 }
 
+/// `helm upgrade --reuse-values` with the topology values `file`.
+fn upgrade_topology<R: Runner>(runner: &R, rebind: &Rebind, file: &Path) -> Result<(), String> {
+    let args =
+        crate::plan::helm_topology_args(&rebind.chart, &rebind.context, &file.to_string_lossy());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    runner
+        .check(&Cmd::new("helm", &args))
+        .map(|_| ())
+        .map_err(|err| format!("{err:#}"))
+}
+
 async fn scenario3_inner<W: Workload, R: Runner>(
     workload: &W,
     runner: &R,
@@ -251,24 +289,11 @@ async fn scenario3_inner<W: Workload, R: Runner>(
         .await
         .map_err(|err| format!("{err:#}"))?;
     let (rebind_file, demo_file) = write_values(rebind)?;
-    let upgrade = |file: &Path| -> Result<(), String> {
-        let args = crate::plan::helm_topology_args(
-            &rebind.chart,
-            &rebind.context,
-            &file.to_string_lossy(),
-        );
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        runner
-            .check(&Cmd::new("helm", &args))
-            .map(|_| ())
-            .map_err(|err| format!("{err:#}"))
-    };
-
-    let rebound = Expected {
-        clique: crate::names::REBIND_CLIQUE,
-        uuid: crate::names::REBIND_UUID.to_owned(),
-    };
-    eprintln!("    helm upgrade --reuse-values with the rebind topology (clique 99, uuid …00ff)");
+    let upgrade = |file: &Path| upgrade_topology(runner, rebind, file);
+    eprintln!(
+        "    helm upgrade --reuse-values with the rebind topology ({})",
+        rebind.rebind_summary()
+    );
     tracker.restore_topology(Some(Cmd::with_args(
         "helm",
         crate::plan::helm_topology_args(
@@ -280,7 +305,14 @@ async fn scenario3_inner<W: Workload, R: Runner>(
     let since = Instant::now();
     upgrade(&rebind_file)?;
     let helm_took = since.elapsed();
-    let (details, converged) = converge(workload, &pods, &|_| rebound.clone(), since, limits).await;
+    let (details, converged) = converge(
+        workload,
+        &pods,
+        &|node| rebind.rebind_for(node),
+        since,
+        limits,
+    )
+    .await;
     result.workers = details;
     result
         .timings

@@ -294,6 +294,16 @@ fn rebind(scratch: &std::path::Path) -> Rebind {
         context: "kind-c".to_owned(),
         rebind_values: "topology: rebind\n".to_owned(),
         demo_values: "topology: demo\n".to_owned(),
+        rebind_expected: demo_expected()
+            .into_iter()
+            .map(|(node, _)| {
+                let it = Expected {
+                    clique: crate::names::REBIND_CLIQUE,
+                    uuid: crate::names::REBIND_UUID.to_owned(),
+                };
+                (node, it)
+            })
+            .collect(),
         demo_expected: demo_expected(),
         scratch: scratch.to_owned(),
     }
@@ -558,4 +568,18 @@ fn scenarios_are_named_by_their_number() {
     assert_eq!(Scenario::Four.name(), "scenario4");
     let numbers: Vec<u8> = Scenario::ALL.iter().map(|it| it.number()).collect();
     assert_eq!(numbers, [1, 2, 3, 4]);
+}
+
+#[test]
+fn waits_grow_with_the_workers_beyond_the_demos_four() {
+    use super::{scaled, Limits};
+    let base = Duration::from_secs(60);
+    assert_eq!(scaled(base, 2), base);
+    assert_eq!(scaled(base, 4), base);
+    assert_eq!(scaled(base, 18), Duration::from_secs(60 + 14 * 5));
+    assert_eq!(Limits::for_workers(4).converge, Limits::default().converge);
+    assert_eq!(
+        Limits::for_workers(36).converge,
+        Duration::from_secs(60 + 32 * 5)
+    );
 }

@@ -11,12 +11,14 @@ use std::{
 };
 
 use nvml_profile::{Profile, GB200, H100};
+use test_support::staged::{profile_bytes, topology_bytes};
 
 use super::*;
 
 use crate::ENV_LOCK as LOCK;
 
-/// Holds the lock, a profile on disk and the environment pointing at it; shuts down on drop.
+/// Holds the lock, a profile on disk (staged from the YAML given) and the environment pointing
+/// at it; shuts down on drop.
 pub(super) struct Session {
     _lock: MutexGuard<'static, ()>,
     _dir: tempfile::TempDir,
@@ -27,16 +29,16 @@ impl Session {
         let lock = LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         while nvmlShutdown() == abi::SUCCESS {}
         let dir = tempfile::tempdir().unwrap();
-        let config = dir.path().join("config.yaml");
-        std::fs::write(&config, profile).unwrap();
+        let config = dir.path().join("profile.bin");
+        std::fs::write(&config, profile_bytes(profile)).unwrap();
         std::env::set_var("MOCK_NVML_CONFIG", &config);
         std::env::remove_var("MOCK_NVML_STRICT");
         std::env::remove_var(node_layout::env::MOCK_NVML_XID_FILE);
         std::env::remove_var(node_layout::env::MOCK_NVML_DEV_ROOT);
         match topology {
             Some((text, node)) => {
-                let path = dir.path().join("topology.yaml");
-                std::fs::write(&path, text).unwrap();
+                let path = dir.path().join("topology.bin");
+                std::fs::write(&path, topology_bytes(text)).unwrap();
                 std::env::set_var("MOCK_TOPOLOGY_CONFIG", &path);
                 std::env::set_var("NODE_NAME", node);
             }
@@ -723,11 +725,15 @@ fn missing_or_invalid_config_fails_init() {
     let session = Session::new(GB200, None);
     std::env::remove_var("MOCK_NVML_CONFIG");
     assert_eq!(nvmlInit_v2(), abi::ERROR_DRIVER_NOT_LOADED);
-    std::env::set_var("MOCK_NVML_CONFIG", "/nonexistent/config.yaml");
+    std::env::set_var("MOCK_NVML_CONFIG", "/nonexistent/profile.bin");
     assert_eq!(nvmlInit_v2(), abi::ERROR_DRIVER_NOT_LOADED);
-    let path = session._dir.path().join("bad.yaml");
-    std::fs::write(&path, "version: 1\nname: x\n").unwrap();
+    // A YAML profile (not staged), then a staged one cut short: both UNKNOWN.
+    let path = session._dir.path().join("bad.bin");
+    std::fs::write(&path, GB200).unwrap();
     std::env::set_var("MOCK_NVML_CONFIG", &path);
+    assert_eq!(nvmlInit_v2(), abi::ERROR_UNKNOWN);
+    let staged = profile_bytes(GB200);
+    std::fs::write(&path, &staged[..staged.len() / 2]).unwrap();
     assert_eq!(nvmlInit_v2(), abi::ERROR_UNKNOWN);
     assert_eq!(
         nvmlShutdown(),
@@ -741,7 +747,7 @@ fn a_device_or_oversized_file_fails_init_instead_of_hanging() {
     let session = Session::new(GB200, None);
     std::env::set_var("MOCK_NVML_CONFIG", "/dev/zero");
     assert_eq!(nvmlInit_v2(), abi::ERROR_DRIVER_NOT_LOADED);
-    let big = session._dir.path().join("big.yaml");
+    let big = session._dir.path().join("big.bin");
     std::fs::File::create(&big)
         .unwrap()
         .set_len(crate::config::MAX_FILE_BYTES + 1)
@@ -751,7 +757,7 @@ fn a_device_or_oversized_file_fails_init_instead_of_hanging() {
     assert_eq!(nvmlShutdown(), abi::ERROR_UNINITIALIZED);
 
     // A topology that is a device: a warning, the profile's identity kept; strict: init fails.
-    std::env::set_var("MOCK_NVML_CONFIG", session._dir.path().join("config.yaml"));
+    std::env::set_var("MOCK_NVML_CONFIG", session._dir.path().join("profile.bin"));
     std::env::set_var("MOCK_TOPOLOGY_CONFIG", "/dev/zero");
     std::env::set_var("NODE_NAME", "me");
     assert_eq!(nvmlInit_v2(), abi::SUCCESS);
@@ -837,21 +843,21 @@ fn a_rewritten_topology_is_seen_at_the_next_init() {
         )
     };
     let session = Session::new(GB200, Some((&topology(7), "me")));
-    let path = session._dir.path().join("topology.yaml");
+    let path = session._dir.path().join("topology.bin");
     assert_eq!(nvmlInit_v2(), abi::SUCCESS);
     assert_eq!(clique_of_gpu0(), 7);
     assert_eq!(nvmlShutdown(), abi::SUCCESS);
 
     // Rewritten in place, same size, at once: within the file system's timestamp granularity
     // every stat field but ctime can stay the same, so only the bytes tell.
-    std::fs::write(&path, topology(8)).unwrap();
+    std::fs::write(&path, topology_bytes(&topology(8))).unwrap();
     assert_eq!(nvmlInit_v2(), abi::SUCCESS);
     assert_eq!(clique_of_gpu0(), 8);
     assert_eq!(nvmlShutdown(), abi::SUCCESS);
 
     // Replaced atomically, as the node stager does.
-    let next = session._dir.path().join("topology.yaml.new");
-    std::fs::write(&next, topology(9)).unwrap();
+    let next = session._dir.path().join("topology.bin.new");
+    std::fs::write(&next, topology_bytes(&topology(9))).unwrap();
     std::fs::rename(&next, &path).unwrap();
     assert_eq!(nvmlInit_v2(), abi::SUCCESS);
     assert_eq!(clique_of_gpu0(), 9);

@@ -1,0 +1,228 @@
+//! CI's "e2e full rack": one GB200 NVL72 rack (18 trays in one NVLink domain,
+//! one clique) end to end on a cluster of its own, the report's per-rack
+//! cliques checked, then the cluster deleted whatever happened.
+
+use std::time::Instant;
+
+use anyhow::{Context as _, Result};
+use serde_json::Value;
+use xshell::{cmd, Shell};
+
+/// The step's own kind cluster (never the demo's).
+pub const CLUSTER: &str = "cdsim-full-rack";
+/// An NVL72 rack's compute trays.
+const TRAYS: usize = 18;
+/// The rack's one clique: the demo domain's uuid, clique 0.
+const CLIQUE: &str = "00000000-0000-0000-0000-0000000000ab.0";
+/// The rack's rebind clique (scenario 4's rebind part).
+const REBIND_CLIQUE: &str = "00000000-0000-0000-0000-0000000000ff.99";
+
+/// Disk one kind node of the offline image takes once created, measured
+/// here (2026-12-04): 19 nodes of main's node image took 21 GB within two
+/// minutes of `kind create cluster`, before the demo's images were loaded.
+const NODE_BYTES: u64 = 1_100_000_000;
+/// What the demo's images (the mock, the workload, NVIDIA's DRA driver) and
+/// the node's growth under the demo add per node, and a margin for the host.
+const NODE_DEMO_BYTES: u64 = 300_000_000;
+const MARGIN_BYTES: u64 = 3_000_000_000;
+
+/// The step.
+pub fn run(sh: &Shell) -> Result<()> {
+    let report = "target/ci/full-rack-report.json";
+    sh.create_dir("target/ci")?;
+    // The demo cluster is done with by now: its disk goes to the rack.
+    super::delete_leftover_cluster(sh)?;
+    let kind = crate::tools::ensure_tool(sh, crate::tools::Tool::Kind)?;
+    delete(sh, &kind)?;
+    let root = cmd!(sh, "docker info --format '{{.DockerRootDir}}'").read()?;
+    let avail = cmd!(sh, "df --output=avail -B1 {root}").read()?;
+    room(avail.lines().last().unwrap_or_default().trim().parse().ok())?;
+    let started = Instant::now();
+    let trays = TRAYS.to_string();
+    let res = cmd!(
+        sh,
+        "cargo xtask demo --offline --cluster-name {CLUSTER} --trays {trays} --cliques-per-rack 1 --report {report}"
+    )
+    .run();
+    super::print_report(sh, report);
+    let checked = res.map_err(anyhow::Error::from).and_then(|()| {
+        let doc: Value = serde_json::from_str(&sh.read_file(report)?)
+            .with_context(|| format!("{report} is not JSON"))?;
+        for line in check(&doc)? {
+            eprintln!("    ✓ {line}");
+        }
+        Ok(())
+    });
+    eprintln!(
+        "    full rack demo: {:.0} s",
+        started.elapsed().as_secs_f64()
+    );
+    let deleted = delete(sh, &kind);
+    checked?;
+    deleted
+}
+
+/// Whether `avail` bytes of free disk (under docker's root) hold the rack:
+/// a control plane and 18 workers with the demo on them, and a margin.
+/// Refusing before anything is created keeps a full disk from breaking the
+/// host for everything else.
+fn room(avail: Option<u64>) -> Result<()> {
+    let nodes = u64::try_from(TRAYS + 1).unwrap_or(u64::MAX);
+    let need = nodes * (NODE_BYTES + NODE_DEMO_BYTES) + MARGIN_BYTES;
+    let avail = avail.context("cannot read the free disk under docker's root")?;
+    anyhow::ensure!(
+        avail >= need,
+        "a full rack needs about {} GB of free disk under docker's root ({} nodes of {:.1} GB with the demo, \
+         and {} GB to spare), {:.1} GB are free: free disk (or use lean nodes, BENCHMARKS.md) and rerun \
+         `cargo xtask ci --step \"e2e full rack\"`",
+        need / 1_000_000_000,
+        nodes,
+        (NODE_BYTES + NODE_DEMO_BYTES) as f64 / 1e9,
+        MARGIN_BYTES / 1_000_000_000,
+        avail as f64 / 1e9
+    );
+    Ok(())
+}
+
+/// Deletes the step's cluster if it exists.
+fn delete(sh: &Shell, kind: &std::path::Path) -> Result<()> {
+    let clusters = cmd!(sh, "{kind} get clusters").quiet().read()?;
+    if clusters.lines().any(|line| line.trim() == CLUSTER) {
+        cmd!(sh, "{kind} delete cluster --name {CLUSTER}").run()?;
+    }
+    Ok(())
+}
+
+/// What the full rack's report must show, one line per check: scenarios 1
+/// and 3 passed on every tray; scenario 4's ComputeDomain had a daemon pod on
+/// every tray labelled with the rack's clique and one ComputeDomainClique,
+/// and its rebind part passed.
+pub fn check(doc: &Value) -> Result<Vec<String>> {
+    let scenario = |name: &str| -> Result<&Value> {
+        let found = doc["scenarios"]
+            .as_array()
+            .and_then(|all| all.iter().find(|it| it["name"] == name))
+            .with_context(|| format!("the report has no {name}"))?;
+        anyhow::ensure!(
+            found["outcome"] == "passed",
+            "{name} did not pass: {} {}",
+            found["outcome"],
+            found["reason"]
+        );
+        Ok(found)
+    };
+    let details = |it: &Value| -> Vec<(String, String, bool)> {
+        it["workers"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|w| {
+                let text = |key: &str| w[key].as_str().unwrap_or_default().to_owned();
+                (text("node"), text("detail"), w["passed"] == true)
+            })
+            .collect()
+    };
+    let mut lines = Vec::new();
+    for name in ["scenario1", "scenario3"] {
+        let trays = details(scenario(name)?);
+        let passed = trays.iter().filter(|(_, _, ok)| *ok).count();
+        anyhow::ensure!(
+            trays.len() == TRAYS && passed == TRAYS,
+            "{name}: {passed} of {} trays passed, {TRAYS} expected",
+            trays.len()
+        );
+        lines.push(format!("{name} passed on all {TRAYS} trays"));
+    }
+    let four = details(scenario("scenario4")?);
+    let daemon = format!("daemon pod labelled resource.nvidia.com/computeDomain.cliqueID={CLIQUE}");
+    let daemons = four
+        .iter()
+        .filter(|(node, detail, ok)| !node.is_empty() && *ok && detail == &daemon)
+        .count();
+    let cliques: Vec<&String> = four
+        .iter()
+        .filter(|(_, detail, _)| detail.starts_with("ComputeDomainClique "))
+        .map(|(_, detail, _)| detail)
+        .collect();
+    anyhow::ensure!(
+        daemons == TRAYS,
+        "scenario4: {daemons} daemon pods labelled {CLIQUE}, {TRAYS} expected"
+    );
+    anyhow::ensure!(
+        cliques.len() == 1 && cliques[0].contains(&format!(".{CLIQUE} ")),
+        "scenario4: ComputeDomainCliques {cliques:?}, one for {CLIQUE} expected"
+    );
+    lines.push(format!(
+        "scenario4: {TRAYS} daemon pods labelled {CLIQUE}, one ComputeDomainClique"
+    ));
+    let rebind = details(scenario("scenario4-rebind")?);
+    anyhow::ensure!(
+        rebind
+            .iter()
+            .any(|(_, detail, _)| detail.contains(REBIND_CLIQUE)),
+        "scenario4-rebind: no detail names the rebind clique {REBIND_CLIQUE}"
+    );
+    lines.push(format!(
+        "scenario4-rebind: the rack moved to {REBIND_CLIQUE}"
+    ));
+    Ok(lines)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn report(daemons: usize, cliques: &[&str]) -> Value {
+        let trays: Vec<Value> = (1..=TRAYS)
+            .map(|n| json!({"node": format!("w{n}"), "pod": "p", "detail": "ok", "passed": true}))
+            .collect();
+        let mut four: Vec<Value> = (1..=daemons)
+            .map(|n| json!({"node": format!("w{n}"), "pod": "d", "passed": true,
+                "detail": format!("daemon pod labelled resource.nvidia.com/computeDomain.cliqueID={CLIQUE}")}))
+            .collect();
+        for clique in cliques {
+            four.push(json!({"node": "", "pod": "", "passed": true,
+                "detail": format!("ComputeDomainClique uid.{clique} exists, listing 0 daemon(s) now, none of another clique")}));
+        }
+        let rebind = json!([{"node": "w1", "pod": "d", "passed": true,
+            "detail": format!("daemon pod labelled resource.nvidia.com/computeDomain.cliqueID={REBIND_CLIQUE}")}]);
+        json!({"scenarios": [
+            {"name": "scenario1", "outcome": "passed", "workers": trays},
+            {"name": "scenario2", "outcome": "skipped", "reason": "no payload", "workers": []},
+            {"name": "scenario3", "outcome": "passed", "workers": trays},
+            {"name": "scenario4", "outcome": "passed", "workers": four},
+            {"name": "scenario4-rebind", "outcome": "passed", "workers": rebind},
+        ]})
+    }
+
+    #[test]
+    fn the_rack_is_refused_before_creation_without_the_disk_for_19_nodes() {
+        assert!(room(Some(40_000_000_000)).is_ok());
+        let err = room(Some(25_000_000_000)).expect_err("25 GB").to_string();
+        assert!(err.contains("needs about 29 GB"), "{err}");
+        assert!(err.contains("19 nodes of 1.4 GB"), "{err}");
+        assert!(err.contains("25.0 GB are free"), "{err}");
+        assert!(room(None).is_err());
+    }
+
+    #[test]
+    fn a_full_rack_report_passes_with_18_daemons_in_one_clique() {
+        let lines = check(&report(18, &[CLIQUE])).expect("passes");
+        assert_eq!(lines.len(), 4);
+        assert!(lines[2].contains("18 daemon pods labelled"), "{lines:?}");
+    }
+
+    #[test]
+    fn missing_daemons_or_a_second_clique_fail_naming_what_was_seen() {
+        let err = check(&report(17, &[CLIQUE])).expect_err("17").to_string();
+        assert!(err.contains("17 daemon pods"), "{err}");
+        let two = [CLIQUE, "00000000-0000-0000-0000-0000000000ab.1"];
+        let err = check(&report(18, &two)).expect_err("two").to_string();
+        assert!(err.contains("one for"), "{err}");
+        let mut failed = report(18, &[CLIQUE]);
+        failed["scenarios"][2]["outcome"] = json!("failed");
+        let err = check(&failed).expect_err("failed").to_string();
+        assert!(err.contains("scenario3 did not pass"), "{err}");
+    }
+}
