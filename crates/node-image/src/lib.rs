@@ -69,9 +69,11 @@ pub fn ensure_node_images(sh: &Shell, rebuild: bool) -> Result<NodeImages> {
                 "==> deriving the worker node image {worker} (without the control-plane images)"
             );
             worker::derive(sh, &pins, &control_plane, &worker)?;
+            // Only after a build, as for the full image: a reused pair leaves
+            // every other tag alone.
+            prune_old_images(sh, &[&control_plane, &worker]);
         }
     }
-    prune_old_images(sh, &[&control_plane, &worker]);
     Ok(NodeImages {
         control_plane,
         worker,
