@@ -268,6 +268,12 @@ fn e2e_demo(sh: &Shell) -> Result<()> {
         outcome == "skipped",
         "{report}: scenario2 without a payload must be skipped, was {outcome:?}"
     );
+    // The demo's workers ran the lean worker image: the pair's contents, checked.
+    cmd!(
+        sh,
+        "cargo test -p node-image --lib -- --ignored --exact worker::tests::the_built_worker_image_lacks_only_the_control_plane_images"
+    )
+    .run()?;
     Ok(())
 }
 

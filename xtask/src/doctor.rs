@@ -91,15 +91,25 @@ pub fn judge(requirement: &Requirement, output: Option<&str>) -> Verdict {
     }
 }
 
-/// kind's known issue: every node's kubelet and containerd take inotify
-/// instances; below 512 a second 5-node cluster fails with "too many open files".
-pub fn inotify_advice(max_user_instances: u64) -> Option<String> {
-    if max_user_instances >= 512 {
+/// The `fs.inotify.max_user_instances` a cluster of `nodes` kind nodes
+/// needs: every node's kubelet, containerd and kube-proxy take instances. At
+/// 512, 5 nodes run and 37 did not (2026-12-04: 12 of the 37 kube-proxy pods
+/// failed with "too many open files" until the limit was raised to 8192):
+/// 32 per node, never under 512.
+pub fn inotify_needed(nodes: usize) -> u64 {
+    (nodes as u64 * 32).max(512)
+}
+
+/// kind's known issue, for a cluster of `nodes` nodes: below the instances
+/// they need, kubelets and kube-proxy fail with "too many open files".
+pub fn inotify_advice(max_user_instances: u64, nodes: usize) -> Option<String> {
+    let needed = inotify_needed(nodes);
+    if max_user_instances >= needed {
         return None;
     }
     Some(format!(
-        "fs.inotify.max_user_instances is {max_user_instances}: kubelets fail with \"inotify_init: too many open files\" \
-         once ~10 kind nodes run; raise it with `sysctl -w fs.inotify.max_user_instances=512`"
+        "fs.inotify.max_user_instances is {max_user_instances}, {nodes} kind nodes need {needed}: kubelets and \
+         kube-proxy fail with \"too many open files\" otherwise; raise it with `sysctl -w fs.inotify.max_user_instances={needed}`"
     ))
 }
 
@@ -175,9 +185,53 @@ pub fn go_line(version: Option<&str>, tools_missing: bool) -> String {
     }
 }
 
+/// The room lines: for each kind of node image, whether `trays` fit and
+/// how many do (advisory: `up` and `demo` refuse, `--no-room-check` overrides).
+pub fn room_lines(host: crate::capacity::Host, trays: usize) -> Vec<String> {
+    [
+        ("--offline", &crate::capacity::LEAN),
+        (
+            "online kindest/node or --node-image",
+            &crate::capacity::FULL,
+        ),
+    ]
+    .into_iter()
+    .map(|(path, costs)| {
+        let room = crate::capacity::room(host, costs, trays, 0);
+        let marker = if room.fits() { '✓' } else { '!' };
+        format!("{marker} room     {path}: {}", room.summary())
+    })
+    .collect()
+}
+
+/// The inotify line for a cluster of `nodes` kind nodes.
+fn print_inotify(nodes: usize) {
+    let instances = std::fs::read_to_string("/proc/sys/fs/inotify/max_user_instances")
+        .ok()
+        .and_then(|text| text.trim().parse::<u64>().ok());
+    match instances.map(|it| inotify_advice(it, nodes)) {
+        Some(None) => println!(
+            "✓ inotify  max_user_instances >= {} ({nodes} nodes)",
+            inotify_needed(nodes)
+        ),
+        Some(Some(advice)) => println!("! inotify  {advice}"),
+        None => println!("! inotify  cannot read /proc/sys/fs/inotify/max_user_instances"),
+    }
+}
+
+/// The room lines for `trays`, or why they cannot be had.
+fn print_room(sh: &Shell, trays: usize) {
+    match crate::capacity::probe_host(&crate::flow::docker_only(sh)) {
+        Ok(host) => room_lines(host, trays)
+            .iter()
+            .for_each(|line| println!("{line}")),
+        Err(err) => println!("! room     cannot check the free disk and memory: {err:#}"),
+    }
+}
+
 /// Prints every prerequisite and where each tool came from; fails when a
 /// required one can be neither found nor installed automatically.
-pub fn run(sh: &Shell) -> anyhow::Result<()> {
+pub fn run(sh: &Shell, args: &crate::flags::DoctorArgs) -> anyhow::Result<()> {
     let mut blocking = Vec::new();
     for requirement in &REQUIREMENTS {
         let verdict = judge(requirement, probe(sh, requirement.tool).as_deref());
@@ -216,14 +270,7 @@ pub fn run(sh: &Shell) -> anyhow::Result<()> {
         }
     }
     println!("{}", go_line(go.as_deref(), tools_missing && go.is_none()));
-    let instances = std::fs::read_to_string("/proc/sys/fs/inotify/max_user_instances")
-        .ok()
-        .and_then(|text| text.trim().parse::<u64>().ok());
-    match instances.map(inotify_advice) {
-        Some(None) => println!("✓ inotify  max_user_instances >= 512"),
-        Some(Some(advice)) => println!("! inotify  {advice}"),
-        None => println!("! inotify  cannot read /proc/sys/fs/inotify/max_user_instances"),
-    }
+    print_inotify(args.trays + 1);
     match crate::tools::host_fixes(sh, crate::tools::HostNeeds::Engine) {
         Ok(fixes) if fixes.is_empty() => {
             println!("✓ host     the engine answers and runs privileged containers")
@@ -236,6 +283,7 @@ pub fn run(sh: &Shell) -> anyhow::Result<()> {
         }
         Err(err) => println!("! host     cannot check: {err:#}"),
     }
+    print_room(sh, args.trays);
     match crate::dirs::cache_dir() {
         Ok(dir) => println!(
             "✓ cache    {} (locks, scratch files, image archives, built tools)",
@@ -369,12 +417,41 @@ mod tests {
     }
 
     #[test]
+    fn the_room_lines_say_how_many_trays_fit_for_each_node_image() {
+        let host = crate::capacity::Host {
+            free_disk: 45_000_000_000,
+            available_memory: 23_000_000_000,
+        };
+        let lines = room_lines(host, 30);
+        assert_eq!(lines.len(), 2);
+        assert!(
+            lines[0].starts_with("✓ room     --offline: 30 trays"),
+            "{}",
+            lines[0]
+        );
+        assert!(
+            lines[0].contains("at most 39 trays fit (memory binds first)"),
+            "{}",
+            lines[0]
+        );
+        assert!(
+            lines[1].starts_with("! room     online kindest/node"),
+            "{}",
+            lines[1]
+        );
+        assert!(lines[1].contains("at most 24 trays fit"), "{}", lines[1]);
+    }
+
+    #[test]
     fn low_inotify_limits_get_the_sysctl() {
-        let advice = inotify_advice(128).expect("too low");
+        let advice = inotify_advice(128, 5).expect("too low");
         assert!(
             advice.contains("sysctl -w fs.inotify.max_user_instances=512"),
             "{advice}"
         );
-        assert_eq!(inotify_advice(512), None);
+        assert_eq!(inotify_advice(512, 5), None);
+        let two_racks = inotify_advice(512, 37).expect("37 nodes failed at 512");
+        assert!(two_racks.contains("37 kind nodes need 1184"), "{two_racks}");
+        assert_eq!(inotify_advice(8192, 37), None);
     }
 }

@@ -71,8 +71,9 @@ pub enum Command {
     Scenario4(ScenarioArgs),
     /// Delete the cluster (and with --images, the images).
     Down(DownArgs),
-    /// Check prerequisites and their versions, with what to do about each.
-    Doctor,
+    /// Check prerequisites and their versions, with what to do about each,
+    /// and how many trays fit in the free disk and memory.
+    Doctor(DoctorArgs),
     /// What is deployed and whether it is healthy.
     Status(ClusterArgs),
     /// Inject an Xid fault on one GPU of a node, or clear every fault of the node.
@@ -309,6 +310,12 @@ pub struct DemoArgs {
     /// profile without fabric support (all but gb200 and gb300).
     #[arg(long, default_value = "gb200", value_parser = profile_value)]
     pub profile: String,
+    // i24-lean: the room check before a cluster is created.
+    /// Create the cluster even when the free disk under Docker's data root or
+    /// the available memory looks too small for its nodes (measured per-node
+    /// figures, BENCHMARKS.md "The cost of a tray").
+    #[arg(long, env = "CDSIM_NO_ROOM_CHECK", value_parser = clap::builder::FalseyValueParser::new())]
+    pub no_room_check: bool,
     #[command(flatten)]
     pub layout: LayoutArgs,
 }
@@ -472,6 +479,24 @@ pub struct CiArgs {
     /// there (e.g. `--step "e2e through a registry"` on a running demo cluster).
     #[arg(long, value_name = "NAME")]
     pub step: Vec<String>,
+}
+
+/// Options for `doctor`.
+#[derive(Debug, Clone, Args)]
+pub struct DoctorArgs {
+    /// How many trays (kind workers, all racks together) to check room for.
+    #[arg(long, default_value_t = 4, value_parser = doctor_trays_value)]
+    pub trays: usize,
+}
+
+/// A tray count: a whole number, at least 1.
+fn doctor_trays_value(text: &str) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(0) | Err(_) => Err(format!(
+            "{text:?} is not a tray count (a whole number, at least 1)"
+        )),
+        Ok(count) => Ok(count),
+    }
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@
 
 mod archive;
 mod bench_upstream;
+mod capacity;
 mod ci;
 mod conformance;
 mod doctor;
@@ -95,7 +96,7 @@ fn run(flags: flags::Xtask) -> anyhow::Result<()> {
             runtime.block_on(flow::scenario(&sh, Scenario::Four, &args, &tracker))
         }
         Command::Down(args) => flow::down(&sh, &args),
-        Command::Doctor => doctor::run(&sh),
+        Command::Doctor(args) => doctor::run(&sh, &args),
         Command::Status(args) => runtime.block_on(flow::status(&sh, &args)),
         Command::Inject(args) => {
             let cluster = cluster::discover(&flow::docker_only(&sh), &args.cluster_name)?;

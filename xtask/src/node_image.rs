@@ -22,3 +22,13 @@ pub fn ensure_node_image(sh: &Shell, rebuild: bool) -> Result<String> {
     tools::ensure_engine(sh)?;
     ::node_image::ensure_node_image(sh, rebuild)
 }
+
+/// The offline pair ([`::node_image::ensure_node_images`]): the full image
+/// for the control plane, its worker variant for the workers.
+pub fn ensure_node_images(
+    sh: &Shell,
+    rebuild: bool,
+) -> Result<xtask_support::node_images::NodeImages> {
+    tools::ensure_engine(sh)?;
+    ::node_image::ensure_node_images(sh, rebuild)
+}

@@ -9,6 +9,7 @@ use crate::plan::{self, ClusterPlan, NodeProblem, Started};
 use crate::restart;
 use crate::runner::{Cmd, Runner};
 use xtask_support::image_ref::containerd_name;
+use xtask_support::node_images::{NodeImages, Role};
 
 /// The pinned online node image (`[online].node_image`), validated as
 /// `repo:tag@sha256:<64 hex>`.
@@ -233,17 +234,25 @@ fn probe_nri<R: Runner>(runner: &R, node: &str) -> Result<(), NodeProblem> {
     }
 }
 
-/// Every node of the cluster, probed (against `wanted_image` when given).
+/// Every node of the cluster, probed (against its role's image in `wanted`
+/// when given).
 pub fn probe_nodes<R: Runner>(
     runner: &R,
     cluster: &KindCluster,
-    wanted_image: Option<&str>,
+    wanted: Option<&NodeImages>,
 ) -> Vec<(String, Result<Started, NodeProblem>)> {
+    let control_plane = cluster.control_plane();
     cluster
         .nodes()
         .into_iter()
         .map(|node| {
-            let status = probe_node(runner, &node, wanted_image);
+            let role = if node == control_plane {
+                Role::ControlPlane
+            } else {
+                Role::Worker
+            };
+            let image = wanted.map(|it| it.for_role(role));
+            let status = probe_node(runner, &node, image);
             (node, status)
         })
         .collect()
@@ -336,8 +345,8 @@ pub fn ensure<R: Runner>(
     cluster: &KindCluster,
     config: &str,
     force_recreate: bool,
-    node_image: Option<&str>,
-    must_run: Option<&str>,
+    node_image: Option<&NodeImages>,
+    must_run: Option<&NodeImages>,
 ) -> anyhow::Result<ClusterPlan> {
     let create = Create {
         config,
@@ -350,8 +359,8 @@ pub fn ensure<R: Runner>(
 /// How a cluster is created, and what its nodes must run to be reused.
 struct Create<'a> {
     config: &'a str,
-    node_image: Option<&'a str>,
-    must_run: Option<&'a str>,
+    node_image: Option<&'a NodeImages>,
+    must_run: Option<&'a NodeImages>,
 }
 
 /// [`ensure`], waiting up to `restart_settle` for a restarted cluster.
@@ -443,19 +452,20 @@ fn create_cluster<R: Runner>(
         cluster.worker_count()
     );
     let wait = create_wait(cluster.worker_count());
+    let config = config_for(cluster, create.config, node_image)?;
     let mut args = vec![
         "create",
         "cluster",
         "--name",
         cluster.name(),
         "--config",
-        create.config,
+        &config,
         "--wait",
         &wait,
     ];
-    if let Some(image) = node_image {
+    if let Some(images) = node_image.filter(|it| it.is_uniform()) {
         args.push("--image");
-        args.push(image);
+        args.push(&images.control_plane);
     }
     let out = runner.run(&Cmd::new("kind", &args).streamed())?;
     if !out.ok {
@@ -484,6 +494,34 @@ fn create_cluster<R: Runner>(
 /// four, 10 s more per worker after (nodes join in parallel but share the CPUs).
 pub fn create_wait(workers: usize) -> String {
     format!("{}s", 180 + 10 * workers.saturating_sub(4))
+}
+
+/// The kind config to create the cluster from: `config`, or, when the roles
+/// run different images, a copy with each node's `image:`
+/// ([`crate::kind_images`]) in the cluster's scratch directory.
+fn config_for(
+    cluster: &KindCluster,
+    config: &str,
+    images: Option<&NodeImages>,
+) -> anyhow::Result<String> {
+    let Some(images) = images.filter(|it| !it.is_uniform()) else {
+        return Ok(config.to_owned());
+    };
+    let source = xtask_support::project_root().join(config);
+    let text = std::fs::read_to_string(&source)
+        .map_err(|err| anyhow::format_err!("reading {}: {err}", source.display()))?;
+    let with_images = crate::kind_images::with_node_images(&text, images)?;
+    let dir = xtask_support::dirs::scratch_dir(cluster.name())?;
+    let path = dir.join("kind-config-images.yaml");
+    std::fs::write(&path, with_images)
+        .map_err(|err| anyhow::format_err!("writing {}: {err}", path.display()))?;
+    eprintln!(
+        "    control plane from {}, workers from {} ({})",
+        images.control_plane,
+        images.worker,
+        path.display()
+    );
+    Ok(path.to_string_lossy().into_owned())
 }
 
 /// Every node's `/proc/devices`, in node order.
@@ -695,8 +733,8 @@ mod tests {
             &cluster(),
             KIND_CONFIG,
             false,
-            Some("cdsim/kind-node:v2"),
-            Some("cdsim/kind-node:v2"),
+            Some(&NodeImages::uniform("cdsim/kind-node:v2")),
+            Some(&NodeImages::uniform("cdsim/kind-node:v2")),
         )
         .expect_err("another image")
         .to_string();
@@ -818,12 +856,73 @@ mod tests {
             &cluster(),
             KIND_CONFIG,
             true,
-            Some("cdsim/kind-node:v1"),
+            Some(&NodeImages::uniform("cdsim/kind-node:v1")),
             None,
         )
         .expect("recreated");
         assert_eq!(done, ClusterPlan::Recreate);
         assert_eq!(fake.remaining(), 0);
+    }
+
+    #[test]
+    fn a_pair_of_node_images_goes_into_the_config_and_each_node_is_checked_by_its_role() {
+        let cluster = KindCluster::new("cdsim-unit-pair", 4).expect("valid");
+        let pair = NodeImages {
+            control_plane: "cdsim/kind-node:v1-cp".into(),
+            worker: "cdsim/kind-node:v1-w-worker".into(),
+        };
+        let fake = FakeRunner::default();
+        fake.expect("kind get clusters", true, "").expect(
+            "kind create cluster --name cdsim-unit-pair --config /",
+            true,
+            "",
+        );
+        for node in cluster.nodes() {
+            let image = if node == cluster.control_plane() {
+                &pair.control_plane
+            } else {
+                &pair.worker
+            };
+            fake.expect(
+                &format!("docker inspect -f {} {node}", plan::CONTAINER_TEMPLATE),
+                true,
+                &format!("running|{image}|2026-12-02T21:00:00Z|2026-12-02T21:00:02Z\n"),
+            )
+            .expect(
+                &format!("docker exec {node} containerd config dump"),
+                true,
+                NRI_ON,
+            );
+        }
+        let done = ensure(
+            &fake,
+            &cluster,
+            KIND_CONFIG,
+            false,
+            Some(&pair),
+            Some(&pair),
+        )
+        .expect("created");
+        assert_eq!(done, ClusterPlan::Create);
+        assert_eq!(fake.remaining(), 0);
+        let create = &fake.seen()[1];
+        assert!(
+            !create.contains("--image"),
+            "kind's --image would override the pair: {create}"
+        );
+        let path = create
+            .split_whitespace()
+            .skip_while(|it| *it != "--config")
+            .nth(1)
+            .expect("a config");
+        let config = std::fs::read_to_string(path).expect("written");
+        assert_contains(&config, "image: cdsim/kind-node:v1-cp");
+        assert_eq!(
+            config.matches("image: cdsim/kind-node:v1-w-worker").count(),
+            4
+        );
+        // The scratch directory is the real cache's: leave nothing behind.
+        let _ = std::fs::remove_dir_all(Path::new(path).parent().expect("a directory"));
     }
 
     #[test]
@@ -839,7 +938,7 @@ mod tests {
             &cluster(),
             KIND_CONFIG,
             false,
-            Some("no/such:image"),
+            Some(&NodeImages::uniform("no/such:image")),
             None,
         )
         .expect_err("kind failed")

@@ -20,6 +20,7 @@ pub mod imex;
 pub mod inject;
 pub mod k8s;
 pub mod kind_config;
+pub mod kind_images;
 pub mod names;
 pub mod plan;
 pub mod report;

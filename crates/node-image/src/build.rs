@@ -170,7 +170,14 @@ fn network_images(
         pins.kubernetes.to_owned() + "-" + short
     );
     let net_image = format!("cdsim/kind-net-base:{short}");
-    import_tree(sh, net_base, &work.join("net-base.tar"), &net_image, &[])?;
+    // Slimmed like the node rootfs: every node holds this base twice (its
+    // layer in containerd's content store and unpacked for kube-proxy and the
+    // pod network), so each megabyte here costs two per node.
+    let net_root = work.join("net-rootfs");
+    rootfs::copy_tree(sh, net_base, &net_root)?;
+    rootfs::slim(&net_root)?;
+    import_tree(sh, &net_root, &work.join("net-base.tar"), &net_image, &[])?;
+    fs::remove_dir_all(&net_root).with_context(|| format!("removing {}", net_root.display()))?;
     let kube_proxy = format!(
         "registry.k8s.io/kube-proxy:{}",
         pins.kubernetes.replace('+', "_")
@@ -347,7 +354,7 @@ fn layer_binaries(
 
 /// Removes the build container `container` if there is one (a leftover of an
 /// interrupted run, or this run's own once done); best effort.
-fn remove_container(sh: &Shell, container: &str) {
+pub(crate) fn remove_container(sh: &Shell, container: &str) {
     let _ = cmd!(sh, "docker rm -f {container}")
         .quiet()
         .ignore_stdout()
@@ -482,24 +489,14 @@ fn preload(
     cmd!(sh, "docker cp {archive} {target}")
         .run()
         .context("copying the image archive in")?;
-    cmd!(sh, "docker exec -d {container} containerd")
-        .run()
-        .context("starting containerd in the build container")?;
-    wait_for(
-        Duration::from_secs(30),
-        "containerd in the build container",
-        || {
-            cmd!(sh, "docker exec {container} ctr version")
-                .quiet()
-                .ignore_stdout()
-                .ignore_stderr()
-                .run()
-                .is_ok()
-        },
-    )?;
+    start_containerd(sh, container)?;
+    // --compress-blobs: `docker save` writes uncompressed layers; gzipped in
+    // the content store they take about 37 % of the space, and every node
+    // copies that store into its `/var` volume (BENCHMARKS.md "The cost of a
+    // tray"). Unpacking them at run time costs a decompression.
     cmd!(
         sh,
-        "docker exec {container} ctr -n k8s.io images import --label=io.cri-containerd.pinned=pinned --all-platforms --no-unpack --digests /kind/images.tar"
+        "docker exec {container} ctr -n k8s.io images import --label=io.cri-containerd.pinned=pinned --all-platforms --no-unpack --digests --compress-blobs /kind/images.tar"
     )
     // Its progress table repeats once per image without a terminal; the
     // check below names anything missing.
@@ -519,6 +516,31 @@ fn preload(
     cmd!(sh, "docker exec {container} rm /kind/images.tar")
         .run()
         .context("removing the archive")?;
+    stop_containerd_and_commit(sh, container, image)
+}
+
+/// Starts containerd in the running build container and waits until it answers.
+pub(crate) fn start_containerd(sh: &Shell, container: &str) -> Result<()> {
+    cmd!(sh, "docker exec -d {container} containerd")
+        .run()
+        .context("starting containerd in the build container")?;
+    wait_for(
+        Duration::from_secs(30),
+        "containerd in the build container",
+        || {
+            cmd!(sh, "docker exec {container} ctr version")
+                .quiet()
+                .ignore_stdout()
+                .ignore_stderr()
+                .run()
+                .is_ok()
+        },
+    )
+}
+
+/// Stops the build container's containerd cleanly and commits the
+/// container as the node image `image` (kind's entrypoint, no command).
+pub(crate) fn stop_containerd_and_commit(sh: &Shell, container: &str, image: &str) -> Result<()> {
     cmd!(sh, "docker exec {container} pkill -x containerd")
         .run()
         .context("stopping containerd")?;
@@ -536,7 +558,7 @@ fn preload(
     .quiet()
     .ignore_stdout()
     .run()
-    .context("docker commit of the node image")
+    .with_context(|| format!("docker commit of the node image {image}"))
 }
 
 /// The `wanted` images absent from `ctr images ls -q` output (short Docker Hub

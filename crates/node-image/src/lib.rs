@@ -9,6 +9,9 @@
 //! The result is tagged `cdsim/kind-node:<kubernetes>-<12 hex>`, the hex being
 //! the cache key over the `[node]` pins, the files under `manifests/node-image`
 //! and the recipe version; an existing tag is reused without building.
+//! Its worker variant (`worker.rs`: the same image without the control-plane
+//! images, `…-<12 hex>-worker`) is derived from it the same way, for kind
+//! configs that give workers their own `image:` ([`ensure_node_images`]).
 //!
 //! What the host provides stays with xtask, which drives this crate: the
 //! Docker engine is made usable before [`ensure_node_image`] or [`run`] is
@@ -21,21 +24,27 @@ mod gomod;
 mod pins;
 mod rootfs;
 mod smoke;
+mod worker;
 
 use std::{fs, path::PathBuf};
 
 use anyhow::{Context, Result};
 use xshell::{cmd, Shell};
 
-use xtask_support::tools;
+use xtask_support::{node_images::NodeImages, tools};
 
 pub use smoke::{network_policy_enforced, smoke_check};
 
 /// `cargo xtask node-image`: builds (or reuses, unless `rebuild`) the node
 /// image and prints its reference on stdout. The engine must answer.
 pub fn run(sh: &Shell, rebuild: bool) -> Result<()> {
-    let image = ensure_node_image(sh, rebuild)?;
-    println!("{image}");
+    let images = ensure_node_images(sh, rebuild)?;
+    eprintln!(
+        "==> workers may run {} (no control-plane images, so less disk per node; \
+         give it as the workers' `image:` in a kind config)",
+        images.worker
+    );
+    println!("{}", images.control_plane);
     Ok(())
 }
 
@@ -43,12 +52,56 @@ pub fn run(sh: &Shell, rebuild: bool) -> Result<()> {
 /// has the tag (unless `rebuild`), built otherwise. Returns the image ref.
 /// The engine must answer (xtask makes it usable first).
 pub fn ensure_node_image(sh: &Shell, rebuild: bool) -> Result<String> {
+    let (pins, key) = pins_and_key()?;
+    ensure_full(sh, &pins, &key, rebuild)
+}
+
+/// The full node image ([`ensure_node_image`]) for the control plane and its
+/// worker variant for the workers, each reused when docker has its tag.
+pub fn ensure_node_images(sh: &Shell, rebuild: bool) -> Result<NodeImages> {
+    let (pins, key) = pins_and_key()?;
+    let control_plane = ensure_full(sh, &pins, &key, rebuild)?;
+    let worker = pins::worker_image_ref(&pins, &key);
+    if rebuild || !image_exists(sh, &worker) {
+        let _lock = lock_builds()?;
+        if rebuild || !image_exists(sh, &worker) {
+            eprintln!(
+                "==> deriving the worker node image {worker} (without the control-plane images)"
+            );
+            worker::derive(sh, &pins, &control_plane, &worker)?;
+            // Only after a build, as for the full image: a reused pair leaves
+            // every other tag alone.
+            prune_old_images(sh, &[&control_plane, &worker]);
+        }
+    }
+    Ok(NodeImages {
+        control_plane,
+        worker,
+    })
+}
+
+/// The refs of the node image pair for the current pins and files, built or not.
+pub fn node_image_refs() -> Result<NodeImages> {
+    let (pins, key) = pins_and_key()?;
+    Ok(NodeImages {
+        control_plane: pins::node_image_ref(&pins, &key),
+        worker: pins::worker_image_ref(&pins, &key),
+    })
+}
+
+/// The pins and the cache key over them and the input files.
+fn pins_and_key() -> Result<(pins::NodePins, String)> {
     let versions = tools::read_versions()?;
     let pins = pins::NodePins::from_versions(&versions)?;
-    let inputs = inputs_dir();
-    let files = input_files(&inputs)?;
+    let files = input_files(&inputs_dir())?;
     let key = pins::cache_key(&pins, &files);
-    let image = pins::node_image_ref(&pins, &key);
+    Ok((pins, key))
+}
+
+/// The full node image for `key`: reused or built.
+fn ensure_full(sh: &Shell, pins: &pins::NodePins, key: &str, rebuild: bool) -> Result<String> {
+    let inputs = inputs_dir();
+    let image = pins::node_image_ref(pins, key);
     if !rebuild && image_exists(sh, &image) {
         eprintln!(
             "==> reusing node image {image} (cached by pins and files; --rebuild to build again)"
@@ -61,8 +114,8 @@ pub fn ensure_node_image(sh: &Shell, rebuild: bool) -> Result<String> {
         return Ok(image);
     }
     eprintln!("==> building node image {image}");
-    build::build(sh, &pins, &key, &image, &inputs)?;
-    prune_old_images(sh, &image);
+    build::build(sh, pins, key, &image, &inputs)?;
+    prune_old_images(sh, &[&image, &pins::worker_image_ref(pins, key)]);
     Ok(image)
 }
 
@@ -93,9 +146,10 @@ fn lock_builds() -> Result<fs::File> {
     tools::lock_file(&dir.join("node-image.lock"))
 }
 
-/// Removes other `cdsim/kind-node` tags (each is over a gigabyte); images a
-/// container still uses stay, since docker refuses to remove them.
-fn prune_old_images(sh: &Shell, keep: &str) {
+/// Removes other `cdsim/kind-node` tags than `keep` (each is over a
+/// gigabyte); images a container still uses stay, since docker refuses to
+/// remove them.
+fn prune_old_images(sh: &Shell, keep: &[&str]) {
     let repo = pins::NODE_IMAGE_REPO;
     let Ok(listed) = cmd!(
         sh,
@@ -108,7 +162,7 @@ fn prune_old_images(sh: &Shell, keep: &str) {
     for old in listed
         .lines()
         .map(str::trim)
-        .filter(|name| !name.is_empty() && *name != keep)
+        .filter(|name| !name.is_empty() && !keep.contains(name))
     {
         if cmd!(sh, "docker rmi {old}")
             .quiet()

@@ -10,7 +10,7 @@ use sha2::{Digest, Sha256};
 
 /// Bumped whenever the build recipe in this module tree changes in a way the
 /// pins and the node-image files do not show; it is part of the cache key.
-pub const RECIPE_VERSION: &str = "cdsim-node-image/1";
+pub const RECIPE_VERSION: &str = "cdsim-node-image/3";
 
 /// The repository the node image is tagged under.
 pub const NODE_IMAGE_REPO: &str = "cdsim/kind-node";
@@ -204,12 +204,37 @@ impl NodePins {
         .collect();
         images.push(format!("registry.k8s.io/coredns/coredns:{}", self.coredns));
         images.push(self.pause_image());
-        images.push(format!(
+        images.push(self.etcd_image());
+        images
+    }
+}
+
+impl NodePins {
+    /// The images only a control plane runs (its static pods): left out of
+    /// the worker image. Workers keep kube-proxy and the pod network (their
+    /// DaemonSets run everywhere), pause (every pod's sandbox) and CoreDNS
+    /// (its Deployment may be scheduled on a worker).
+    pub fn control_plane_only_images(&self) -> Vec<String> {
+        let kube_tag = self.kubernetes.replace('+', "_");
+        let mut images: Vec<String> = [
+            "kube-apiserver",
+            "kube-controller-manager",
+            "kube-scheduler",
+        ]
+        .iter()
+        .map(|name| format!("registry.k8s.io/{name}:{kube_tag}"))
+        .collect();
+        images.push(self.etcd_image());
+        images
+    }
+
+    /// The etcd image as kubeadm names it.
+    fn etcd_image(&self) -> String {
+        format!(
             "registry.k8s.io/etcd:{}-{}",
             self.etcd.trim_start_matches('v'),
             self.etcd_image_revision
-        ));
-        images
+        )
     }
 }
 
@@ -300,6 +325,24 @@ pub fn cache_key(pins: &NodePins, files: &[InputFile]) -> String {
         hasher.update(&file.contents);
     }
     format!("{:x}", hasher.finalize())
+}
+
+/// Bumped whenever the worker variant's recipe (`worker.rs`) changes; hashed
+/// with the full image's key into the worker image's tag.
+pub const WORKER_RECIPE_VERSION: &str = "cdsim-node-image-worker/1";
+
+/// The worker variant's key: the full image's key and the worker recipe.
+pub fn worker_key(key: &str) -> String {
+    let mut hasher = Sha256::new();
+    hasher.update(key.as_bytes());
+    hasher.update(b"\0worker\0");
+    hasher.update(WORKER_RECIPE_VERSION.as_bytes());
+    format!("{:x}", hasher.finalize())
+}
+
+/// `cdsim/kind-node:<kubernetes>-<first 12 hex of the worker key>-worker`.
+pub fn worker_image_ref(pins: &NodePins, key: &str) -> String {
+    format!("{}-worker", node_image_ref(pins, &worker_key(key)))
 }
 
 /// `cdsim/kind-node:<kubernetes>-<first 12 hex of the key>`.
@@ -444,6 +487,35 @@ registry.k8s.io/pause:3.10.1\nregistry.k8s.io/etcd:3.6.5-0\n";
             node_image_ref(&pins(), &key),
             "cdsim/kind-node:v1.34.5-0123456789ab"
         );
+    }
+
+    #[test]
+    fn the_worker_image_has_its_own_tag_and_lacks_only_control_plane_images() {
+        let key = "0123456789abcdef".repeat(4);
+        let worker = worker_image_ref(&pins(), &key);
+        assert!(worker.starts_with("cdsim/kind-node:v1.34.5-"), "{worker}");
+        assert!(worker.ends_with("-worker"), "{worker}");
+        assert_ne!(worker, format!("{}-worker", node_image_ref(&pins(), &key)));
+        assert_eq!(worker_key(&key), worker_key(&key));
+        let dropped = pins().control_plane_only_images();
+        assert_eq!(
+            dropped,
+            [
+                "registry.k8s.io/kube-apiserver:v1.34.5",
+                "registry.k8s.io/kube-controller-manager:v1.34.5",
+                "registry.k8s.io/kube-scheduler:v1.34.5",
+                "registry.k8s.io/etcd:3.6.5-0",
+            ]
+        );
+        let all = pins().control_plane_images();
+        for kept in [
+            "registry.k8s.io/kube-proxy:v1.34.5",
+            "registry.k8s.io/pause:3.10.1",
+            "registry.k8s.io/coredns/coredns:v1.12.1",
+        ] {
+            assert!(all.iter().any(|it| it == kept) && !dropped.iter().any(|it| it == kept));
+        }
+        assert!(dropped.iter().all(|it| all.contains(it)));
     }
 
     #[test]

@@ -171,7 +171,8 @@ pub fn copy_tree(sh: &Shell, src: &Path, dest: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Removes package caches, docs and device nodes; empties machine-id.
+/// Removes package caches, docs, message translations and device nodes;
+/// empties machine-id.
 pub fn slim(root: &Path) -> Result<()> {
     for dir in [
         "var/cache/apt/archives",
@@ -179,6 +180,7 @@ pub fn slim(root: &Path) -> Result<()> {
         "usr/share/doc",
         "usr/share/man",
         "usr/share/info",
+        "usr/share/locale",
         "dev",
     ] {
         empty_dir(&root.join(dir))?;
@@ -365,6 +367,35 @@ fn remove_if_present(path: &Path) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn slimming_empties_caches_docs_and_translations_and_keeps_the_rest() {
+        let root = tempfile::tempdir().expect("tempdir");
+        let r = root.path();
+        for path in [
+            "var/cache/apt/archives/iptables.deb",
+            "var/lib/apt/lists/deb.debian.org_Packages",
+            "usr/share/doc/iptables/copyright",
+            "usr/share/locale/de/LC_MESSAGES/iptables.mo",
+            "usr/share/zoneinfo/UTC",
+            "usr/sbin/iptables",
+        ] {
+            write(r, path, b"x", 0o644).expect("write");
+        }
+        slim(r).expect("slim");
+        for gone in [
+            "var/cache/apt/archives/iptables.deb",
+            "var/lib/apt/lists/deb.debian.org_Packages",
+            "usr/share/doc/iptables",
+            "usr/share/locale/de",
+        ] {
+            assert!(!r.join(gone).exists(), "{gone} left");
+        }
+        assert!(r.join("usr/share/locale").is_dir(), "the directory stays");
+        assert!(r.join("usr/share/zoneinfo/UTC").exists());
+        assert!(r.join("usr/sbin/iptables").exists());
+        assert_eq!(fs::read(r.join("etc/machine-id")).expect("written"), b"");
+    }
 
     #[test]
     fn deb822_mirror_for_the_suite() {

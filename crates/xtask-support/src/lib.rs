@@ -4,6 +4,7 @@
 //! - [`dirs`]: the project root and where xtask writes (the one owner of the
 //!   directory rules).
 //! - [`image_ref`]: how containerd names an image reference.
+//! - [`node_images`]: which kind node image each role of a cluster runs.
 //! - [`tools`]: the pins file `manifests/versions.toml`, a program on `PATH`
 //!   or in the sbin directories, an exclusive file lock.
 //!
@@ -12,6 +13,7 @@
 
 pub mod dirs;
 pub mod image_ref;
+pub mod node_images;
 pub mod tools;
 
 pub use dirs::project_root;

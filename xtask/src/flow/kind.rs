@@ -7,6 +7,7 @@ use anyhow::Context as _;
 use topology::Layout;
 use xshell::Shell;
 
+use crate::capacity::Checked;
 use crate::flags::DemoArgs;
 use crate::interrupt::Tracker;
 use crate::k8s;
@@ -15,6 +16,7 @@ use crate::plan;
 use crate::report::Report;
 use crate::runner::ShellRunner;
 use crate::scenarios::Scenario;
+use xtask_support::node_images::NodeImages;
 
 use super::{
     images, install_chart, roll_workload, run_scenario, runner, step, version_note, ImagePair,
@@ -33,25 +35,25 @@ pub(super) async fn demo_inner(
         runner(sh)
     })
     .await?;
-    let node_image = node_image(sh, args, &runner, tracker, report).await?;
+    let node_image = node_image(sh, args, cluster, &runner, tracker, report).await?;
     let decision = step(report, tracker, "cluster", async {
         // Only an image the user chose (--node-image, --offline) must match a
         // reused cluster's; the online default reuses any compatible one.
-        let asked = (args.node_image.is_some() || args.offline).then_some(node_image.as_deref());
+        let asked = (args.node_image.is_some() || args.offline).then_some(&node_image);
         let config = kind_config_file(cluster, layout)?;
         crate::cluster::ensure(
             &runner,
             cluster,
             &config.to_string_lossy(),
             args.force_recreate,
-            node_image.as_deref(),
-            asked.flatten(),
+            Some(&node_image),
+            asked,
         )
     })
     .await?;
     report.notes.push(format!("cluster: {decision:?}"));
     if let Some(image) = crate::cluster::node_image_in_use(&runner, cluster) {
-        report.notes.push(format!("nodes run {image}"));
+        report.notes.push(format!("the control plane runs {image}"));
     }
     let images = step(report, tracker, "images", async { images(sh, args) }).await?;
     step(report, tracker, "load images", async {
@@ -102,37 +104,70 @@ pub(super) async fn demo_inner(
     Ok(())
 }
 
-/// The node image the cluster is created with: `--node-image`, the offline
-/// build (`--offline`), or the online pin; said in the report.
+/// Refuses, before anything is built or created, a cluster whose nodes do
+/// not fit in the free disk under Docker's data root or the available memory
+/// (`crate::capacity`); a reused cluster creates nothing and is not checked.
+fn check_room(
+    runner: &ShellRunner<'_>,
+    cluster: &KindCluster,
+    args: &DemoArgs,
+) -> anyhow::Result<()> {
+    if args.no_room_check {
+        eprintln!("    not checked (--no-room-check)");
+        return Ok(());
+    }
+    let costs = crate::capacity::costs_of_run(args.offline, args.node_image.as_deref());
+    match crate::capacity::check(runner, cluster, costs, args.force_recreate)? {
+        Checked::Reused => eprintln!("    the cluster exists: nothing new to make room for"),
+        Checked::Unknown(err) => {
+            eprintln!("    ! cannot check the free disk and memory, going on: {err}")
+        }
+        Checked::Fits(room) => eprintln!("    {}", room.summary()),
+    }
+    Ok(())
+}
+
+/// The node images the cluster is created with: `--node-image` on every
+/// node, the offline pair (`--offline`: the full image on the control plane,
+/// its worker variant on the workers), or the online pin on every node; said
+/// in the report.
+///
+/// The room check runs first, before anything is built.
 async fn node_image(
     sh: &Shell,
     args: &DemoArgs,
+    cluster: &KindCluster,
     runner: &ShellRunner<'_>,
     tracker: &Tracker,
     report: &mut Report,
-) -> anyhow::Result<Option<String>> {
+) -> anyhow::Result<NodeImages> {
+    step(report, tracker, "room", async {
+        check_room(runner, cluster, args)
+    })
+    .await?;
     let node_image = match (&args.node_image, args.offline) {
-        (Some(image), _) => Some(image.clone()),
-        (None, true) => Some(
+        (Some(image), _) => NodeImages::uniform(image),
+        (None, true) => {
             step(report, tracker, "node image", async {
-                crate::node_image::ensure_node_image(sh, false)
+                crate::node_image::ensure_node_images(sh, false)
             })
-            .await?,
-        ),
+            .await?
+        }
         (None, false) => {
             let pinned = crate::cluster::online_pin(&crate::tools::read_versions()?)?;
             let online = crate::cluster::online_image(runner, &pinned);
             eprintln!("    {}", online.note());
             report.notes.push(online.note());
-            Some(online.kind_image().to_owned())
+            NodeImages::uniform(online.kind_image())
         }
     };
-    match (&args.node_image, args.offline, &node_image) {
-        (Some(image), _, _) => report
+    match (&args.node_image, args.offline) {
+        (Some(image), _) => report
             .notes
             .push(format!("node image: {image} (--node-image)")),
-        (None, true, Some(image)) => report.notes.push(format!(
-            "node image: {image} (--offline: built locally from pinned sources)"
+        (None, true) => report.notes.push(format!(
+            "node image: {} on the control plane, {} on the workers (--offline: built locally from pinned sources)",
+            node_image.control_plane, node_image.worker
         )),
         _ => {}
     }
