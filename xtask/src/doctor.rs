@@ -5,7 +5,7 @@ use std::fmt;
 
 use xshell::{cmd, Shell};
 
-use crate::tools::Tool;
+use crate::tools::{inotify_needed, Tool};
 
 /// A version `major.minor.patch`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -89,15 +89,6 @@ pub fn judge(requirement: &Requirement, output: Option<&str>) -> Verdict {
             requirement.install
         )),
     }
-}
-
-/// The `fs.inotify.max_user_instances` a cluster of `nodes` kind nodes
-/// needs: every node's kubelet, containerd and kube-proxy take instances. At
-/// 512, 5 nodes run and 37 did not (2026-12-04: 12 of the 37 kube-proxy pods
-/// failed with "too many open files" until the limit was raised to 8192):
-/// 32 per node, never under 512.
-pub fn inotify_needed(nodes: usize) -> u64 {
-    (nodes as u64 * 32).max(512)
 }
 
 /// kind's known issue, for a cluster of `nodes` nodes: below the instances
@@ -300,6 +291,12 @@ pub fn run(sh: &Shell, args: &crate::flags::DoctorArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// What `host-setup` prepares for: the default demo's cluster (a larger
+/// layout's `up` raises the inotify limit it needs itself, as root, or names it).
+fn default_cluster() -> crate::tools::HostNeeds {
+    crate::tools::HostNeeds::kind(topology::Layout::default().workers())
+}
+
 /// `host-setup`: the root-only host preparation, each part only when its
 /// check shows it is needed.
 pub fn host_setup(sh: &Shell) -> anyhow::Result<()> {
@@ -309,12 +306,12 @@ pub fn host_setup(sh: &Shell) -> anyhow::Result<()> {
             crate::tools::host_setup_command()
         );
     }
-    let fixes = crate::tools::host_fixes(sh, crate::tools::HostNeeds::KindCluster)?;
+    let fixes = crate::tools::host_fixes(sh, default_cluster())?;
     if fixes.is_empty() {
         eprintln!("    nothing to do: the engine answers, privileged containers work, the inotify limits suffice");
         return Ok(());
     }
-    crate::tools::ensure_host(sh, crate::tools::HostNeeds::KindCluster)?;
+    crate::tools::ensure_host(sh, default_cluster())?;
     eprintln!("    host prepared ({} fix(es))", fixes.len());
     Ok(())
 }

@@ -22,7 +22,8 @@ use crate::doctor::{parse_version, Version};
 mod host;
 
 pub use host::{
-    ensure_engine, ensure_host, host_fix_message, host_fixes, host_setup_command, HostNeeds,
+    ensure_engine, ensure_host, host_fix_message, host_fixes, host_setup_command, inotify_needed,
+    HostNeeds,
 };
 pub use xtask_support::tools::{find_on_path, find_program, lock_file, read_versions};
 
@@ -489,6 +490,7 @@ mod tests {
             (
                 HostFix::Inotify {
                     knob: "max_user_instances",
+                    nodes: 5,
                     current: 128,
                     wanted: 512,
                 },

@@ -55,7 +55,8 @@ fn user_env() -> Vec<(String, String)> {
 /// node image's local stand-in, a fresh clone in its home, and no cluster (so
 /// the user's online demo creates it).
 pub fn prep(sh: &Shell) -> Result<()> {
-    crate::tools::ensure_host(sh, crate::tools::HostNeeds::KindCluster)?;
+    let workers = topology::Layout::default().workers();
+    crate::tools::ensure_host(sh, crate::tools::HostNeeds::kind(workers))?;
     ensure_user(sh)?;
     user_toolchain(sh)?;
     let versions = user_tools(sh)?;

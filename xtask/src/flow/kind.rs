@@ -31,7 +31,7 @@ pub(super) async fn demo_inner(
 ) -> anyhow::Result<()> {
     let (sh, args, tracker) = (run.sh, run.args, run.tracker);
     let runner = step(report, tracker, "engine and tools", async {
-        crate::tools::ensure_host(sh, crate::tools::HostNeeds::KindCluster)?;
+        crate::tools::ensure_host(sh, crate::tools::HostNeeds::kind(layout.workers()))?;
         runner(sh)
     })
     .await?;

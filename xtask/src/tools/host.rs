@@ -31,10 +31,12 @@ pub enum HostFix {
         /// The capabilities the host cannot grant.
         missing: Vec<String>,
     },
-    /// An inotify limit below what five kind nodes need.
+    /// An inotify limit below what the cluster's kind nodes need.
     Inotify {
         /// The `fs.inotify.*` knob.
         knob: &'static str,
+        /// How many kind nodes it is for.
+        nodes: usize,
         /// Its value.
         current: u64,
         /// What it needs.
@@ -68,20 +70,30 @@ pub fn host_fix_message(fix: &HostFix, setup: &str) -> String {
         ),
         HostFix::Inotify {
             knob,
+            nodes,
             current,
             wanted,
         } => format!(
-            "fs.inotify.{knob} is {current}, five kind nodes need {wanted} (kubelets fail with \"too many open files\"); \
+            "fs.inotify.{knob} is {current}, {nodes} kind nodes need {wanted} (kubelets fail with \"too many open files\"); \
              raising it needs root: run `sudo sysctl -w fs.inotify.{knob}={wanted}` (or `{setup}`)"
         ),
     }
 }
 
-/// The inotify limits five kind nodes need, with their current values.
-fn inotify_fixes() -> Result<Vec<HostFix>> {
+/// The `fs.inotify.max_user_instances` a cluster of `nodes` kind nodes
+/// needs: every node's kubelet, containerd and kube-proxy take instances. At
+/// 512, 5 nodes run and 37 did not (2026-12-04: 12 of the 37 kube-proxy pods
+/// failed with "too many open files" until the limit was raised to 8192):
+/// 32 per node, never under 512.
+pub fn inotify_needed(nodes: usize) -> u64 {
+    (nodes as u64 * 32).max(512)
+}
+
+/// The inotify limits `nodes` kind nodes need, with their current values.
+fn inotify_fixes(nodes: usize) -> Result<Vec<HostFix>> {
     let mut fixes = Vec::new();
     for (knob, wanted) in [
-        ("max_user_instances", 512u64),
+        ("max_user_instances", inotify_needed(nodes)),
         ("max_user_watches", 524_288),
     ] {
         let path = format!("/proc/sys/fs/inotify/{knob}");
@@ -93,6 +105,7 @@ fn inotify_fixes() -> Result<Vec<HostFix>> {
         if current < wanted {
             fixes.push(HostFix::Inotify {
                 knob,
+                nodes,
                 current,
                 wanted,
             });
@@ -116,8 +129,18 @@ fn default_runtime(sh: &Shell) -> Option<String> {
 pub enum HostNeeds {
     /// A Docker engine that runs privileged containers.
     Engine,
-    /// That, and inotify limits enough for the five kind nodes.
-    KindCluster,
+    /// That, and inotify limits enough for a kind cluster of this many nodes.
+    KindCluster {
+        /// The cluster's nodes, control plane included.
+        nodes: usize,
+    },
+}
+
+impl HostNeeds {
+    /// A kind cluster of one control plane and `workers` workers.
+    pub fn kind(workers: usize) -> HostNeeds {
+        HostNeeds::KindCluster { nodes: workers + 1 }
+    }
 }
 
 /// What needs root on this host now for `needs` (empty: nothing).
@@ -132,15 +155,15 @@ pub fn host_fixes(sh: &Shell, needs: HostNeeds) -> Result<Vec<HostFix>> {
             }
         }
     }
-    if needs == HostNeeds::KindCluster {
-        fixes.extend(inotify_fixes()?);
+    if let HostNeeds::KindCluster { nodes } = needs {
+        fixes.extend(inotify_fixes(nodes)?);
     }
     Ok(fixes)
 }
 
 /// Makes sure a Docker engine answers and can run privileged containers (kind
 /// nodes), and (`HostNeeds::KindCluster`) that the inotify limits suffice
-/// for five nodes. Each host quirk is handled only when its check shows it is needed:
+/// for its nodes. Each host quirk is handled only when its check shows it is needed:
 /// as root it is fixed (dockerd started, the capability filter installed, the
 /// limits raised); otherwise this fails with the exact command to run as root.
 pub fn ensure_host(sh: &Shell, needs: HostNeeds) -> Result<()> {
@@ -167,6 +190,7 @@ pub fn ensure_host(sh: &Shell, needs: HostNeeds) -> Result<()> {
             knob,
             current,
             wanted,
+            ..
         } = fix
         {
             let path = format!("/proc/sys/fs/inotify/{knob}");
