@@ -17,15 +17,6 @@ const CLIQUE: &str = "00000000-0000-0000-0000-0000000000ab.0";
 /// The rack's rebind clique (scenario 4's rebind part).
 const REBIND_CLIQUE: &str = "00000000-0000-0000-0000-0000000000ff.99";
 
-/// Disk one kind node of the offline image takes once created, measured
-/// here (2026-12-04): 19 nodes of main's node image took 21 GB within two
-/// minutes of `kind create cluster`, before the demo's images were loaded.
-const NODE_BYTES: u64 = 1_100_000_000;
-/// What the demo's images (the mock, the workload, NVIDIA's DRA driver) and
-/// the node's growth under the demo add per node, and a margin for the host.
-const NODE_DEMO_BYTES: u64 = 300_000_000;
-const MARGIN_BYTES: u64 = 3_000_000_000;
-
 /// The step.
 pub fn run(sh: &Shell) -> Result<()> {
     let report = "target/ci/full-rack-report.json";
@@ -34,9 +25,8 @@ pub fn run(sh: &Shell) -> Result<()> {
     super::delete_leftover_cluster(sh)?;
     let kind = crate::tools::ensure_tool(sh, crate::tools::Tool::Kind)?;
     delete(sh, &kind)?;
-    let root = cmd!(sh, "docker info --format '{{.DockerRootDir}}'").read()?;
-    let avail = cmd!(sh, "df --output=avail -B1 {root}").read()?;
-    room(avail.lines().last().unwrap_or_default().trim().parse().ok())?;
+    // `demo`'s room check (xtask's `capacity`) refuses before creating anything
+    // when docker's disk or the memory cannot hold the rack.
     let started = Instant::now();
     let trays = TRAYS.to_string();
     let res = cmd!(
@@ -60,28 +50,6 @@ pub fn run(sh: &Shell) -> Result<()> {
     let deleted = delete(sh, &kind);
     checked?;
     deleted
-}
-
-/// Whether `avail` bytes of free disk (under docker's root) hold the rack:
-/// a control plane and 18 workers with the demo on them, and a margin.
-/// Refusing before anything is created keeps a full disk from breaking the
-/// host for everything else.
-fn room(avail: Option<u64>) -> Result<()> {
-    let nodes = u64::try_from(TRAYS + 1).unwrap_or(u64::MAX);
-    let need = nodes * (NODE_BYTES + NODE_DEMO_BYTES) + MARGIN_BYTES;
-    let avail = avail.context("cannot read the free disk under docker's root")?;
-    anyhow::ensure!(
-        avail >= need,
-        "a full rack needs about {} GB of free disk under docker's root ({} nodes of {:.1} GB with the demo, \
-         and {} GB to spare), {:.1} GB are free: free disk (or use lean nodes, BENCHMARKS.md) and rerun \
-         `cargo xtask ci --step \"e2e full rack\"`",
-        need / 1_000_000_000,
-        nodes,
-        (NODE_BYTES + NODE_DEMO_BYTES) as f64 / 1e9,
-        MARGIN_BYTES / 1_000_000_000,
-        avail as f64 / 1e9
-    );
-    Ok(())
 }
 
 /// Deletes the step's cluster if it exists.
@@ -194,16 +162,6 @@ mod tests {
             {"name": "scenario4", "outcome": "passed", "workers": four},
             {"name": "scenario4-rebind", "outcome": "passed", "workers": rebind},
         ]})
-    }
-
-    #[test]
-    fn the_rack_is_refused_before_creation_without_the_disk_for_19_nodes() {
-        assert!(room(Some(40_000_000_000)).is_ok());
-        let err = room(Some(25_000_000_000)).expect_err("25 GB").to_string();
-        assert!(err.contains("needs about 29 GB"), "{err}");
-        assert!(err.contains("19 nodes of 1.4 GB"), "{err}");
-        assert!(err.contains("25.0 GB are free"), "{err}");
-        assert!(room(None).is_err());
     }
 
     #[test]
