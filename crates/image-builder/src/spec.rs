@@ -169,6 +169,20 @@ impl Spec {
 }
 
 impl ImageSpec {
+    /// The host path the file at `path` in the image is copied from, if it is a host file.
+    pub fn host_source(&self, path: &str) -> Option<&str> {
+        self.files
+            .iter()
+            .find(|file| file.path == path)
+            .and_then(|file| match &file.kind {
+                FileKind::File {
+                    source: Source::Host { path, .. },
+                    ..
+                } => Some(path.as_str()),
+                _ => None,
+            })
+    }
+
     /// Whether any entry comes from the nvidia-imex payload.
     pub fn uses_imex(&self) -> bool {
         self.files.iter().any(|file| {

@@ -117,22 +117,7 @@ pub fn nfd_spec(bin_dir: &Path, version: &str) -> ImageSpec {
 
 #[cfg(test)]
 mod tests {
-    use image_builder::spec::Source;
-
     use super::*;
-
-    fn host_of(spec: &ImageSpec, path: &str) -> Option<String> {
-        spec.files
-            .iter()
-            .find(|it| it.path == path)
-            .and_then(|it| match &it.kind {
-                FileKind::File {
-                    source: Source::Host { path, .. },
-                    ..
-                } => Some(path.clone()),
-                _ => None,
-            })
-    }
 
     #[test]
     fn the_device_plugin_image_has_every_command_the_chart_runs_in_usr_bin() {
@@ -141,7 +126,8 @@ mod tests {
         // (init and sidecar), mps-control-daemon.
         for name in DEVICE_PLUGIN_BINARIES {
             assert_eq!(
-                host_of(&spec, &format!("/usr/bin/{name}")),
+                spec.host_source(&format!("/usr/bin/{name}"))
+                    .map(str::to_owned),
                 Some(format!("/b/{name}"))
             );
         }
@@ -159,12 +145,13 @@ mod tests {
         let spec = nfd_spec(Path::new("/n"), "v0.17.3");
         for name in NFD_BINARIES {
             assert_eq!(
-                host_of(&spec, &format!("/usr/bin/{name}")),
+                spec.host_source(&format!("/usr/bin/{name}"))
+                    .map(str::to_owned),
                 Some(format!("/n/{name}"))
             );
         }
         assert_eq!(
-            host_of(&spec, NFD_WORKER_CONF_PATH).as_deref(),
+            spec.host_source(NFD_WORKER_CONF_PATH),
             Some("/n/nfd-worker.conf")
         );
         assert_eq!(spec.user.as_deref(), Some(NFD_USER));

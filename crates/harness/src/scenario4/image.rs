@@ -435,35 +435,24 @@ mod tests {
             bash: PathBuf::from("/bin/bash-static"),
             busybox: PathBuf::from("/bin/busybox"),
         });
-        let host_of = |path: &str| {
-            spec.files
-                .iter()
-                .find(|it| it.path == path)
-                .and_then(|it| match &it.kind {
-                    FileKind::File {
-                        source: Source::Host { path, .. },
-                        ..
-                    } => Some(path.clone()),
-                    _ => None,
-                })
-        };
         for name in DRA_BINARIES {
             assert_eq!(
-                host_of(&format!("/usr/bin/{name}")),
+                spec.host_source(&format!("/usr/bin/{name}"))
+                    .map(str::to_owned),
                 Some(format!("/b/{name}"))
             );
         }
         assert_eq!(
-            host_of("/usr/bin/nvidia-cdi-hook").as_deref(),
+            spec.host_source("/usr/bin/nvidia-cdi-hook"),
             Some("/h/nvidia-cdi-hook")
         );
         assert_eq!(
-            host_of("/usr/bin/kubelet-plugin-prestart.sh").as_deref(),
+            spec.host_source("/usr/bin/kubelet-plugin-prestart.sh"),
             Some("/s/hack/kubelet-plugin-prestart.sh")
         );
-        assert_eq!(host_of("/bin/bash").as_deref(), Some("/bin/bash-static"));
+        assert_eq!(spec.host_source("/bin/bash"), Some("/bin/bash-static"));
         assert_eq!(
-            host_of("/templates/compute-domain-daemon.tmpl.yaml").as_deref(),
+            spec.host_source("/templates/compute-domain-daemon.tmpl.yaml"),
             Some("/s/templates/compute-domain-daemon.tmpl.yaml")
         );
         let links = spec.files.iter().find_map(|it| match &it.kind {
