@@ -316,8 +316,37 @@ pub struct DemoArgs {
     /// figures, BENCHMARKS.md "The cost of a tray").
     #[arg(long, env = "CDSIM_NO_ROOM_CHECK", value_parser = clap::builder::FalseyValueParser::new())]
     pub no_room_check: bool,
+    /// `demo` runs only these scenarios (numbers, comma-separated, e.g. `1,3,4`); the report
+    /// lists the others as skipped, not asked for. Default: every scenario.
+    #[arg(long, value_delimiter = ',', value_parser = scenario_value, value_name = "N,...")]
+    pub scenarios: Vec<harness::scenarios::Scenario>,
     #[command(flatten)]
     pub layout: LayoutArgs,
+}
+
+impl DemoArgs {
+    /// Whether `--scenarios` asks for `which` (all are asked for without it).
+    pub fn asks_for(&self, which: harness::scenarios::Scenario) -> bool {
+        self.scenarios.is_empty() || self.scenarios.contains(&which)
+    }
+}
+
+/// A scenario by its number.
+fn scenario_value(arg: &str) -> Result<harness::scenarios::Scenario, String> {
+    use harness::scenarios::Scenario;
+    Scenario::ALL
+        .into_iter()
+        .find(|which| which.number().to_string() == arg.trim())
+        .ok_or_else(|| {
+            let numbers: Vec<String> = Scenario::ALL
+                .iter()
+                .map(|which| which.number().to_string())
+                .collect();
+            format!(
+                "no scenario {arg:?}: the scenarios are {}",
+                numbers.join(", ")
+            )
+        })
 }
 
 /// The simulated racks (`up` and `demo` on kind; on `--kube-context` the
@@ -507,6 +536,31 @@ mod tests {
         let mut argv = vec!["cargo xtask"];
         argv.extend_from_slice(args);
         Xtask::try_parse_from(argv).unwrap_or_else(|err| panic!("{args:?}: {err}"))
+    }
+
+    #[test]
+    fn scenarios_picks_the_ones_demo_runs_and_refuses_an_unknown_number() {
+        use harness::scenarios::Scenario;
+        let Command::Demo(all) = parse(&["demo"]).command else {
+            panic!("demo");
+        };
+        assert!(Scenario::ALL.into_iter().all(|which| all.asks_for(which)));
+        let Command::Demo(some) = parse(&["demo", "--scenarios", "1,3,4"]).command else {
+            panic!("demo");
+        };
+        let asked: Vec<u8> = Scenario::ALL
+            .into_iter()
+            .filter(|which| some.asks_for(*which))
+            .map(|which| which.number())
+            .collect();
+        assert_eq!(asked, [1, 3, 4]);
+        let err = Xtask::try_parse_from(["cargo xtask", "demo", "--scenarios", "1,7"])
+            .expect_err("scenario 7 refused")
+            .to_string();
+        assert!(
+            err.contains("no scenario \"7\": the scenarios are 1, 2, 3, 4"),
+            "{err}"
+        );
     }
 
     #[test]

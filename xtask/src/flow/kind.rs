@@ -13,7 +13,7 @@ use crate::interrupt::Tracker;
 use crate::k8s;
 use crate::names::KindCluster;
 use crate::plan;
-use crate::report::Report;
+use crate::report::{Outcome, Report, ScenarioResult};
 use crate::runner::ShellRunner;
 use crate::scenarios::Scenario;
 use xtask_support::node_images::NodeImages;
@@ -97,10 +97,31 @@ pub(super) async fn demo_inner(
         return Ok(());
     }
     let target = Target::kind(cluster, layout, client);
-    for which in Scenario::ALL {
-        run_scenario(sh, &target, which, Some(&runner), tracker, report).await?;
-    }
+    scenarios(sh, args, &target, &runner, tracker, report).await?;
     network_policy(&target, &images.workload.1.to_string(), tracker, report).await;
+    Ok(())
+}
+
+/// Every scenario `--scenarios` asks for, in order; the others reported as skipped, not asked
+/// for.
+async fn scenarios(
+    sh: &Shell,
+    args: &DemoArgs,
+    target: &Target,
+    runner: &ShellRunner<'_>,
+    tracker: &Tracker,
+    report: &mut Report,
+) -> anyhow::Result<()> {
+    for which in Scenario::ALL {
+        if args.asks_for(which) {
+            run_scenario(sh, target, which, Some(runner), tracker, report).await?;
+        } else {
+            let name = format!("scenario{}", which.number());
+            let reason = "not asked for (--scenarios)".to_owned();
+            eprintln!("    - {name} SKIPPED: {reason}");
+            report.scenario(ScenarioResult::new(&name, Outcome::Skipped(reason), 0.0));
+        }
+    }
     Ok(())
 }
 
