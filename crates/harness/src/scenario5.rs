@@ -9,7 +9,8 @@
 //! each see exactly their own through NVML), `scenario5-health` (Xid 79 takes
 //! a GPU out of allocatable within 30 s and the plugin's log names it;
 //! clear and restart restore it; Xid 43 changes nothing), and
-//! `scenario5-cleanup` (the release and its namespace removed).
+//! `scenario5-cleanup` (the release and its namespace removed, and the
+//! labels NFD set, the stager's kept).
 //!
 //! The images come from [`crate::gpu_stack`]: from the cache, or built with
 //! Go; with neither the scenario is SKIPPED with what to do. Here the flow;
@@ -135,6 +136,7 @@ pub async fn run<R: Runner>(
     let cleaned = async {
         api::delete_gpu_pods(client).await?;
         api::uninstall(runner, client, &context).await?;
+        api::remove_nfd_labels(client).await?;
         Ok((Vec::new(), Vec::new()))
     }
     .await;

@@ -287,6 +287,43 @@ pub async fn restart_plugin(client: &Client, node: &str) -> Result<()> {
     crate::k8s::wait_daemonset(client, DP_NS, DP_DS, &selector, Duration::from_secs(180)).await
 }
 
+/// Removes from every node the labels NFD's master set (the stager's
+/// kept) and NFD's annotations: NFD gone, nobody else would.
+pub async fn remove_nfd_labels(client: &Client) -> Result<()> {
+    let api: Api<Node> = Api::all(client.clone());
+    for node in api.list(&ListParams::default()).await?.items {
+        let annotations = node.annotations();
+        let listed = annotations
+            .get(super::expect::NFD_FEATURE_LABELS)
+            .cloned()
+            .unwrap_or_default();
+        let mut labels = serde_json::Map::new();
+        for label in super::expect::nfd_labels_to_remove(&listed) {
+            labels.insert(label, Value::Null);
+        }
+        let mut drop_annotations = serde_json::Map::new();
+        for key in annotations
+            .keys()
+            .filter(|it| it.starts_with("nfd.node.kubernetes.io/"))
+        {
+            drop_annotations.insert(key.clone(), Value::Null);
+        }
+        if labels.is_empty() && drop_annotations.is_empty() {
+            continue;
+        }
+        let patch =
+            serde_json::json!({"metadata": {"labels": labels, "annotations": drop_annotations}});
+        api.patch(
+            &node.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await
+        .with_context(|| format!("removing NFD's labels from {}", node.name_any()))?;
+    }
+    Ok(())
+}
+
 /// `helm uninstall` of the device plugin release and its namespace deleted,
 /// waiting until it is gone.
 pub async fn uninstall<R: Runner>(runner: &R, client: &Client, context: &str) -> Result<()> {

@@ -206,6 +206,27 @@ pub fn chart_values(device_plugin: &ImageRef, nfd: &ImageRef) -> Vec<(String, St
     values
 }
 
+/// The node annotation where NFD's master lists the labels it set.
+pub const NFD_FEATURE_LABELS: &str = "nfd.node.kubernetes.io/feature-labels";
+/// The labels the mock's stager owns, which NFD may have set too: kept.
+const STAGER_LABELS: [&str; 2] = ["nvidia.com/gpu.present", "nvidia.com/gpu.clique"];
+
+/// The labels to remove from a node after NFD is gone: those its master
+/// listed (a name without a namespace is in `feature.node.kubernetes.io/`),
+/// but not the stager's.
+pub fn nfd_labels_to_remove(annotation: &str) -> Vec<String> {
+    annotation
+        .split(',')
+        .map(str::trim)
+        .filter(|it| !it.is_empty())
+        .map(|it| match it.contains('/') {
+            true => it.to_owned(),
+            false => format!("feature.node.kubernetes.io/{it}"),
+        })
+        .filter(|it| !STAGER_LABELS.contains(&it.as_str()))
+        .collect()
+}
+
 /// A pod on `node` asking for `gpus` `nvidia.com/gpu`, idle.
 pub fn gpu_pod(name: &str, ns: &str, node: &str, image: &str, gpus: u32) -> Value {
     json!({
@@ -350,6 +371,19 @@ mod tests {
         assert!(!marks_unhealthy(log, "GPU-a", 48));
         assert!(skipped_xid(log, 43));
         assert!(!skipped_xid(log, 79));
+    }
+
+    #[test]
+    fn nfd_labels_are_removed_but_the_stagers_kept() {
+        let listed = "cpu-model.vendor_id,nvidia.com/gpu.count,nvidia.com/gpu.clique,nvidia.com/gpu.present,";
+        assert_eq!(
+            nfd_labels_to_remove(listed),
+            [
+                "feature.node.kubernetes.io/cpu-model.vendor_id",
+                "nvidia.com/gpu.count"
+            ]
+        );
+        assert!(nfd_labels_to_remove("").is_empty());
     }
 
     #[test]
