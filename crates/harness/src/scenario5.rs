@@ -10,7 +10,8 @@
 //! a GPU out of allocatable within 30 s and the plugin's log names it;
 //! clear and restart restore it; Xid 43 changes nothing), and
 //! `scenario5-cleanup` (the release and its namespace removed, and the
-//! labels NFD set, the stager's kept).
+//! labels NFD set, the stager's kept; the stager's pods replaced so that
+//! they label their nodes again, as NFD's master takes the clique label away).
 //!
 //! The images come from [`crate::gpu_stack`]: from the cache, or built with
 //! Go; with neither the scenario is SKIPPED with what to do. Here the flow;
@@ -137,6 +138,7 @@ pub async fn run<R: Runner>(
         api::delete_gpu_pods(client).await?;
         api::uninstall(runner, client, &context).await?;
         api::remove_nfd_labels(client).await?;
+        api::relabel_by_stager(client, &on.cliques).await?;
         Ok((Vec::new(), Vec::new()))
     }
     .await;
@@ -337,8 +339,13 @@ async fn workload_image(client: &Client) -> Result<String> {
 async fn gpu_pod(client: &Client, name: &str, node: &str, image: &str) -> Result<BTreeSet<String>> {
     api::apply_pod(client, &expect::gpu_pod(name, DP_NS, node, image, 2)).await?;
     api::wait_running(client, name).await?;
-    let env = api::exec(client, name, &["printenv", "NVIDIA_VISIBLE_DEVICES"]).await?;
-    let smi = api::exec(client, name, &["nvidia-smi", "-L"]).await?;
+    let env = api::exec(
+        client,
+        name,
+        &["sh", "-c", "echo \"$NVIDIA_VISIBLE_DEVICES\""],
+    )
+    .await?;
+    let smi = api::exec(client, name, &["sh", "-c", "nvidia-smi -L"]).await?;
     check_pod_gpus(&env, &smi, 2).with_context(|| format!("pod {name} on {node}"))
 }
 
@@ -398,14 +405,36 @@ async fn health_row<R: Runner>(
     let gpu = u32::from(count > 1);
     let uuid = profile.device(gpu as usize).context("no such GPU")?.uuid;
     let inject = |action| crate::inject::run(runner, on.cluster, &node, action);
-    let mut timings = Vec::new();
+    // Whatever an earlier run left, and whatever happens here, no fault stays.
+    inject(XidAction::Clear)?;
+    let checked = health_checks(inject, client, on, (&node, gpu, &uuid), count).await;
+    let cleared = inject(XidAction::Clear);
+    let (detail, timings) = checked?;
+    cleared?;
+    let worker = WorkerDetail {
+        node,
+        pod: DP_DS.to_owned(),
+        detail,
+        passed: true,
+    };
+    Ok((vec![worker], timings))
+}
 
+/// The health steps on GPU `gpu` (`uuid`) of `node`; the detail line and timings.
+async fn health_checks(
+    inject: impl Fn(XidAction) -> Result<String>,
+    client: &Client,
+    on: &Scenario5On<'_>,
+    (node, gpu, uuid): (&str, u32, &str),
+    count: u32,
+) -> Result<(String, Vec<(String, f64)>)> {
+    let mut timings = Vec::new();
     inject(XidAction::Inject {
         gpu,
         xid: FATAL_XID,
     })?;
     let injected = Instant::now();
-    let target = node.clone();
+    let target = node.to_owned();
     let dropped = wait_allocatable(client, on, "Xid 79 in allocatable", XID_LIMIT, |it| {
         if it == target {
             count - 1
@@ -416,7 +445,7 @@ async fn health_row<R: Runner>(
     .await;
     let drop_secs = round(injected.elapsed());
     timings.push(("xid79_to_allocatable_drop".to_owned(), drop_secs));
-    let log = api::plugin_log(client, &node).await?;
+    let log = api::plugin_log(client, node).await?;
     inject(XidAction::Clear)?;
     dropped.with_context(|| format!("on {node}, GPU {gpu} ({uuid})"))?;
     if !expect::marks_unhealthy(&log, &uuid, FATAL_XID) {
@@ -426,7 +455,7 @@ async fn health_row<R: Runner>(
     }
 
     let restarted = Instant::now();
-    api::restart_plugin(client, &node).await?;
+    api::restart_plugin(client, node).await?;
     wait_allocatable(
         client,
         on,
@@ -440,25 +469,19 @@ async fn health_row<R: Runner>(
         round(restarted.elapsed()),
     ));
 
-    ignored_xid(inject, client, on, &node, count).await?;
+    ignored_xid(&inject, client, on, node, count).await?;
     let detail = format!(
         "Xid 79 on GPU {gpu} ({uuid}): allocatable {count} -> {} in {drop_secs:.1} s (limit {} s), \
          the plugin's log names it; restored to {count} after clear and restart; Xid 43 ignored",
         count - 1,
         XID_LIMIT.as_secs()
     );
-    let worker = WorkerDetail {
-        node,
-        pod: DP_DS.to_owned(),
-        detail,
-        passed: true,
-    };
-    Ok((vec![worker], timings))
+    Ok((detail, timings))
 }
 
 /// Xid 43: the plugin logs it skipped and allocatable stays, on every tray.
 async fn ignored_xid(
-    inject: impl Fn(XidAction) -> Result<String>,
+    inject: &impl Fn(XidAction) -> Result<String>,
     client: &Client,
     on: &Scenario5On<'_>,
     node: &str,

@@ -19,6 +19,9 @@ use crate::names::{FIELD_MANAGER, MOCK_NS, RELEASE};
 use crate::runner::{Cmd, Runner};
 use crate::scenario4::api::wait_for;
 
+/// The clique label GFD and the stager both set.
+const CLIQUE_LABEL: &str = "nvidia.com/gpu.clique";
+
 /// The mock release's values as the user set them (`helm get values -o json`).
 pub fn mock_release_values<R: Runner>(runner: &R, context: &str) -> Result<Value> {
     let out = runner.check(&Cmd::new(
@@ -70,11 +73,19 @@ pub async fn install<R: Runner>(
     wait_rollouts(client).await
 }
 
+/// The chart's MPS control daemon DaemonSet's name ends so.
+const MPS_DS_SUFFIX: &str = "-mps-control-daemon";
+
 /// Waits for every DaemonSet of the device plugin's namespace (the plugin,
-/// GFD, NFD's worker) and NFD's master.
+/// GFD, NFD's worker; not the MPS control daemon) and NFD's master.
 async fn wait_rollouts(client: &Client) -> Result<()> {
     let api: Api<DaemonSet> = Api::namespaced(client.clone(), DP_NS);
-    for ds in api.list(&ListParams::default()).await?.items {
+    let listed = api.list(&ListParams::default()).await?.items;
+    // The MPS control daemon runs only on nodes labelled for MPS sharing: none here.
+    for ds in listed
+        .into_iter()
+        .filter(|it| !it.name_any().ends_with(MPS_DS_SUFFIX))
+    {
         let selector = ds
             .spec
             .as_ref()
@@ -251,8 +262,13 @@ pub async fn plugin_pod(client: &Client, node: &str) -> Result<String> {
         .items
         .into_iter()
         .filter(|pod| pod.metadata.deletion_timestamp.is_none())
+        .filter(|pod| {
+            pod.spec
+                .as_ref()
+                .is_some_and(|spec| spec.containers.iter().any(|it| it.name == DP_CONTAINER))
+        })
         .map(|pod| pod.name_any())
-        .find(|name| name.starts_with(&format!("{DP_DS}-")))
+        .next()
         .with_context(|| format!("no device plugin pod on {node}"))
 }
 
@@ -271,9 +287,25 @@ pub async fn plugin_log(client: &Client, node: &str) -> Result<String> {
 
 /// Deletes the device plugin's pod on `node` and waits for its DaemonSet.
 pub async fn restart_plugin(client: &Client, node: &str) -> Result<()> {
-    let pod = plugin_pod(client, node).await?;
-    crate::k8s::delete_pod(client, DP_NS, &pod).await?;
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    let old = plugin_pod(client, node).await?;
+    crate::k8s::delete_pod(client, DP_NS, &old).await?;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), DP_NS);
+    wait_for(
+        &format!("a new device plugin pod running on {node}"),
+        Duration::from_secs(120),
+        || async {
+            let Ok(name) = plugin_pod(client, node).await else {
+                return Ok(Err("none yet".to_owned()));
+            };
+            let phase = pods.get(&name).await?.status.and_then(|it| it.phase);
+            Ok(match (name != old, phase.as_deref()) {
+                (true, Some("Running")) => Ok(()),
+                (fresh, phase) => Err(format!("{name} (new: {fresh}), {phase:?}")),
+            })
+        },
+        || async { String::new() },
+    )
+    .await?;
     let api: Api<DaemonSet> = Api::namespaced(client.clone(), DP_NS);
     let ds = api.get(DP_DS).await?;
     let selector = ds
@@ -322,6 +354,52 @@ pub async fn remove_nfd_labels(client: &Client) -> Result<()> {
         .with_context(|| format!("removing NFD's labels from {}", node.name_any()))?;
     }
     Ok(())
+}
+
+/// NFD's master removes the labels it set when GFD's NodeFeature goes, the
+/// clique label the stager had set before it among them: the stager's pods
+/// are replaced so that the new ones label their nodes again (a replaced
+/// stager pod leaves the staged tree in place), then each worker's clique
+/// label is awaited.
+pub async fn relabel_by_stager(client: &Client, cliques: &[(String, String)]) -> Result<()> {
+    let selector = "app.kubernetes.io/name=nvml-mock";
+    let pods: Api<Pod> = Api::namespaced(client.clone(), MOCK_NS);
+    for pod in pods
+        .list(&ListParams::default().labels(selector))
+        .await?
+        .items
+    {
+        crate::k8s::delete_pod(client, MOCK_NS, &pod.name_any()).await?;
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let limit = crate::scenarios::scaled(Duration::from_secs(180), cliques.len());
+    crate::k8s::wait_daemonset(client, MOCK_NS, crate::names::STAGER_DS, selector, limit).await?;
+    wait_for(
+        "the stager's clique labels back on every worker",
+        Duration::from_secs(120),
+        || async {
+            let nodes = nodes(client).await?;
+            let off: Vec<String> = cliques
+                .iter()
+                .filter(|(node, clique)| {
+                    nodes
+                        .get(node)
+                        .map(labels)
+                        .unwrap_or_default()
+                        .get(CLIQUE_LABEL)
+                        != Some(clique)
+                })
+                .map(|(node, _)| node.clone())
+                .collect();
+            Ok(if off.is_empty() {
+                Ok(())
+            } else {
+                Err(format!("missing on {}", off.join(", ")))
+            })
+        },
+        || async { String::new() },
+    )
+    .await
 }
 
 /// `helm uninstall` of the device plugin release and its namespace deleted,

@@ -265,7 +265,8 @@ mod tests {
         let get = |key: &str| labels[&format!("nvidia.com/{key}")].as_str();
         assert_eq!(get("gpu.product"), "NVIDIA-GB200");
         assert_eq!(get("gpu.count"), "4");
-        assert_eq!(get("gpu.memory"), "189471");
+        // 198674513920 bytes: 189470.5 MiB, rounded down as GFD does.
+        assert_eq!(get("gpu.memory"), "189470");
         assert_eq!(get("gpu.family"), "blackwell");
         assert_eq!(
             (get("gpu.compute.major"), get("gpu.compute.minor")),
