@@ -448,7 +448,7 @@ async fn health_checks(
     let log = api::plugin_log(client, node).await?;
     inject(XidAction::Clear)?;
     dropped.with_context(|| format!("on {node}, GPU {gpu} ({uuid})"))?;
-    if !expect::marks_unhealthy(&log, &uuid, FATAL_XID) {
+    if !expect::marks_unhealthy(&log, uuid, FATAL_XID) {
         bail!(
             "the device plugin's log on {node} does not mark {uuid} unhealthy for Xid 79:\n{log}"
         );
