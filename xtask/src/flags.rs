@@ -69,6 +69,15 @@ pub enum Command {
     /// is written on both nodes. Without nvidia-imex the domain stays NotReady:
     /// that part is SKIPPED with the reason, never passed.
     Scenario4(ScenarioArgs),
+    /// Scenario 5: NVIDIA's device plugin and GPU feature discovery (issue 23),
+    /// installed with the device plugin's own chart on the staged driver root.
+    ///
+    /// Rows: allocatable `nvidia.com/gpu` per tray, GFD's labels against the
+    /// profile and topology, two pods of 2 GPUs each seeing exactly their own,
+    /// Xid 79 taking a GPU out of allocatable within 30 s (Xid 43 ignored),
+    /// then the release removed. Images from the cache or built with Go;
+    /// with neither, SKIPPED with what to do.
+    Scenario5(ScenarioArgs),
     /// Delete the cluster (and with --images, the images).
     Down(DownArgs),
     /// Check prerequisites and their versions, with what to do about each,
@@ -258,7 +267,8 @@ impl Command {
             Command::Scenario1(args)
             | Command::Scenario2(args)
             | Command::Scenario3(args)
-            | Command::Scenario4(args) => &args.cluster,
+            | Command::Scenario4(args)
+            | Command::Scenario5(args) => &args.cluster,
             _ => return String::new(),
         };
         cluster

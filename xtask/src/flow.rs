@@ -328,6 +328,7 @@ async fn run_scenario<R: Runner>(
     let workload = KubeWorkload::new(target.client.clone());
     let mut result = match which {
         Scenario::Four => return run_scenario4(sh, target, runner, tracker, report).await,
+        Scenario::Five => return run_scenario5(sh, target, runner, report).await,
         Scenario::One => scenarios::scenario1(&workload, &target.demo_expected()).await,
         Scenario::Two => {
             let expected = target.demo_expected();
@@ -433,6 +434,51 @@ async fn run_scenario4<R: Runner>(
             timings: Vec::new(),
         }]
     });
+    report_rows(results, report);
+    Ok(())
+}
+
+/// Scenario 5 (NVIDIA's device plugin and GFD): its rows.
+async fn run_scenario5<R: Runner>(
+    sh: &Shell,
+    target: &Target,
+    runner: Option<&R>,
+    report: &mut Report,
+) -> anyhow::Result<()> {
+    let Some(cluster) = &target.kind else {
+        anyhow::bail!(
+            "scenario 5 loads the device plugin and NFD images with `kind load`: run it on the kind cluster (without --kube-context)"
+        );
+    };
+    let started = Instant::now();
+    let on = crate::scenario5::Scenario5On {
+        cluster,
+        cliques: target
+            .demo_expected()
+            .into_iter()
+            .map(|(node, it)| (node, format!("{}.{}", it.uuid, it.clique)))
+            .collect(),
+    };
+    let results = match runner {
+        Some(runner) => crate::scenario5::run(sh, runner, &on, &target.client).await,
+        None => {
+            let runner = self::runner(sh)?;
+            crate::scenario5::run(sh, &runner, &on, &target.client).await
+        }
+    };
+    let results = results.unwrap_or_else(|err| {
+        vec![ScenarioResult::new(
+            "scenario5",
+            Outcome::Failed(format!("{err:#}")),
+            crate::report::round(started.elapsed()),
+        )]
+    });
+    report_rows(results, report);
+    Ok(())
+}
+
+/// Prints and reports a multi-row scenario's rows.
+fn report_rows(results: Vec<ScenarioResult>, report: &mut Report) {
     for result in results {
         match &result.outcome {
             Outcome::Passed | Outcome::PassedTestDouble => eprintln!(
@@ -446,10 +492,9 @@ async fn run_scenario4<R: Runner>(
         }
         report.scenario(result);
     }
-    Ok(())
 }
 
-/// `scenario1` … `scenario4` against a running setup.
+/// `scenario1` … `scenario5` against a running setup.
 pub async fn scenario(
     sh: &Shell,
     which: Scenario,

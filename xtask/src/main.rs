@@ -32,8 +32,8 @@ mod upstream_mock;
 pub use xtask_support::{dirs, project_root};
 
 use harness::{
-    cluster, fabric, inject, k8s, kind_config, names, plan, report, runner, scenario4, scenarios,
-    workers,
+    cluster, fabric, inject, k8s, kind_config, names, plan, report, runner, scenario4, scenario5,
+    scenarios, workers,
 };
 
 use std::process::ExitCode;
@@ -94,6 +94,9 @@ fn run(flags: flags::Xtask) -> anyhow::Result<()> {
         }
         Command::Scenario4(args) => {
             runtime.block_on(flow::scenario(&sh, Scenario::Four, &args, &tracker))
+        }
+        Command::Scenario5(args) => {
+            runtime.block_on(flow::scenario(&sh, Scenario::Five, &args, &tracker))
         }
         Command::Down(args) => flow::down(&sh, &args),
         Command::Doctor(args) => doctor::run(&sh, &args),

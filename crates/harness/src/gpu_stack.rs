@@ -136,6 +136,19 @@ fn parse_index(text: &str, names: &[&str]) -> Result<Vec<ImageRef>> {
         .collect()
 }
 
+/// Whether the images are in the cache at today's pins (the Go outputs and
+/// the chart they were built with beside them): [`ensure`] then needs no Go.
+pub fn images_cached() -> bool {
+    let (Ok(pins), Ok(cache)) = (Pins::read(), crate::dirs::cache_dir()) else {
+        return false;
+    };
+    cache
+        .join("images")
+        .join(format!("gpu-stack-{}", pins.key()))
+        .join(INDEX)
+        .is_file()
+}
+
 /// Builds what is missing and returns the images and the chart.
 pub fn ensure(sh: &Shell) -> Result<GpuStack> {
     let pins = Pins::read()?;

@@ -399,7 +399,18 @@ pub async fn exec_in(
     argv: &[&str],
     limit: Duration,
 ) -> anyhow::Result<ExecOutput> {
-    let api: Api<Pod> = Api::namespaced(client.clone(), WORKLOAD_NS);
+    exec_in_namespace(client, WORKLOAD_NS, (pod, container), argv, limit).await
+}
+
+/// Runs `argv` in the container `target.1` of the pod `target.0` in `ns`.
+pub async fn exec_in_namespace(
+    client: &Client,
+    ns: &str,
+    (pod, container): (&str, &str),
+    argv: &[&str],
+    limit: Duration,
+) -> anyhow::Result<ExecOutput> {
+    let api: Api<Pod> = Api::namespaced(client.clone(), ns);
     let params = AttachParams::default()
         .container(container)
         .stdin(false)

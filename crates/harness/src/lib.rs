@@ -27,6 +27,7 @@ pub mod report;
 pub mod restart;
 pub mod runner;
 pub mod scenario4;
+pub mod scenario5;
 pub mod scenarios;
 pub mod tracker;
 pub mod workers;

@@ -34,7 +34,7 @@ use crate::runner::{Cmd, Runner};
 use crate::scenarios::scaled;
 use topology::Layout;
 
-mod api;
+pub(crate) mod api;
 mod checks;
 pub(crate) mod image;
 mod objects;

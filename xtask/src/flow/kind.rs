@@ -323,7 +323,7 @@ pub(super) fn print_summary(report: &Report, cluster: &KindCluster, cluster_up: 
     }
     if cluster_up {
         eprintln!(
-            "    the cluster stays up: rerun any scenario with `cargo xtask scenario1|2|3|4`; tear down with `cargo xtask down --cluster-name {}`",
+            "    the cluster stays up: rerun any scenario with `cargo xtask scenario1|2|3|4|5`; tear down with `cargo xtask down --cluster-name {}`",
             cluster.name()
         );
     }

@@ -70,7 +70,7 @@ pub(super) async fn ensure_namespace(client: &Client) -> Result<()> {
 
 /// Polls `probe` every second until it yields a value, printing its progress
 /// when it changes; on timeout fails with the last progress and `diagnose()`.
-pub(super) async fn wait_for<T, P, F, D, G>(
+pub(crate) async fn wait_for<T, P, F, D, G>(
     what: &str,
     limit: Duration,
     mut probe: P,

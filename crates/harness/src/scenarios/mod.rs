@@ -2,8 +2,8 @@
 //! workload pods) and a [`Runner`](crate::runner::Runner) (helm), so they run
 //! the same against the real cluster and against scripted fakes in tests.
 //! One module each: [`scenario1`] (channel and fabric identity), [`scenario2`]
-//! (two nvidia-imex daemons), [`scenario3`] (live rebind); scenario 4 is
-//! `crate::scenario4`. Every wait is a [`poll::poll_until`].
+//! (two nvidia-imex daemons), [`scenario3`] (live rebind); scenarios 4 and 5
+//! are `crate::scenario4` and `crate::scenario5`. Every wait is a [`poll::poll_until`].
 
 pub mod poll;
 mod scenario1;
@@ -30,15 +30,18 @@ pub enum Scenario {
     Three,
     /// NVIDIA's DRA driver and its ComputeDomain flow.
     Four,
+    /// NVIDIA's device plugin and GPU feature discovery (`crate::scenario5`).
+    Five,
 }
 
 impl Scenario {
     /// Every scenario, in order.
-    pub const ALL: [Scenario; 4] = [
+    pub const ALL: [Scenario; 5] = [
         Scenario::One,
         Scenario::Two,
         Scenario::Three,
         Scenario::Four,
+        Scenario::Five,
     ];
 
     /// Its number, as the command line and the report name it.
@@ -48,6 +51,7 @@ impl Scenario {
             Scenario::Two => 2,
             Scenario::Three => 3,
             Scenario::Four => 4,
+            Scenario::Five => 5,
         }
     }
 

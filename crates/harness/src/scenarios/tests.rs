@@ -566,8 +566,9 @@ async fn interruption_cleanup_stops_tracked_daemons() {
 #[test]
 fn scenarios_are_named_by_their_number() {
     assert_eq!(Scenario::Four.name(), "scenario4");
+    assert_eq!(Scenario::Five.name(), "scenario5");
     let numbers: Vec<u8> = Scenario::ALL.iter().map(|it| it.number()).collect();
-    assert_eq!(numbers, [1, 2, 3, 4]);
+    assert_eq!(numbers, [1, 2, 3, 4, 5]);
 }
 
 #[test]

@@ -1,0 +1,522 @@
+//! Scenario 5 (issue 23): NVIDIA's device plugin and GPU feature discovery on
+//! the mock, through the device plugin's own Helm chart (GFD on, with
+//! node-feature-discovery as its dependency), pointed at the staged driver
+//! root as a user with a real driver root would point it.
+//!
+//! Rows: `scenario5` (install; every tray's allocatable `nvidia.com/gpu`
+//! equals its profile's count), `scenario5-labels` (GFD's labels against the
+//! profile and the tray's clique), `scenario5-allocation` (pods given 2 GPUs
+//! each see exactly their own through NVML), `scenario5-health` (Xid 79 takes
+//! a GPU out of allocatable within 30 s and the plugin's log names it;
+//! clear and restart restore it; Xid 43 changes nothing), and
+//! `scenario5-cleanup` (the release and its namespace removed, and the
+//! labels NFD set, the stager's kept; the stager's pods replaced so that
+//! they label their nodes again, as NFD's master takes the clique label away).
+//!
+//! The images come from [`crate::gpu_stack`]: from the cache, or built with
+//! Go; with neither the scenario is SKIPPED with what to do. Here the flow;
+//! [`expect`] the pure expectations, [`api`] the cluster I/O.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use anyhow::{bail, Context as _, Result};
+use kube::Client;
+use nvml_profile::Profile;
+use tokio::time::Instant;
+use xshell::Shell;
+
+use crate::inject::XidAction;
+use crate::names::KindCluster;
+use crate::report::{round, Outcome, ScenarioResult, WorkerDetail};
+use crate::runner::Runner;
+
+pub mod api;
+pub mod expect;
+
+use expect::{allocatable_gpus, check_pod_gpus, expected_labels, label_mismatches};
+
+/// The device plugin's namespace and release.
+pub const DP_NS: &str = "nvidia-device-plugin";
+/// The Helm release (its name is the chart's, so objects are named `nvidia-device-plugin…`).
+pub const DP_RELEASE: &str = "nvidia-device-plugin";
+/// The device plugin's DaemonSet.
+pub const DP_DS: &str = "nvidia-device-plugin";
+/// Its container.
+pub const DP_CONTAINER: &str = "nvidia-device-plugin-ctr";
+/// The scenario's GPU pods.
+pub const GPU_POD_SELECTOR: &str = "app.kubernetes.io/name=cdsim-s5-gpu";
+/// How long an Xid 79 may take to show in allocatable (the issue's bound).
+pub const XID_LIMIT: Duration = Duration::from_secs(30);
+/// The Xid that marks a GPU unhealthy, and one the plugin ignores.
+const FATAL_XID: u64 = 79;
+const IGNORED_XID: u64 = 43;
+
+/// What scenario 5 runs on.
+pub struct Scenario5On<'a> {
+    /// The kind cluster.
+    pub cluster: &'a KindCluster,
+    /// Each worker and its `<cluster uuid>.<clique id>` in the staged topology.
+    pub cliques: Vec<(String, String)>,
+}
+
+/// Why scenario 5 cannot run here, if it cannot; else how its images come.
+pub fn prerequisite() -> std::result::Result<&'static str, String> {
+    if crate::gpu_stack::images_cached() {
+        return Ok("images from the cache");
+    }
+    if xtask_support::tools::find_on_path("go").is_some() {
+        return Ok("images not cached: building them with Go (cold: about 16 min)");
+    }
+    Err("NVIDIA's device plugin, GFD and node-feature-discovery are built from the Go module proxy \
+         and neither the images are cached nor is `go` on PATH: install Go (or use `nix develop`) and \
+         run `cargo xtask gpu-stack-images`, then `cargo xtask scenario5`"
+        .to_owned())
+}
+
+/// Runs scenario 5; returns its rows.
+pub async fn run<R: Runner>(
+    sh: &Shell,
+    runner: &R,
+    on: &Scenario5On<'_>,
+    client: &Client,
+) -> Result<Vec<ScenarioResult>> {
+    let started = Instant::now();
+    let how = match prerequisite() {
+        Ok(how) => how,
+        Err(reason) => {
+            return Ok(vec![ScenarioResult::new(
+                "scenario5",
+                Outcome::Skipped(reason),
+                0.0,
+            )]);
+        }
+    };
+    eprintln!("    {how}");
+    let stack = crate::gpu_stack::ensure(sh)?;
+    for archive in [&stack.device_plugin, &stack.nfd] {
+        let image = archive.image.to_string();
+        let loaded = crate::cluster::load_image(runner, on.cluster, &archive.path, &image)?;
+        eprintln!("    {image}: loaded into {} node(s)", loaded.len());
+    }
+    let context = on.cluster.context();
+    let profile = mock_profile(runner, &context)?;
+    let values = expect::chart_values(&stack.device_plugin.image, &stack.nfd.image);
+    let install = async {
+        api::install(runner, client, &context, &stack, &values).await?;
+        allocatable_row(client, on, &profile).await
+    }
+    .await;
+    let mut rows = vec![finish("scenario5", started, install)];
+    let steps_ok = rows[0].outcome == Outcome::Passed;
+    rows.push(
+        step(
+            "scenario5-labels",
+            steps_ok,
+            labels_row(client, on, &profile),
+        )
+        .await,
+    );
+    rows.push(
+        step(
+            "scenario5-allocation",
+            steps_ok,
+            allocation_row(client, on, &profile),
+        )
+        .await,
+    );
+    rows.push(
+        step(
+            "scenario5-health",
+            steps_ok,
+            health_row(runner, client, on, &profile),
+        )
+        .await,
+    );
+    let cleanup = Instant::now();
+    let cleaned = async {
+        api::delete_gpu_pods(client).await?;
+        api::uninstall(runner, client, &context).await?;
+        api::remove_nfd_labels(client).await?;
+        api::relabel_by_stager(client, &on.cliques).await?;
+        Ok((Vec::new(), Vec::new()))
+    }
+    .await;
+    rows.push(finish("scenario5-cleanup", cleanup, cleaned));
+    Ok(rows)
+}
+
+/// What a step returns: per-worker details and named timings.
+type Rows = (Vec<WorkerDetail>, Vec<(String, f64)>);
+
+/// A row from a step's result.
+fn finish(name: &str, started: Instant, result: Result<Rows>) -> ScenarioResult {
+    let seconds = round(started.elapsed());
+    match result {
+        Ok((workers, timings)) => ScenarioResult {
+            workers,
+            timings,
+            ..ScenarioResult::new(name, Outcome::Passed, seconds)
+        },
+        Err(err) => ScenarioResult::new(name, Outcome::Failed(format!("{err:#}")), seconds),
+    }
+}
+
+/// Runs a step when the install passed; else it fails as not run.
+async fn step(
+    name: &str,
+    install_ok: bool,
+    body: impl std::future::Future<Output = Result<Rows>>,
+) -> ScenarioResult {
+    let started = Instant::now();
+    if !install_ok {
+        return ScenarioResult::new(
+            name,
+            Outcome::Failed("not run: the install (row scenario5) failed".to_owned()),
+            0.0,
+        );
+    }
+    eprintln!("    {name}");
+    let row = finish(name, started, body.await);
+    if let Outcome::Failed(reason) = &row.outcome {
+        eprintln!("ERROR: {name}: {reason}");
+    }
+    row
+}
+
+/// The profile the mock's release stages on every tray.
+fn mock_profile<R: Runner>(runner: &R, context: &str) -> Result<Profile> {
+    let values = api::mock_release_values(runner, context)?;
+    let choice = expect::profile_choice(&values, "gb200")?;
+    expect::resolve_profile(&choice, |name| {
+        let path = crate::project_root()
+            .join(crate::names::CHART)
+            .join(format!("profiles/{name}.yaml"));
+        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))
+    })
+}
+
+/// Each worker's allocatable `nvidia.com/gpu` (absent: 0).
+async fn allocatable(client: &Client, workers: &[String]) -> Result<Vec<(String, u32)>> {
+    let nodes = api::nodes(client).await?;
+    Ok(workers
+        .iter()
+        .map(|node| {
+            let count = nodes.get(node).and_then(allocatable_gpus).unwrap_or(0);
+            (node.clone(), count)
+        })
+        .collect())
+}
+
+fn workers(on: &Scenario5On<'_>) -> Vec<String> {
+    on.cliques.iter().map(|(node, _)| node.clone()).collect()
+}
+
+/// Polls every second until `want(node)` holds for every worker's allocatable.
+async fn wait_allocatable(
+    client: &Client,
+    on: &Scenario5On<'_>,
+    what: &str,
+    limit: Duration,
+    want: impl Fn(&str) -> u32,
+) -> Result<Vec<(String, u32)>> {
+    let workers = workers(on);
+    crate::scenario4::api::wait_for(
+        what,
+        limit,
+        || async {
+            let seen = allocatable(client, &workers).await?;
+            let off: Vec<String> = seen
+                .iter()
+                .filter(|(node, count)| *count != want(node))
+                .map(|(node, count)| format!("{node}: {count}, want {}", want(node)))
+                .collect();
+            Ok(if off.is_empty() {
+                Ok(seen)
+            } else {
+                Err(off.join("; "))
+            })
+        },
+        || async { String::new() },
+    )
+    .await
+}
+
+/// Every tray's allocatable equals the profile's GPU count.
+async fn allocatable_row(client: &Client, on: &Scenario5On<'_>, profile: &Profile) -> Result<Rows> {
+    let count = u32::try_from(profile.devices().len())?;
+    let seen = wait_allocatable(
+        client,
+        on,
+        "allocatable nvidia.com/gpu on every tray",
+        Duration::from_secs(180),
+        |_| count,
+    )
+    .await?;
+    let details = seen
+        .into_iter()
+        .map(|(node, got)| WorkerDetail {
+            node,
+            pod: DP_DS.to_owned(),
+            detail: format!(
+                "allocatable nvidia.com/gpu {got} (profile {}: {count})",
+                profile.name()
+            ),
+            passed: true,
+        })
+        .collect();
+    Ok((details, Vec::new()))
+}
+
+/// GFD's labels on every tray (node labels, and the clique in GFD's own
+/// NodeFeature, as the stager labels the clique too).
+async fn labels_row(client: &Client, on: &Scenario5On<'_>, profile: &Profile) -> Result<Rows> {
+    let wants = on
+        .cliques
+        .iter()
+        .map(|(node, clique)| Ok((node.clone(), expected_labels(profile, Some(clique))?)))
+        .collect::<Result<Vec<_>>>()?;
+    let seen = crate::scenario4::api::wait_for(
+        "GFD's labels on every tray",
+        Duration::from_secs(240),
+        || async {
+            let nodes = api::nodes(client).await?;
+            let mut off = Vec::new();
+            let mut seen = Vec::new();
+            for (node, want) in &wants {
+                let got = nodes.get(node).map(api::labels).unwrap_or_default();
+                let published = api::gfd_node_features(client, node).await?;
+                let mut wrong = label_mismatches(want, &got);
+                wrong.extend(
+                    label_mismatches(want, &published)
+                        .into_iter()
+                        .map(|it| format!("GFD's NodeFeature {it}")),
+                );
+                if wrong.is_empty() {
+                    seen.push((node.clone(), want.clone()));
+                } else {
+                    off.push(format!("{node}: {}", wrong.join(", ")));
+                }
+            }
+            Ok(if off.is_empty() {
+                Ok(seen)
+            } else {
+                Err(off.join("; "))
+            })
+        },
+        || async { String::new() },
+    )
+    .await?;
+    let details = seen
+        .into_iter()
+        .map(|(node, labels)| WorkerDetail {
+            node,
+            pod: "gpu-feature-discovery".to_owned(),
+            detail: labels
+                .iter()
+                .map(|(key, value)| format!("{key}={value}"))
+                .collect::<Vec<_>>()
+                .join(" "),
+            passed: true,
+        })
+        .collect();
+    Ok((details, Vec::new()))
+}
+
+/// The workload image already on the nodes (the demo's), for the GPU pods.
+async fn workload_image(client: &Client) -> Result<String> {
+    let api: kube::Api<k8s_openapi::api::apps::v1::DaemonSet> =
+        kube::Api::namespaced(client.clone(), crate::names::WORKLOAD_NS);
+    let ds = api.get(crate::names::WORKLOAD_DS).await?;
+    ds.spec
+        .and_then(|spec| spec.template.spec)
+        .and_then(|spec| spec.containers.into_iter().next())
+        .and_then(|container| container.image)
+        .context("the demo workload DaemonSet has no image (run `cargo xtask up` first)")
+}
+
+/// One GPU pod: created, running, its allocation and its NVML's GPUs.
+async fn gpu_pod(client: &Client, name: &str, node: &str, image: &str) -> Result<BTreeSet<String>> {
+    api::apply_pod(client, &expect::gpu_pod(name, DP_NS, node, image, 2)).await?;
+    api::wait_running(client, name).await?;
+    let env = api::exec(
+        client,
+        name,
+        &["sh", "-c", "echo \"$NVIDIA_VISIBLE_DEVICES\""],
+    )
+    .await?;
+    let smi = api::exec(client, name, &["sh", "-c", "nvidia-smi -L"]).await?;
+    check_pod_gpus(&env, &smi, 2).with_context(|| format!("pod {name} on {node}"))
+}
+
+/// Two pods of 2 GPUs each on the first tray: each sees exactly its own,
+/// and together (on a 4-GPU tray) every GPU.
+async fn allocation_row(client: &Client, on: &Scenario5On<'_>, profile: &Profile) -> Result<Rows> {
+    let node = workers(on).into_iter().next().context("no worker")?;
+    let image = workload_image(client).await?;
+    let all: BTreeSet<String> = profile.devices().into_iter().map(|it| it.uuid).collect();
+    let checks = async {
+        let first = gpu_pod(client, "cdsim-s5-gpu-a", &node, &image).await?;
+        let second = gpu_pod(client, "cdsim-s5-gpu-b", &node, &image).await?;
+        if !first.is_disjoint(&second) {
+            bail!(
+                "both pods got {:?}",
+                first.intersection(&second).collect::<Vec<_>>()
+            );
+        }
+        let union: BTreeSet<String> = first.union(&second).cloned().collect();
+        if !union.is_subset(&all) || (all.len() == 4 && union != all) {
+            bail!("the pods got {union:?}, the tray's GPUs are {all:?}");
+        }
+        Ok((first, second))
+    }
+    .await;
+    let deleted = api::delete_gpu_pods(client).await;
+    let (first, second) = checks?;
+    deleted?;
+    let detail = |pod: &str, gpus: &BTreeSet<String>| WorkerDetail {
+        node: node.clone(),
+        pod: pod.to_owned(),
+        detail: format!(
+            "NVIDIA_VISIBLE_DEVICES and nvidia-smi -L: {}",
+            gpus.iter().cloned().collect::<Vec<_>>().join(",")
+        ),
+        passed: true,
+    };
+    Ok((
+        vec![
+            detail("cdsim-s5-gpu-a", &first),
+            detail("cdsim-s5-gpu-b", &second),
+        ],
+        Vec::new(),
+    ))
+}
+
+/// Xid 79 on one GPU of one tray, then clear and restart, then Xid 43.
+async fn health_row<R: Runner>(
+    runner: &R,
+    client: &Client,
+    on: &Scenario5On<'_>,
+    profile: &Profile,
+) -> Result<Rows> {
+    let all = workers(on);
+    let node = all.get(1).or(all.first()).context("no worker")?.clone();
+    let count = u32::try_from(profile.devices().len())?;
+    let gpu = u32::from(count > 1);
+    let uuid = profile.device(gpu as usize).context("no such GPU")?.uuid;
+    let inject = |action| crate::inject::run(runner, on.cluster, &node, action);
+    // Whatever an earlier run left, and whatever happens here, no fault stays.
+    inject(XidAction::Clear)?;
+    let checked = health_checks(inject, client, on, (&node, gpu, &uuid), count).await;
+    let cleared = inject(XidAction::Clear);
+    let (detail, timings) = checked?;
+    cleared?;
+    let worker = WorkerDetail {
+        node,
+        pod: DP_DS.to_owned(),
+        detail,
+        passed: true,
+    };
+    Ok((vec![worker], timings))
+}
+
+/// The health steps on GPU `gpu` (`uuid`) of `node`; the detail line and timings.
+async fn health_checks(
+    inject: impl Fn(XidAction) -> Result<String>,
+    client: &Client,
+    on: &Scenario5On<'_>,
+    (node, gpu, uuid): (&str, u32, &str),
+    count: u32,
+) -> Result<(String, Vec<(String, f64)>)> {
+    let mut timings = Vec::new();
+    inject(XidAction::Inject {
+        gpu,
+        xid: FATAL_XID,
+    })?;
+    let injected = Instant::now();
+    let target = node.to_owned();
+    let dropped = wait_allocatable(client, on, "Xid 79 in allocatable", XID_LIMIT, |it| {
+        if it == target {
+            count - 1
+        } else {
+            count
+        }
+    })
+    .await;
+    let drop_secs = round(injected.elapsed());
+    timings.push(("xid79_to_allocatable_drop".to_owned(), drop_secs));
+    let log = api::plugin_log(client, node).await?;
+    inject(XidAction::Clear)?;
+    dropped.with_context(|| format!("on {node}, GPU {gpu} ({uuid})"))?;
+    if !expect::marks_unhealthy(&log, uuid, FATAL_XID) {
+        bail!(
+            "the device plugin's log on {node} does not mark {uuid} unhealthy for Xid 79:\n{log}"
+        );
+    }
+
+    let restarted = Instant::now();
+    api::restart_plugin(client, node).await?;
+    wait_allocatable(
+        client,
+        on,
+        "allocatable restored",
+        Duration::from_secs(120),
+        |_| count,
+    )
+    .await?;
+    timings.push((
+        "clear_restart_to_restored".to_owned(),
+        round(restarted.elapsed()),
+    ));
+
+    ignored_xid(&inject, client, on, node, count).await?;
+    let detail = format!(
+        "Xid 79 on GPU {gpu} ({uuid}): allocatable {count} -> {} in {drop_secs:.1} s (limit {} s), \
+         the plugin's log names it; restored to {count} after clear and restart; Xid 43 ignored",
+        count - 1,
+        XID_LIMIT.as_secs()
+    );
+    Ok((detail, timings))
+}
+
+/// Xid 43: the plugin logs it skipped and allocatable stays, on every tray.
+async fn ignored_xid(
+    inject: &impl Fn(XidAction) -> Result<String>,
+    client: &Client,
+    on: &Scenario5On<'_>,
+    node: &str,
+    count: u32,
+) -> Result<()> {
+    inject(XidAction::Inject {
+        gpu: 0,
+        xid: IGNORED_XID,
+    })?;
+    let skipped = crate::scenario4::api::wait_for(
+        "the device plugin skipping Xid 43",
+        Duration::from_secs(30),
+        || async {
+            let log = api::plugin_log(client, node).await?;
+            Ok(if expect::skipped_xid(&log, IGNORED_XID) {
+                Ok(())
+            } else {
+                Err("not logged yet".to_owned())
+            })
+        },
+        || async { String::new() },
+    )
+    .await;
+    // Give kubelet the time an unhealthy report would take to show.
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let seen = allocatable(client, &workers(on)).await;
+    inject(XidAction::Clear)?;
+    skipped?;
+    let off: Vec<String> = seen?
+        .into_iter()
+        .filter(|(_, got)| *got != count)
+        .map(|(node, got)| format!("{node}: {got}"))
+        .collect();
+    if !off.is_empty() {
+        bail!("after Xid 43, allocatable changed: {}", off.join(", "));
+    }
+    Ok(())
+}
