@@ -33,8 +33,10 @@ pub enum Failure {
 
 /// Lowercase fragments of the errors a (re)starting API server causes:
 /// kube-rs and hyper (`tls handshake eof`, `connection closed before message
-/// completed`), Go's net/http through helm (`connection refused`, `: EOF`).
-/// Neither `client error (Connect)` nor helm's `Kubernetes cluster
+/// completed`), Go's net/http through helm (`connection refused`, `: EOF`,
+/// and `cluster unreachable: unknown`: a `/version` answered with an error
+/// and no body while the server started), and the API server's own while
+/// etcd lags or restarts. Neither `client error (Connect)` nor helm's `Kubernetes cluster
 /// unreachable` alone: a refused certificate or a bad kubeconfig says those
 /// too, and waiting does not fix them.
 const UNREACHABLE: &[&str] = &[
@@ -47,6 +49,9 @@ const UNREACHABLE: &[&str] = &[
     "http2: server sent goaway",
     "etcdserver: request timed out",
     "etcdserver: leader changed",
+    "cluster unreachable: unknown",
+    "the server is currently unable to handle the request",
+    "request did not complete within requested timeout",
 ];
 
 /// Whether `text` (an error and its causes) is the API server being away.

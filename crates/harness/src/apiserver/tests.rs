@@ -14,6 +14,11 @@ fn a_restarting_api_server_is_unreachable_anything_else_is_not() {
         "read tcp 127.0.0.1:50716->127.0.0.1:33529: read: connection reset by peer",
         "ApiError: etcdserver: request timed out: InternalError (ErrorResponse { status: \"Failure\" })",
         "EOF",
+        // The two-rack run's helm, while the kubelet restarted kube-apiserver
+        // (its liveness probe answered 500).
+        "Error: Kubernetes cluster unreachable: unknown",
+        "Error: the server is currently unable to handle the request (get computedomains.resource.nvidia.com)",
+        "Timeout: request did not complete within requested timeout - context deadline exceeded",
     ] {
         assert_eq!(classify(text), Failure::Unreachable, "{text}");
     }
