@@ -836,6 +836,42 @@ fn clique_of_gpu0() -> u32 {
 }
 
 #[test]
+fn a_thread_that_queried_before_sees_another_threads_shutdown_and_new_init() {
+    let topology = |clique: u32| {
+        format!(
+            "version: 1\ndomains:\n  - uuid: \"00000000-0000-0000-0000-0000000000ab\"\n    cliques:\n      - {{id: {clique}, nodes: [me]}}\n"
+        )
+    };
+    let session = Session::new(GB200, Some((&topology(3), "me")));
+    let path = session._dir.path().join("topology.bin");
+    assert_eq!(nvmlInit_v2(), abi::SUCCESS);
+    let (ask, asked) = std::sync::mpsc::channel::<()>();
+    let (tell, told) = std::sync::mpsc::channel();
+    // The worker keeps the state it saw between its queries; the main thread changes it.
+    let worker = std::thread::spawn(move || {
+        while asked.recv().is_ok() {
+            let mut index = 0;
+            // SAFETY: valid out slot; slot 0 is a handle address whatever the state.
+            let code = unsafe { nvmlDeviceGetIndex(slot0(), &mut index) };
+            let clique = (code == abi::SUCCESS).then(clique_of_gpu0);
+            tell.send((code, clique)).unwrap();
+        }
+    });
+    let query = || {
+        ask.send(()).unwrap();
+        told.recv().unwrap()
+    };
+    assert_eq!(query(), (abi::SUCCESS, Some(3)));
+    assert_eq!(nvmlShutdown(), abi::SUCCESS);
+    assert_eq!(query(), (abi::ERROR_UNINITIALIZED, None));
+    std::fs::write(&path, topology_bytes(&topology(4))).unwrap();
+    assert_eq!(nvmlInit_v2(), abi::SUCCESS);
+    assert_eq!(query(), (abi::SUCCESS, Some(4)));
+    drop(ask);
+    worker.join().unwrap();
+}
+
+#[test]
 fn a_rewritten_topology_is_seen_at_the_next_init() {
     let topology = |clique: u32| {
         format!(
