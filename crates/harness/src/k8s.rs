@@ -21,46 +21,14 @@ mod diagnose;
 pub mod ride_out;
 
 pub use diagnose::{describe_pod, diagnose};
+pub use ride_out::kind_client;
 
 use crate::names::{FIELD_MANAGER, WORKLOAD_CONTAINER, WORKLOAD_NS, WORKLOAD_SELECTOR};
 
 /// A kube client for a kubeconfig context, riding out an API server that
 /// restarts ([`ride_out`], within [`crate::apiserver::Bound::DEFAULT`]).
 pub async fn client(context: &str) -> anyhow::Result<Client> {
-    client_with(context, None).await
-}
-
-/// A kube client for a kind cluster: as [`client`], and an API server away
-/// past the bound is explained by its control plane's containers
-/// ([`crate::apiserver::control_plane_state`]).
-pub async fn kind_client(cluster: &crate::names::KindCluster) -> anyhow::Result<Client> {
-    let node = cluster.control_plane();
-    let diagnose: ride_out::Diagnose = std::sync::Arc::new(move || {
-        let Ok(sh) = xshell::Shell::new() else {
-            return format!("(no shell to inspect {node})");
-        };
-        let runner = crate::runner::ShellRunner::new(&sh, "kind".into(), "helm".into());
-        crate::apiserver::control_plane_state(&runner, &node)
-    });
-    client_with(&cluster.context(), Some(diagnose)).await
-}
-
-async fn client_with(
-    context: &str,
-    diagnose: Option<ride_out::Diagnose>,
-) -> anyhow::Result<Client> {
-    let options = kube::config::KubeConfigOptions {
-        context: Some(context.to_owned()),
-        ..Default::default()
-    };
-    let config = kube::Config::from_kubeconfig(&options).await.with_context(|| {
-        format!("no usable kube context `{context}` in the kubeconfig: for kind run `kind export kubeconfig --name <cluster>`")
-    })?;
-    let namespace = config.default_namespace.clone();
-    let inner = Client::try_from(config)
-        .with_context(|| format!("cannot build a client for context `{context}`"))?;
-    let bound = crate::apiserver::Bound::DEFAULT;
-    Ok(ride_out::RideOut::new(inner, bound, diagnose).client(&namespace))
+    ride_out::client_with(context, None).await
 }
 
 /// Whether a DaemonSet has rolled out: `Ok` or what is still missing.

@@ -15,6 +15,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use anyhow::Context as _;
 use http::{Request, Response};
 use kube::client::Body;
 use kube::Client;
@@ -118,6 +119,39 @@ impl RideOut {
             .into(),
         )
     }
+}
+
+/// A kube client for a kind cluster: as [`super::client`], and an API server away
+/// past the bound is explained by its control plane's containers
+/// ([`crate::apiserver::control_plane_state`]).
+pub async fn kind_client(cluster: &crate::names::KindCluster) -> anyhow::Result<Client> {
+    let node = cluster.control_plane();
+    let diagnose: Diagnose = std::sync::Arc::new(move || {
+        let Ok(sh) = xshell::Shell::new() else {
+            return format!("(no shell to inspect {node})");
+        };
+        let runner = crate::runner::ShellRunner::new(&sh, "kind".into(), "helm".into());
+        crate::apiserver::control_plane_state(&runner, &node)
+    });
+    client_with(&cluster.context(), Some(diagnose)).await
+}
+
+pub(super) async fn client_with(
+    context: &str,
+    diagnose: Option<Diagnose>,
+) -> anyhow::Result<Client> {
+    let options = kube::config::KubeConfigOptions {
+        context: Some(context.to_owned()),
+        ..Default::default()
+    };
+    let config = kube::Config::from_kubeconfig(&options).await.with_context(|| {
+        format!("no usable kube context `{context}` in the kubeconfig: for kind run `kind export kubeconfig --name <cluster>`")
+    })?;
+    let namespace = config.default_namespace.clone();
+    let inner = Client::try_from(config)
+        .with_context(|| format!("cannot build a client for context `{context}`"))?;
+    let bound = crate::apiserver::Bound::DEFAULT;
+    Ok(RideOut::new(inner, bound, diagnose).client(&namespace))
 }
 
 /// Whether `err` is the API server being away.
