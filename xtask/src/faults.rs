@@ -168,7 +168,7 @@ async fn stopped_worker(sh: &Shell, cluster: &KindCluster) -> anyhow::Result<Vec
 }
 
 async fn recover(cluster: &KindCluster) -> anyhow::Result<()> {
-    let client = crate::k8s::client(&cluster.context()).await?;
+    let client = crate::k8s::kind_client(cluster).await?;
     let limit = Duration::from_secs(300);
     crate::k8s::wait_daemonset(
         &client,

@@ -175,7 +175,7 @@ async fn install_chart<R: Runner>(
     }
     let args = plan::helm_install_args(CHART, context, &files);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    runner.check(&Cmd::new("helm", &args))?;
+    harness::apiserver::helm(runner, &Cmd::new("helm", &args), context)?;
     k8s::wait_daemonset(
         client,
         MOCK_NS,
@@ -253,7 +253,7 @@ async fn install_payload(
         Ok(())
     })
     .await?;
-    let client = k8s::client(&cluster.context()).await?;
+    let client = k8s::kind_client(&cluster).await?;
     step(report, tracker, "workload", async {
         roll_workload(&client, &reference, &cluster.workers()).await
     })

@@ -18,22 +18,17 @@ use tokio::io::AsyncReadExt;
 use tokio::time::Instant;
 
 mod diagnose;
+pub mod ride_out;
 
 pub use diagnose::{describe_pod, diagnose};
+pub use ride_out::kind_client;
 
 use crate::names::{FIELD_MANAGER, WORKLOAD_CONTAINER, WORKLOAD_NS, WORKLOAD_SELECTOR};
 
-/// A kube client for a kubeconfig context.
+/// A kube client for a kubeconfig context, riding out an API server that
+/// restarts ([`ride_out`], within [`crate::apiserver::Bound::DEFAULT`]).
 pub async fn client(context: &str) -> anyhow::Result<Client> {
-    let options = kube::config::KubeConfigOptions {
-        context: Some(context.to_owned()),
-        ..Default::default()
-    };
-    let config = kube::Config::from_kubeconfig(&options).await.with_context(|| {
-        format!("no usable kube context `{context}` in the kubeconfig: for kind run `kind export kubeconfig --name <cluster>`")
-    })?;
-    Client::try_from(config)
-        .with_context(|| format!("cannot build a client for context `{context}`"))
+    ride_out::client_with(context, None).await
 }
 
 /// Whether a DaemonSet has rolled out: `Ok` or what is still missing.

@@ -13,6 +13,7 @@
 //! Part of xtask's side of the workspace (orchestration, not a library for
 //! others): errors are `anyhow` with context, as in xtask.
 
+pub mod apiserver;
 pub mod cluster;
 pub mod fabric;
 pub mod gpu_stack;

@@ -120,15 +120,21 @@ pub trait Runner {
     fn check(&self, cmd: &Cmd) -> anyhow::Result<Output> {
         let out = self.run(cmd)?;
         if !out.ok {
-            anyhow::bail!(
-                "`{}` failed: {}\n{}",
-                cmd.display(),
-                out.headline(),
-                out.error_text()
-            );
+            return Err(failed(cmd, &out));
         }
         Ok(out)
     }
+}
+
+/// The error of `cmd` having exited non-zero with `out`: its headline and
+/// its stderr's last lines.
+pub fn failed(cmd: &Cmd, out: &Output) -> anyhow::Error {
+    anyhow::format_err!(
+        "`{}` failed: {}\n{}",
+        cmd.display(),
+        out.headline(),
+        out.error_text()
+    )
 }
 
 /// The real runner: xshell, with tool names mapped to resolved paths.
@@ -225,6 +231,19 @@ impl FakeRunner {
                 } else {
                     format!("{prefix}: failed")
                 },
+            },
+        ));
+        self
+    }
+
+    /// Expects a command line starting with `prefix` that fails with `stderr`.
+    pub fn expect_failure(&self, prefix: &str, stderr: &str) -> &FakeRunner {
+        self.script.borrow_mut().push_back((
+            prefix.to_owned(),
+            Output {
+                ok: false,
+                stdout: String::new(),
+                stderr: stderr.to_owned(),
             },
         ));
         self

@@ -309,10 +309,11 @@ async fn rebind_part<R: Runner>(
         std::fs::write(&demo_file, on.layout.demo(&workers).helm_values())?;
         tracker.restore_topology(Some(Cmd::with_args("helm", helm(&demo_file))));
         let args = helm(&rebind_file);
-        runner.check(&Cmd::new(
-            "helm",
-            &args.iter().map(String::as_str).collect::<Vec<_>>(),
-        ))?;
+        crate::apiserver::helm(
+            runner,
+            &Cmd::new("helm", &args.iter().map(String::as_str).collect::<Vec<_>>()),
+            &cluster.context(),
+        )?;
         checks::wait_clique_labels(client, &rebound).await?;
         restart_plugin(client, workers.len()).await?;
         let (checks, _) = domain_flow(
@@ -331,10 +332,11 @@ async fn rebind_part<R: Runner>(
     // Restore the demo topology and the plugin's view of it, whatever happened.
     let restored = async {
         let args = helm(&demo_file);
-        runner.check(&Cmd::new(
-            "helm",
-            &args.iter().map(String::as_str).collect::<Vec<_>>(),
-        ))?;
+        crate::apiserver::helm(
+            runner,
+            &Cmd::new("helm", &args.iter().map(String::as_str).collect::<Vec<_>>()),
+            &cluster.context(),
+        )?;
         checks::wait_clique_labels(client, plan).await?;
         restart_plugin(client, workers.len()).await
     }

@@ -31,7 +31,7 @@ pub fn run(sh: &Shell) -> Result<()> {
     let trays = TRAYS.to_string();
     let res = cmd!(
         sh,
-        "cargo xtask demo --offline --cluster-name {CLUSTER} --trays {trays} --cliques-per-rack 1 --report {report}"
+        "cargo xtask demo --offline --cluster-name {CLUSTER} --trays {trays} --cliques-per-rack 1 --scenarios 1,3,4 --report {report}"
     )
     .run();
     super::print_report(sh, report);

@@ -253,7 +253,7 @@ async fn malformed_topology(sh: &Shell, cluster: &KindCluster) -> anyhow::Result
 /// (a) The plugin's pod and a workload pod on one tray deleted together.
 async fn plugin_and_workload_deleted(cluster: &KindCluster) -> anyhow::Result<String> {
     eprintln!("\n==> fault (a): the NRI plugin's pod and a workload pod deleted together");
-    let client = crate::k8s::client(&cluster.context()).await?;
+    let client = crate::k8s::kind_client(cluster).await?;
     let tray = cluster.workers()[3].clone();
     let since = Instant::now();
     let (plugin, workload) = tokio::join!(
@@ -282,7 +282,7 @@ async fn containerd_restarted(sh: &Shell, cluster: &KindCluster) -> anyhow::Resu
         .run()?;
     eprintln!("    restarted containerd on {tray}; waiting for scenario1 to pass again");
     let took = until_passing(cluster, &["scenario1"], since, HEAL_LIMIT)?;
-    let client = crate::k8s::client(&cluster.context()).await?;
+    let client = crate::k8s::kind_client(cluster).await?;
     let lines = heal_lines(&client, std::slice::from_ref(&tray)).await;
     Ok(report("(c) containerd restarted on one tray", took, &lines))
 }
@@ -290,7 +290,7 @@ async fn containerd_restarted(sh: &Shell, cluster: &KindCluster) -> anyhow::Resu
 /// (d) The stager's pod deleted while scenario 3's rebind is applied.
 async fn stager_deleted_during_rebind(cluster: &KindCluster) -> anyhow::Result<String> {
     eprintln!("\n==> fault (d): the stager's pod deleted during scenario 3's rebind");
-    let client = crate::k8s::client(&cluster.context()).await?;
+    let client = crate::k8s::kind_client(cluster).await?;
     let tray = cluster.workers()[0].clone();
     let exe = std::env::current_exe().context("locating the xtask binary")?;
     let mut child = Command::new(&exe)
@@ -351,7 +351,7 @@ async fn every_node_restarted(sh: &Shell, cluster: &KindCluster) -> anyhow::Resu
         since.elapsed().as_secs_f64()
     );
     let took = until_passing(cluster, &["scenario1"], since, REBOOT_LIMIT)?;
-    let client = crate::k8s::client(&cluster.context()).await?;
+    let client = crate::k8s::kind_client(cluster).await?;
     let lines = heal_lines(&client, &cluster.workers()).await;
     let line = report("(b) every node container restarted", took, &lines);
     eprintln!("    cargo xtask up on the restarted cluster");

@@ -64,7 +64,7 @@ pub(super) async fn demo_inner(
         free_majors(&runner, cluster)
     })
     .await?;
-    let client = k8s::client(&cluster.context()).await?;
+    let client = k8s::kind_client(cluster).await?;
     step(report, tracker, "nodes ready", async {
         let limit = crate::scenarios::scaled(Duration::from_secs(300), cluster.worker_count());
         k8s::wait_nodes_ready(&client, &cluster.nodes(), limit).await?;

@@ -156,7 +156,7 @@ pub async fn install<R: Runner>(
         .with_context(|| format!("writing {}", values.display()))?;
     let args = helm_args(&image.chart, context, &values);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    runner.check(&Cmd::new("helm", &args))?;
+    crate::apiserver::helm(runner, &Cmd::new("helm", &args), context)?;
     super::wait_plugin(client, Duration::from_secs(240)).await?;
     wait_deployment(
         client,

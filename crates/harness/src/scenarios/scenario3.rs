@@ -269,8 +269,7 @@ fn upgrade_topology<R: Runner>(runner: &R, rebind: &Rebind, file: &Path) -> Resu
     let args =
         crate::plan::helm_topology_args(&rebind.chart, &rebind.context, &file.to_string_lossy());
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    runner
-        .check(&Cmd::new("helm", &args))
+    crate::apiserver::helm(runner, &Cmd::new("helm", &args), &rebind.context)
         .map(|_| ())
         .map_err(|err| format!("{err:#}"))
 }
