@@ -305,6 +305,11 @@ fn e2e_demo(sh: &Shell) -> Result<()> {
         outcome == "skipped",
         "{report}: scenario2 without a payload must be skipped, was {outcome:?}"
     );
+    // CI has Go: scenario 5 builds NVIDIA's GPU stack images (or reuses them) and runs.
+    for row in crate::scenario5::ROWS {
+        let outcome = scenario_outcome(sh, report, row)?;
+        anyhow::ensure!(outcome == "passed", "{report}: {row} was {outcome:?}");
+    }
     // The demo's workers ran the lean worker image: the pair's contents, checked.
     cmd!(
         sh,

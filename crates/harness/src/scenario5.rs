@@ -36,6 +36,16 @@ pub mod expect;
 
 use expect::{allocatable_gpus, check_pod_gpus, expected_labels, label_mismatches};
 
+/// The report rows scenario 5 gives, in order: install and allocatable, GFD labels, allocation
+/// visibility, Xid health, cleanup.
+pub const ROWS: [&str; 5] = [
+    "scenario5",
+    "scenario5-labels",
+    "scenario5-allocation",
+    "scenario5-health",
+    "scenario5-cleanup",
+];
+
 /// The device plugin's namespace and release.
 pub const DP_NS: &str = "nvidia-device-plugin";
 /// The Helm release (its name is the chart's, so objects are named `nvidia-device-plugin…`).
@@ -86,7 +96,7 @@ pub async fn run<R: Runner>(
         Ok(how) => how,
         Err(reason) => {
             return Ok(vec![ScenarioResult::new(
-                "scenario5",
+                ROWS[0],
                 Outcome::Skipped(reason),
                 0.0,
             )]);
@@ -107,32 +117,11 @@ pub async fn run<R: Runner>(
         allocatable_row(client, on, &profile).await
     }
     .await;
-    let mut rows = vec![finish("scenario5", started, install)];
+    let mut rows = vec![finish(ROWS[0], started, install)];
     let steps_ok = rows[0].outcome == Outcome::Passed;
-    rows.push(
-        step(
-            "scenario5-labels",
-            steps_ok,
-            labels_row(client, on, &profile),
-        )
-        .await,
-    );
-    rows.push(
-        step(
-            "scenario5-allocation",
-            steps_ok,
-            allocation_row(client, on, &profile),
-        )
-        .await,
-    );
-    rows.push(
-        step(
-            "scenario5-health",
-            steps_ok,
-            health_row(runner, client, on, &profile),
-        )
-        .await,
-    );
+    rows.push(step(ROWS[1], steps_ok, labels_row(client, on, &profile)).await);
+    rows.push(step(ROWS[2], steps_ok, allocation_row(client, on, &profile)).await);
+    rows.push(step(ROWS[3], steps_ok, health_row(runner, client, on, &profile)).await);
     let cleanup = Instant::now();
     let cleaned = async {
         api::delete_gpu_pods(client).await?;
@@ -142,7 +131,7 @@ pub async fn run<R: Runner>(
         Ok((Vec::new(), Vec::new()))
     }
     .await;
-    rows.push(finish("scenario5-cleanup", cleanup, cleaned));
+    rows.push(finish(ROWS[4], cleanup, cleaned));
     Ok(rows)
 }
 
