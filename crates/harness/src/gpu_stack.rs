@@ -187,12 +187,7 @@ pub fn ensure(sh: &Shell) -> Result<GpuStack> {
 fn write_images(out: &Path, dp_bin: &Path, nfd_bin: &Path, pins: &Pins) -> Result<()> {
     let cache = image_builder::host::read_ld_cache()?;
     let root = crate::project_root();
-    let inputs = image_builder::build::Inputs {
-        repo_root: &root,
-        artifact_dir: &root,
-        payload: None,
-        source_date_epoch: 0,
-    };
+    let inputs = image_builder::build::Inputs::host_files(&root);
     let specs = [
         image::device_plugin_spec(dp_bin, &pins.device_plugin),
         image::nfd_spec(nfd_bin, &pins.nfd),

@@ -26,6 +26,19 @@ pub struct Inputs<'a> {
     pub source_date_epoch: u64,
 }
 
+impl<'a> Inputs<'a> {
+    /// For an image of host files only: no payload, timestamps at the epoch, `root` for both
+    /// the repository and the artifacts.
+    pub fn host_files(root: &'a Path) -> Inputs<'a> {
+        Inputs {
+            repo_root: root,
+            artifact_dir: root,
+            payload: None,
+            source_date_epoch: 0,
+        }
+    }
+}
+
 /// Whether an image carries the nvidia-imex payload.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ImexState {

@@ -55,6 +55,16 @@ pub struct FileSpec {
     pub kind: FileKind,
 }
 
+impl FileSpec {
+    /// `/tmp`, world-writable with the sticky bit, as every base image has it.
+    pub fn sticky_tmp() -> FileSpec {
+        FileSpec {
+            path: "/tmp".to_owned(),
+            kind: FileKind::Dir { mode: 0o1777 },
+        }
+    }
+}
+
 /// What a file entry puts at its path.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FileKind {

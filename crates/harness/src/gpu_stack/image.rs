@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use image_builder::spec::{FileKind, FileSpec, ImageSpec};
+use image_builder::spec::{FileSpec, ImageSpec};
 
 use super::go::{DEVICE_PLUGIN_BINARIES, LICENSE, NFD_BINARIES, NFD_WORKER_CONF};
 use super::{DEVICE_PLUGIN_IMAGE, NFD_IMAGE};
@@ -50,10 +50,7 @@ pub fn device_plugin_spec(bin_dir: &Path, version: &str) -> ImageSpec {
         0o644,
         &[],
     ));
-    files.push(FileSpec {
-        path: "/tmp".to_owned(),
-        kind: FileKind::Dir { mode: 0o1777 },
-    });
+    files.push(FileSpec::sticky_tmp());
     ImageSpec {
         name: DEVICE_PLUGIN_IMAGE.to_owned(),
         description: format!(

@@ -104,10 +104,7 @@ pub fn image_spec(inputs: &ImageInputs) -> ImageSpec {
             &[],
         ));
     }
-    files.push(FileSpec {
-        path: "/tmp".to_owned(),
-        kind: FileKind::Dir { mode: 0o1777 },
-    });
+    files.push(FileSpec::sticky_tmp());
     ImageSpec {
         name: DRA_IMAGE.to_owned(),
         description: "NVIDIA's DRA driver (compute domains), built from the pinned snapshot for scenario 4".to_owned(),
@@ -365,12 +362,7 @@ pub fn build(sh: &Shell, out_dir: &Path) -> Result<DraImage> {
     spec.files
         .push(host_file(&gcc_s.path, Path::new(&gcc_s.path), 0o644, &[]));
     let root = crate::project_root();
-    let inputs = image_builder::build::Inputs {
-        repo_root: &root,
-        artifact_dir: &root,
-        payload: None,
-        source_date_epoch: 0,
-    };
+    let inputs = image_builder::build::Inputs::host_files(&root);
     let built =
         image_builder::build::build_image(&spec, &inputs, &image_builder::host::RealFs, &cache)
             .context("cannot build the DRA driver image")?;

@@ -835,14 +835,16 @@ fn clique_of_gpu0() -> u32 {
     v3.clique_id
 }
 
+/// A topology of one domain whose clique `clique` holds only the node `me`.
+fn one_clique(clique: u32) -> String {
+    format!(
+        "version: 1\ndomains:\n  - uuid: \"00000000-0000-0000-0000-0000000000ab\"\n    cliques:\n      - {{id: {clique}, nodes: [me]}}\n"
+    )
+}
+
 #[test]
 fn a_thread_that_queried_before_sees_another_threads_shutdown_and_new_init() {
-    let topology = |clique: u32| {
-        format!(
-            "version: 1\ndomains:\n  - uuid: \"00000000-0000-0000-0000-0000000000ab\"\n    cliques:\n      - {{id: {clique}, nodes: [me]}}\n"
-        )
-    };
-    let session = Session::new(GB200, Some((&topology(3), "me")));
+    let session = Session::new(GB200, Some((&one_clique(3), "me")));
     let path = session._dir.path().join("topology.bin");
     assert_eq!(nvmlInit_v2(), abi::SUCCESS);
     let (ask, asked) = std::sync::mpsc::channel::<()>();
@@ -864,7 +866,7 @@ fn a_thread_that_queried_before_sees_another_threads_shutdown_and_new_init() {
     assert_eq!(query(), (abi::SUCCESS, Some(3)));
     assert_eq!(nvmlShutdown(), abi::SUCCESS);
     assert_eq!(query(), (abi::ERROR_UNINITIALIZED, None));
-    std::fs::write(&path, topology_bytes(&topology(4))).unwrap();
+    std::fs::write(&path, topology_bytes(&one_clique(4))).unwrap();
     assert_eq!(nvmlInit_v2(), abi::SUCCESS);
     assert_eq!(query(), (abi::SUCCESS, Some(4)));
     drop(ask);
@@ -873,12 +875,7 @@ fn a_thread_that_queried_before_sees_another_threads_shutdown_and_new_init() {
 
 #[test]
 fn a_rewritten_topology_is_seen_at_the_next_init() {
-    let topology = |clique: u32| {
-        format!(
-            "version: 1\ndomains:\n  - uuid: \"00000000-0000-0000-0000-0000000000ab\"\n    cliques:\n      - {{id: {clique}, nodes: [me]}}\n"
-        )
-    };
-    let session = Session::new(GB200, Some((&topology(7), "me")));
+    let session = Session::new(GB200, Some((&one_clique(7), "me")));
     let path = session._dir.path().join("topology.bin");
     assert_eq!(nvmlInit_v2(), abi::SUCCESS);
     assert_eq!(clique_of_gpu0(), 7);
@@ -886,14 +883,14 @@ fn a_rewritten_topology_is_seen_at_the_next_init() {
 
     // Rewritten in place, same size, at once: within the file system's timestamp granularity
     // every stat field but ctime can stay the same, so only the bytes tell.
-    std::fs::write(&path, topology_bytes(&topology(8))).unwrap();
+    std::fs::write(&path, topology_bytes(&one_clique(8))).unwrap();
     assert_eq!(nvmlInit_v2(), abi::SUCCESS);
     assert_eq!(clique_of_gpu0(), 8);
     assert_eq!(nvmlShutdown(), abi::SUCCESS);
 
     // Replaced atomically, as the node stager does.
     let next = session._dir.path().join("topology.bin.new");
-    std::fs::write(&next, topology_bytes(&topology(9))).unwrap();
+    std::fs::write(&next, topology_bytes(&one_clique(9))).unwrap();
     std::fs::rename(&next, &path).unwrap();
     assert_eq!(nvmlInit_v2(), abi::SUCCESS);
     assert_eq!(clique_of_gpu0(), 9);
