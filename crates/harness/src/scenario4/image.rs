@@ -191,6 +191,8 @@ fn sha256_file(path: &Path) -> Result<String> {
 
 /// `<cache>/<key>`, made by `make(staging)` into a fresh directory and renamed
 /// into place, so an interrupted build never leaves a partial entry behind.
+/// Builders of one key take turns (`<cache>/.<key>.lock`): a second one waits
+/// and then finds the entry made, instead of building it again beside the first.
 pub(crate) fn cached(
     parent: &Path,
     key: &str,
@@ -202,6 +204,10 @@ pub(crate) fn cached(
     }
     std::fs::create_dir_all(parent)
         .with_context(|| format!("cannot create {}", parent.display()))?;
+    let _turn = xtask_support::tools::lock_file(&parent.join(format!(".{key}.lock")))?;
+    if dir.is_dir() {
+        return Ok(dir);
+    }
     let staging = parent.join(format!(".{key}.partial-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&staging);
     std::fs::create_dir_all(&staging)?;
@@ -415,6 +421,27 @@ mod tests {
         assert!(image.archive.is_file());
         assert!(image.chart.join("Chart.yaml").is_file());
         eprintln!("{} {}", image.image, image.archive.display());
+    }
+
+    #[test]
+    fn concurrent_builders_of_one_entry_build_it_once() {
+        let parent = tempfile::tempdir().expect("tempdir");
+        let builds = std::sync::atomic::AtomicU32::new(0);
+        std::thread::scope(|scope| {
+            for _ in 0..4 {
+                scope.spawn(|| {
+                    let dir = cached(parent.path(), "entry", |out| {
+                        builds.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        std::thread::sleep(std::time::Duration::from_millis(200));
+                        std::fs::write(out.join("made"), "x")?;
+                        Ok(())
+                    })
+                    .expect("cached");
+                    assert!(dir.join("made").is_file());
+                });
+            }
+        });
+        assert_eq!(builds.load(std::sync::atomic::Ordering::SeqCst), 1);
     }
 
     #[test]
