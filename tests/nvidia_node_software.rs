@@ -12,8 +12,9 @@
 //! Prerequisites fail loudly: root (the stager creates character devices), `cargo build -p
 //! node-stager -p mock-nvml -p check-fabric -p nvidia-smi`, go with the module proxy, and the
 //! DRA snapshot (`CDSIM_PEERS_DIR`, else `../shared/peers`, else `<cache>/peers`).
-//! Go outputs are cached under `${CDSIM_CACHE_DIR:-/var/cache/cdsim}/go/<name>-<version>`
-//! (the DRA plugin keyed by the snapshot's sha256), so warm runs build nothing.
+//! Go outputs are cached under `${CDSIM_CACHE_DIR:-/var/cache/cdsim}/go/<name>-<version>`, the
+//! DRA driver's as scenario 4 builds it (`harness::scenario4::image::binaries`, keyed by the
+//! snapshot's sha256), so warm runs build nothing and a cold one builds the driver once.
 
 use std::{
     io::{BufRead, BufReader},
@@ -658,94 +659,15 @@ fn nvidia_ctk_cdi_generate_names_every_gpu_of_every_shipped_profile() {
 
 // ---------------------------------------------------------------- the DRA driver's CD plugin
 
-fn peers_dir() -> PathBuf {
-    let candidates: Vec<PathBuf> = std::env::var_os("CDSIM_PEERS_DIR")
-        .filter(|dir| !dir.is_empty())
-        .map(PathBuf::from)
-        .into_iter()
-        .chain([
-            repo_root().join("../shared/peers"),
-            cache_dir().join("peers"),
-        ])
-        .collect();
-    let archive = peer_pin("dra_driver_archive");
-    candidates
-        .iter()
-        .find(|dir| dir.join(&archive).is_file())
-        .cloned()
-        .unwrap_or_else(|| {
-            panic!(
-                "{archive} (NVIDIA's DRA driver snapshot) is in none of {candidates:?}: set CDSIM_PEERS_DIR to the directory holding it"
-            )
-        })
-}
-
-fn sha256(path: &Path) -> String {
-    let output = checked(
-        Command::new(require_program("sha256sum", "apt-get install coreutils"))
-            .arg(path)
-            .output(),
-        "sha256sum",
-    );
-    String::from_utf8_lossy(&output.stdout)
-        .split_whitespace()
-        .next()
-        .unwrap_or_default()
-        .to_owned()
-}
-
-/// The compute-domain kubelet plugin, built from the snapshot as the DRA driver's Makefile does.
+/// The compute-domain kubelet plugin, from the DRA driver's one Go build that scenario 4's image
+/// uses too (`harness::scenario4::image::binaries`: the snapshot unpacked once into the cache and
+/// built as the DRA driver's Makefile does), so a cold machine compiles the driver once.
 fn compute_domain_plugin() -> PathBuf {
-    let sha = peer_pin("dra_driver_sha256");
-    let key = format!("compute-domain-kubelet-plugin-{}", &sha[..16]);
-    let binary = "compute-domain-kubelet-plugin";
-    if cache_dir().join("go").join(&key).join(binary).is_file() {
-        return cache_dir().join("go").join(key).join(binary);
-    }
-    let archive = peers_dir().join(peer_pin("dra_driver_archive"));
-    assert_eq!(
-        sha256(&archive),
-        sha,
-        "{} is not the pinned snapshot",
-        archive.display()
-    );
-    cached_go_binary(&key, binary, |out| {
-        let source =
-            tempfile::tempdir_in(out.parent().unwrap_or(out)).unwrap_or_else(|err| panic!("{err}"));
-        checked(
-            Command::new("tar")
-                .arg("-xzf")
-                .arg(&archive)
-                .arg("-C")
-                .arg(source.path())
-                .output(),
-            "tar -xzf the DRA snapshot",
-        );
-        let top = std::fs::read_dir(source.path())
-            .ok()
-            .and_then(|mut entries| entries.next())
-            .and_then(Result::ok)
-            .map(|entry| entry.path())
-            .unwrap_or_else(|| panic!("the DRA snapshot is empty"));
-        let version = peer_pin("dra_driver_version");
-        checked(
-            Command::new(go())
-                .current_dir(&top)
-                .env("GOFLAGS", "-mod=vendor")
-                .env("GOPROXY", "off")
-                .env("GOTOOLCHAIN", "local")
-                .env("CGO_ENABLED", "1")
-                .arg("build")
-                .arg(format!(
-                    "-ldflags=-s -w -X sigs.k8s.io/dra-driver-nvidia-gpu/internal/info.version={version}"
-                ))
-                .arg("-o")
-                .arg(out.join(binary))
-                .arg("./cmd/compute-domain-kubelet-plugin")
-                .output(),
-            "go build the compute-domain kubelet plugin (about 3 min cold)",
-        );
-    })
+    let sh = xshell::Shell::new().unwrap_or_else(|err| panic!("{err}"));
+    let dir = harness::scenario4::image::binaries(&sh).unwrap_or_else(|err| {
+        panic!("building the DRA driver from its snapshot (needs Go 1.26 and the peers snapshot): {err:#}")
+    });
+    dir.join("compute-domain-kubelet-plugin")
 }
 
 /// Starts the plugin on the staged tree for `node`, with no API server to reach, and returns

@@ -36,7 +36,7 @@ use topology::Layout;
 
 pub(crate) mod api;
 mod checks;
-pub(crate) mod image;
+pub mod image;
 mod objects;
 
 use api::{apply, cd_resource, clean_up, ensure_namespace, install, pod_resource};

@@ -332,6 +332,16 @@ pub struct DraImage {
     pub chart: PathBuf,
 }
 
+/// The directory of [`DRA_BINARIES`] built from the pinned snapshot (once per snapshot, in the
+/// cache): the one Go build of the DRA driver, which scenario 4's image and the node-software
+/// tests (`tests/nvidia_node_software.rs`) share. Go's build cache keys a package on its
+/// directory, so a second build from another unpacked tree would compile every package again.
+pub fn binaries(sh: &Shell) -> Result<PathBuf> {
+    let snapshot = snapshot()?;
+    let tree = source_tree(sh, &snapshot)?;
+    dra_binaries(sh, &tree, &snapshot)
+}
+
 /// Builds (or reuses) the binaries and writes the image archive into `out_dir`.
 pub fn build(sh: &Shell, out_dir: &Path) -> Result<DraImage> {
     let bash = existing(
