@@ -73,10 +73,13 @@ fn go_install(bin: &Path, probe: &str, packages: &[String], tags: &[&str]) {
     );
     fs::create_dir_all(bin).unwrap_or_else(|err| panic!("cannot create {}: {err}", bin.display()));
     let mut command = Command::new(go);
+    // As the node image builds the same pinned modules (crates/node-image/src/go.rs: static,
+    // `-trimpath`, the same tags), so Go's build cache compiles their packages once for both.
     command
         .current_dir(repo_root())
         .env("GOBIN", bin)
-        .arg("install");
+        .env("CGO_ENABLED", "0")
+        .args(["install", "-trimpath"]);
     if !tags.is_empty() {
         command.arg(format!("-tags={}", tags.join(",")));
     }
@@ -101,7 +104,7 @@ pub fn peers() -> Peers {
         "containerd",
         &["containerd", "containerd-shim-runc-v2", "ctr"]
             .map(|cmd| format!("{module}/{cmd}@{containerd_version}")),
-        &["no_btrfs"],
+        &["no_btrfs", "no_zfs", "no_devmapper"],
     );
     let crictl_bin = base.join(format!("crictl-{crictl_version}/bin"));
     go_install(
