@@ -13,6 +13,7 @@ use xshell::{cmd, Shell};
 
 use crate::flags::CiArgs;
 
+mod background;
 mod full_rack;
 mod nonroot;
 mod through_registry;
@@ -158,6 +159,13 @@ pub fn run(sh: &Shell, args: &CiArgs) -> Result<()> {
             step.on_request.unwrap_or_default()
         );
     }
+    if steps.iter().any(|step| step.e2e) {
+        // The engine first, so that the prebuild and the tests do not both start dockerd.
+        crate::tools::ensure_engine(sh)?;
+        if let Err(err) = background::start() {
+            eprintln!("WARNING: {err:#}; the e2e steps build their inputs themselves");
+        }
+    }
     let mut outcomes = Vec::new();
     for step in &steps {
         eprintln!("\n==> ci: {}", step.name);
@@ -184,6 +192,16 @@ pub fn run(sh: &Shell, args: &CiArgs) -> Result<()> {
     }
     for step in &left_out {
         eprintln!("    {:<16} NOT RUN (only with --step)", step.name);
+    }
+    if let Some(ended) = background::wait("the run ends") {
+        let verdict = if ended.passed { "passed" } else { "FAILED" };
+        eprintln!(
+            "    {:<16} {verdict:<7} {:>7.1} s (in the background, not a step: a part it failed \
+             was built by the step that needed it; log {})",
+            "prebuild",
+            ended.took.as_secs_f64(),
+            ended.log.display()
+        );
     }
     let failed = outcomes.iter().filter(|it| !it.passed).count();
     println!(
@@ -286,6 +304,7 @@ fn conformance(sh: &Shell) -> Result<()> {
 /// The figures never fail this step; the identity check (same fabric identity, UUID count and
 /// memory from both libraries) does. Upstream's build is cached in /var/cache/cdsim.
 fn bench_vs_upstream(sh: &Shell) -> Result<()> {
+    background::wait("the bench measures a quiet machine");
     cmd!(sh, "cargo xtask bench-vs-upstream").run()?;
     Ok(())
 }

@@ -110,6 +110,15 @@ pub enum Command {
     /// the cache directory's `go/`, `images/gpu-stack-<key>/` and `charts/`;
     /// a second run builds nothing. Prints the archives, tags and chart path.
     GpuStackImages(GpuStackImagesArgs),
+    /// Build every input the demo's scenarios take from the cache, without a
+    /// cluster: the offline node images, NVIDIA's DRA driver (scenario 4) and
+    /// the GPU stack's images (scenario 5).
+    ///
+    /// Each part goes on when another fails, and says which failed. Cached: a
+    /// second run builds nothing. A run that needs a part another run is
+    /// building waits for it (CI runs this in the background, niced, while
+    /// its tests run).
+    Prebuild,
     /// Write the IMEX TEST DOUBLE's payload directory (for tests only).
     ///
     /// Builds `crates/imex-double` and lays it out as NVIDIA's imex archive is

@@ -23,6 +23,7 @@ mod netpol;
 mod node_facts;
 mod node_image;
 mod nvml_functions;
+mod prebuild;
 mod registry;
 #[cfg(test)]
 mod tidy;
@@ -120,6 +121,7 @@ fn run(flags: flags::Xtask) -> anyhow::Result<()> {
         Command::NodeImage(args) => node_image::run(&sh, &args),
         Command::Images(args) => images::run(&sh, &args),
         Command::GpuStackImages(args) => gpu_stack_images::run(&sh, &args),
+        Command::Prebuild => prebuild::run(&sh),
         Command::ImexDoublePayload(args) => images::imex_double_payload(&sh, &args.out),
         Command::BenchVsUpstream(args) => bench_upstream::run(&sh, &args),
         Command::NvmlFunctions(args) => nvml_functions::run(&sh, &args),

@@ -342,6 +342,15 @@ pub fn binaries(sh: &Shell) -> Result<PathBuf> {
     dra_binaries(sh, &tree, &snapshot)
 }
 
+/// Everything [`build`] takes from the cache (the snapshot's tree, the Go build, the CDI
+/// hook), without writing the image: what `cargo xtask prebuild` warms. Returns the binaries'
+/// directory.
+pub fn prebuild(sh: &Shell) -> Result<PathBuf> {
+    let dir = binaries(sh)?;
+    cdi_hook(sh)?;
+    Ok(dir)
+}
+
 /// Builds (or reuses) the binaries and writes the image archive into `out_dir`.
 pub fn build(sh: &Shell, out_dir: &Path) -> Result<DraImage> {
     let bash = existing(
