@@ -27,6 +27,11 @@ let
           "--exclude"
           "integration-tests"
         ];
+        # The tests build in the dev profile: the release profile's fat LTO
+        # would link every crate's test binary (xtask's and harness's with
+        # kube and tokio in them) through LTO, which dominated the check's
+        # time; the installed binaries stay release.
+        checkType = "debug";
         # lock.rs holds its lock from another process with util-linux flock(1).
         nativeCheckInputs = [ pkgs.util-linux ];
         # Tests that need what the sandbox does not have, by exact name. Each

@@ -154,8 +154,9 @@ let
   # pkgs/build-support/rust/build-rust-package/default.nix: open (`...`,
   # passed on to mkDerivation); the vendored dependencies must come from one
   # of four arguments, else this throw. The check phase is cargo-check-hook.sh:
-  # `cargo test` with cargoTestFlags, then `--` checkFlags; cargoCheckType
-  # defaults to the build type, release.
+  # `cargo test` with cargoTestFlags, then `--` checkFlags; the derivation's
+  # cargoBuildType and cargoCheckType are the arguments buildType (default
+  # release) and checkType (default the build type).
   buildRustPackage =
     args@{
       pname,
@@ -165,7 +166,8 @@ let
       cargoHash ? null,
       cargoDeps ? null,
       cargoVendorDir ? null,
-      cargoBuildType ? "release",
+      buildType ? "release",
+      checkType ? buildType,
       doCheck ? true,
       ...
     }:
@@ -180,10 +182,10 @@ let
           # build leaves the cdylibs in target/<triple>/<type>.
           placeholderOutputFiles = map (bin: "bin/${bin}") (workspace.bins src);
           placeholderBuildFiles = map (
-            name: "target/${rustTriple}/${cargoBuildType}/lib${name}.so"
+            name: "target/${rustTriple}/${buildType}/lib${name}.so"
           ) (workspace.cdylibs src);
-          inherit cargoBuildType;
-          cargoCheckType = args.cargoCheckType or cargoBuildType;
+          cargoBuildType = buildType;
+          cargoCheckType = checkType;
           doCheck = if doCheck then "1" else "";
         }
       );
