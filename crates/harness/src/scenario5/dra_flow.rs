@@ -238,26 +238,7 @@ async fn claim_and_pod(
     .await?;
     let pod = dra::claim_pod(POD, CLAIM_NS, node, image, CLAIM);
     apply(client, &resource("", "v1", "Pod"), &pod).await?;
-    let pods: Api<Pod> = Api::namespaced(client.clone(), CLAIM_NS);
-    wait_for(
-        &format!("pod {CLAIM_NS}/{POD} running"),
-        Duration::from_secs(180),
-        || async {
-            let phase = pods
-                .get_opt(POD)
-                .await?
-                .and_then(|it| it.status)
-                .and_then(|it| it.phase)
-                .unwrap_or_else(|| "not created yet".to_owned());
-            Ok(if phase == "Running" {
-                Ok(())
-            } else {
-                Err(phase)
-            })
-        },
-        || crate::k8s::diagnose(client, CLAIM_NS, "app.kubernetes.io/name=cdsim-s5-dra"),
-    )
-    .await?;
+    wait_running(client).await?;
     let claims: Api<DynamicObject> =
         Api::namespaced_with(client.clone(), CLAIM_NS, &claim_resource());
     let claim = serde_json::to_value(claims.get(CLAIM).await?)?;
@@ -311,6 +292,30 @@ async fn claim_and_pod(
         dra::product_selector(product),
         out.stdout.lines().next().unwrap_or_default().trim()
     ))
+}
+
+/// Waits until the claim's pod runs.
+async fn wait_running(client: &Client) -> Result<()> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), CLAIM_NS);
+    wait_for(
+        &format!("pod {CLAIM_NS}/{POD} running"),
+        Duration::from_secs(180),
+        || async {
+            let phase = pods
+                .get_opt(POD)
+                .await?
+                .and_then(|it| it.status)
+                .and_then(|it| it.phase)
+                .unwrap_or_else(|| "not created yet".to_owned());
+            Ok(if phase == "Running" {
+                Ok(())
+            } else {
+                Err(phase)
+            })
+        },
+        || crate::k8s::diagnose(client, CLAIM_NS, "app.kubernetes.io/name=cdsim-s5-dra"),
+    )
+    .await
 }
 
 /// Deletes the claim's namespace (its pod and claim) and waits until it is gone.
