@@ -111,6 +111,17 @@ mod tests {
     }
 
     #[test]
+    fn the_template_turns_dra_device_taints_on_for_every_component() {
+        let value: serde_yaml::Value = serde_yaml::from_str(TEMPLATE).expect("YAML");
+        assert_eq!(value["featureGates"]["DRADeviceTaints"], true);
+        // The gate makes the scheduler wait for DeviceTaintRules: their API must be served.
+        assert_eq!(value["runtimeConfig"]["resource.k8s.io/v1alpha3"], "true");
+        let rendered = render(TEMPLATE, layout(8, 2, None)).expect("render");
+        let value: serde_yaml::Value = serde_yaml::from_str(&rendered).expect("YAML");
+        assert_eq!(value["featureGates"]["DRADeviceTaints"], true);
+    }
+
+    #[test]
     fn the_template_is_the_default_layouts_config() {
         assert_eq!(
             render(TEMPLATE, Layout::default()).expect("render"),

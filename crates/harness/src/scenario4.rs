@@ -37,7 +37,7 @@ use topology::Layout;
 pub(crate) mod api;
 mod checks;
 pub mod image;
-mod objects;
+pub(crate) mod objects;
 
 use api::{apply, cd_resource, clean_up, ensure_namespace, install, pod_resource};
 use image::{build, missing_prerequisite};

@@ -11,7 +11,14 @@
 //! clear and restart restore it; Xid 43 changes nothing), and
 //! `scenario5-cleanup` (the release and its namespace removed, and the
 //! labels NFD set, the stager's kept; the stager's pods replaced so that
-//! they label their nodes again, as NFD's master takes the clique label away).
+//! they label their nodes again, as NFD's master takes the clique label away;
+//! and the DRA rows' claim removed, the DRA release put back as scenario 4
+//! left it). Between the device plugin's removal and the cleanup row, the DRA
+//! rows of [`dra_flow`]: `scenario5-dra` (NVIDIA's DRA driver with GPU
+//! resources: every tray's ResourceSlice against the profile, a claim with a
+//! CEL selector on `productName` and its pod's NVML seeing exactly the
+//! allocated GPU) and `scenario5-dra-health` (Xid 79 as a device taint in the
+//! tray's ResourceSlice; SKIPPED on a cluster without `DRADeviceTaints`).
 //!
 //! The images come from [`crate::gpu_stack`]: from the cache, or built with
 //! Go; with neither the scenario is SKIPPED with what to do. Here the flow;
@@ -32,17 +39,21 @@ use crate::report::{round, Outcome, ScenarioResult, WorkerDetail};
 use crate::runner::Runner;
 
 pub mod api;
+pub mod dra;
+pub mod dra_flow;
 pub mod expect;
 
 use expect::{allocatable_gpus, check_pod_gpus, expected_labels, label_mismatches};
 
 /// The report rows scenario 5 gives, in order: install and allocatable, GFD labels, allocation
-/// visibility, Xid health, cleanup.
-pub const ROWS: [&str; 5] = [
+/// visibility, Xid health, the DRA driver's GPUs and Xid taints ([`dra_flow::DRA_ROWS`]), cleanup.
+pub const ROWS: [&str; 7] = [
     "scenario5",
     "scenario5-labels",
     "scenario5-allocation",
     "scenario5-health",
+    dra_flow::DRA_ROWS[0],
+    dra_flow::DRA_ROWS[1],
     "scenario5-cleanup",
 ];
 
@@ -123,15 +134,27 @@ pub async fn run<R: Runner>(
     rows.push(step(ROWS[2], steps_ok, allocation_row(client, on, &profile)).await);
     rows.push(step(ROWS[3], steps_ok, health_row(runner, client, on, &profile)).await);
     let cleanup = Instant::now();
-    let cleaned = async {
+    // The DRA GPU plugin must not share a node with the device plugin: remove it first.
+    let removed = async {
         api::delete_gpu_pods(client).await?;
         api::uninstall(runner, client, &context).await?;
         api::remove_nfd_labels(client).await?;
-        api::relabel_by_stager(client, &on.cliques).await?;
+        api::relabel_by_stager(client, &on.cliques).await
+    }
+    .await;
+    let removal = cleanup.elapsed();
+    let ready = steps_ok && removed.is_ok();
+    let (dra_rows, installed) = dra_flow::rows(sh, runner, on, client, &profile, ready).await;
+    rows.extend(dra_rows);
+    // The cleanup row's time: the device plugin's removal and the DRA clean-up.
+    let cleanup = Instant::now() - removal;
+    let cleaned = async {
+        removed?;
+        dra_flow::clean_up(runner, client, &context, installed.as_ref()).await?;
         Ok((Vec::new(), Vec::new()))
     }
     .await;
-    rows.push(finish(ROWS[4], cleanup, cleaned));
+    rows.push(finish(ROWS[6], cleanup, cleaned));
     Ok(rows)
 }
 

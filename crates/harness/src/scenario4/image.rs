@@ -13,12 +13,19 @@ use xshell::{cmd, Shell};
 use super::DRA_IMAGE;
 use crate::plan::ImageRef;
 
-/// The three DRA binaries built from the snapshot (one `go build`).
-pub const DRA_BINARIES: [&str; 3] = [
+/// The DRA binaries built from the snapshot (one `go build`): the compute-domain
+/// ones (scenario 4) and the GPU kubelet plugin (scenario 5's DRA rows).
+pub const DRA_BINARIES: [&str; 4] = [
     "compute-domain-kubelet-plugin",
     "compute-domain-controller",
     "compute-domain-daemon",
+    "gpu-kubelet-plugin",
 ];
+
+/// The build recipe's version, part of the Go output's cache key: bump it when
+/// [`DRA_BINARIES`] or the build's flags change, so that a cached build of the
+/// old recipe (e.g. without `gpu-kubelet-plugin`) is not reused.
+const DRA_RECIPE: u32 = 2;
 
 /// The applets the chart's init script and containers call, as busybox links.
 const BUSYBOX_LINKS: [&str; 20] = [
@@ -107,7 +114,7 @@ pub fn image_spec(inputs: &ImageInputs) -> ImageSpec {
     files.push(FileSpec::sticky_tmp());
     ImageSpec {
         name: DRA_IMAGE.to_owned(),
-        description: "NVIDIA's DRA driver (compute domains), built from the pinned snapshot for scenario 4".to_owned(),
+        description: "NVIDIA's DRA driver (compute domains and GPUs), built from the pinned snapshot for scenarios 4 and 5".to_owned(),
         entrypoint: Vec::new(),
         cmd: vec!["/bin/sh".to_owned()],
         env: vec!["PATH=/usr/bin:/bin".to_owned()],
@@ -116,7 +123,7 @@ pub fn image_spec(inputs: &ImageInputs) -> ImageSpec {
             ("org.opencontainers.image.title", DRA_IMAGE),
             (
                 "org.opencontainers.image.description",
-                "NVIDIA DRA driver for GPUs, compute-domain components (cdsim scenario 4; local build)",
+                "NVIDIA DRA driver for GPUs, compute-domain and GPU components (cdsim scenarios 4 and 5; local build)",
             ),
             ("org.opencontainers.image.licenses", "Apache-2.0"),
         ]
@@ -139,6 +146,11 @@ struct Snapshot {
 impl Snapshot {
     fn key(&self) -> &str {
         &self.sha256[..16]
+    }
+
+    /// The cache entry of the built binaries: the snapshot and the recipe.
+    fn binaries_key(&self) -> String {
+        binaries_key(self.key())
     }
 }
 
@@ -178,6 +190,11 @@ fn snapshot() -> Result<Snapshot> {
         sha256,
         version,
     })
+}
+
+/// `dra-driver-<snapshot key>-r<recipe>`: the Go outputs' cache directory name.
+fn binaries_key(snapshot_key: &str) -> String {
+    format!("dra-driver-{snapshot_key}-r{DRA_RECIPE}")
 }
 
 fn sha256_file(path: &Path) -> Result<String> {
@@ -251,10 +268,10 @@ fn source_tree(sh: &Shell, snapshot: &Snapshot) -> Result<PathBuf> {
     Ok(top)
 }
 
-/// The three DRA binaries, built once per snapshot (about 3 min cold on 2 cores).
+/// The DRA binaries, built once per snapshot and recipe (minutes cold on 2 cores).
 fn dra_binaries(sh: &Shell, tree: &Path, snapshot: &Snapshot) -> Result<PathBuf> {
     let parent = crate::dirs::cache_dir()?.join("go");
-    cached(&parent, &format!("dra-driver-{}", snapshot.key()), |out| {
+    cached(&parent, &snapshot.binaries_key(), |out| {
         eprintln!(
             "    go build {} from the DRA snapshot (minutes when cold)",
             DRA_BINARIES.join(", ")
@@ -265,8 +282,8 @@ fn dra_binaries(sh: &Shell, tree: &Path, snapshot: &Snapshot) -> Result<PathBuf>
             sh.push_env("GOFLAGS", "-mod=vendor"),
             sh.push_env("GOPROXY", "off"),
             sh.push_env("GOTOOLCHAIN", "local"),
-            // The kubelet plugin dlopens NVML through cgo; one setting for all
-            // three shares the build cache.
+            // The kubelet plugins dlopen NVML through cgo; one setting for all
+            // of them shares the build cache.
             sh.push_env("CGO_ENABLED", "1"),
         ];
         let ldflags = format!(
@@ -409,11 +426,7 @@ pub(super) fn missing_prerequisite() -> Option<String> {
         Err(err) => return Some(format!("{err:#}")),
     };
     let built = crate::dirs::cache_dir()
-        .map(|dir| {
-            dir.join("go")
-                .join(format!("dra-driver-{}", snapshot.key()))
-                .is_dir()
-        })
+        .map(|dir| dir.join("go").join(snapshot.binaries_key()).is_dir())
         .unwrap_or(false);
     if !built && xtask_support::tools::find_on_path("go").is_none() {
         return Some(
@@ -461,6 +474,20 @@ mod tests {
             }
         });
         assert_eq!(builds.load(std::sync::atomic::Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn the_binaries_key_names_the_recipe_so_an_older_build_is_not_reused() {
+        assert_eq!(
+            binaries_key("0123456789abcdef"),
+            "dra-driver-0123456789abcdef-r2"
+        );
+        assert_ne!(
+            binaries_key("k"),
+            "dra-driver-k",
+            "the recipe-less key of the 3-binary build"
+        );
+        assert!(DRA_BINARIES.contains(&"gpu-kubelet-plugin"));
     }
 
     #[test]
