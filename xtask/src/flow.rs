@@ -328,7 +328,7 @@ async fn run_scenario<R: Runner>(
     let workload = KubeWorkload::new(target.client.clone());
     let mut result = match which {
         Scenario::Four => return run_scenario4(sh, target, runner, tracker, report).await,
-        Scenario::Five => return run_scenario5(sh, target, runner, report).await,
+        Scenario::Five => return run_scenario5(sh, target, runner, tracker, report).await,
         Scenario::One => scenarios::scenario1(&workload, &target.demo_expected()).await,
         Scenario::Two => {
             let expected = target.demo_expected();
@@ -380,15 +380,7 @@ async fn run_scenario3<R: Runner>(
     runner: Option<&R>,
     tracker: &Tracker,
 ) -> anyhow::Result<ScenarioResult> {
-    let rebind = Rebind {
-        chart: CHART.to_owned(),
-        context: target.context.clone(),
-        rebind_values: target.rebind.helm_values(),
-        rebind_expected: target.expected(&target.rebind),
-        demo_values: target.topology.helm_values(),
-        demo_expected: target.demo_expected(),
-        scratch: scratch_dir(&target.context)?,
-    };
+    let rebind = rebind_of(target)?;
     let limits = Limits::for_workers(target.workers.len());
     Ok(match runner {
         Some(runner) => scenarios::scenario3(workload, runner, &rebind, tracker, limits).await,
@@ -396,6 +388,19 @@ async fn run_scenario3<R: Runner>(
             let runner = self::runner(sh)?;
             scenarios::scenario3(workload, &runner, &rebind, tracker, limits).await
         }
+    })
+}
+
+/// Scenario 3's rebind on `target`: both topologies and what each worker reports under them.
+fn rebind_of(target: &Target) -> anyhow::Result<Rebind> {
+    Ok(Rebind {
+        chart: CHART.to_owned(),
+        context: target.context.clone(),
+        rebind_values: target.rebind.helm_values(),
+        rebind_expected: target.expected(&target.rebind),
+        demo_values: target.topology.helm_values(),
+        demo_expected: target.demo_expected(),
+        scratch: scratch_dir(&target.context)?,
     })
 }
 
@@ -443,6 +448,7 @@ async fn run_scenario5<R: Runner>(
     sh: &Shell,
     target: &Target,
     runner: Option<&R>,
+    tracker: &Tracker,
     report: &mut Report,
 ) -> anyhow::Result<()> {
     let Some(cluster) = &target.kind else {
@@ -458,6 +464,8 @@ async fn run_scenario5<R: Runner>(
             .into_iter()
             .map(|(node, it)| (node, format!("{}.{}", it.uuid, it.clique)))
             .collect(),
+        rebind: rebind_of(target)?,
+        tracker,
     };
     let results = match runner {
         Some(runner) => crate::scenario5::run(sh, runner, &on, &target.client).await,

@@ -5,8 +5,11 @@
 //!
 //! Rows: `scenario5` (install; every tray's allocatable `nvidia.com/gpu`
 //! equals its profile's count), `scenario5-labels` (GFD's labels against the
-//! profile and the tray's clique), `scenario5-allocation` (pods given 2 GPUs
-//! each see exactly their own through NVML), `scenario5-health` (Xid 79 takes
+//! profile and the tray's clique), `scenario5-relabel` (scenario 3's rebind:
+//! GFD's own NodeFeature follows each tray's new clique within its short
+//! relabelling interval, no GFD pod recycled; the demo topology restored
+//! likewise), `scenario5-allocation` (pods given 2 GPUs each, filling a
+//! tray, see exactly their own through NVML), `scenario5-health` (Xid 79 takes
 //! a GPU out of allocatable within 30 s and the plugin's log names it;
 //! clear and restart restore it; Xid 43 changes nothing), and
 //! `scenario5-cleanup` (the release and its namespace removed, and the
@@ -24,7 +27,6 @@
 //! Go; with neither the scenario is SKIPPED with what to do. Here the flow;
 //! [`expect`] the pure expectations, [`api`] the cluster I/O.
 
-use std::collections::BTreeSet;
 use std::time::Duration;
 
 use anyhow::{bail, Context as _, Result};
@@ -38,18 +40,23 @@ use crate::names::KindCluster;
 use crate::report::{round, Outcome, ScenarioResult, WorkerDetail};
 use crate::runner::Runner;
 
+mod allocation;
 pub mod api;
 pub mod dra;
 pub mod dra_flow;
 pub mod expect;
+mod relabel;
 
-use expect::{allocatable_gpus, check_pod_gpus, expected_labels, label_mismatches};
+use allocation::allocation_row;
+use expect::{allocatable_gpus, expected_labels, label_mismatches};
 
-/// The report rows scenario 5 gives, in order: install and allocatable, GFD labels, allocation
-/// visibility, Xid health, the DRA driver's GPUs and Xid taints ([`dra_flow::DRA_ROWS`]), cleanup.
-pub const ROWS: [&str; 7] = [
+/// The report rows scenario 5 gives, in order: install and allocatable, GFD labels, GFD's
+/// relabelling after a rebind, allocation visibility, Xid health, the DRA driver's GPUs and Xid
+/// taints ([`dra_flow::DRA_ROWS`]), cleanup.
+pub const ROWS: [&str; 8] = [
     "scenario5",
     "scenario5-labels",
+    relabel::ROW,
     "scenario5-allocation",
     "scenario5-health",
     dra_flow::DRA_ROWS[0],
@@ -79,6 +86,10 @@ pub struct Scenario5On<'a> {
     pub cluster: &'a KindCluster,
     /// Each worker and its `<cluster uuid>.<clique id>` in the staged topology.
     pub cliques: Vec<(String, String)>,
+    /// Scenario 3's rebind and the demo topology, which `scenario5-relabel` swaps.
+    pub rebind: crate::scenarios::Rebind,
+    /// Where the command restoring the demo topology is registered while the rebind is live.
+    pub tracker: &'a crate::tracker::Tracker,
 }
 
 /// Why scenario 5 cannot run here, if it cannot; else how its images come.
@@ -131,8 +142,9 @@ pub async fn run<R: Runner>(
     let mut rows = vec![finish(ROWS[0], started, install)];
     let steps_ok = rows[0].outcome == Outcome::Passed;
     rows.push(step(ROWS[1], steps_ok, labels_row(client, on, &profile)).await);
-    rows.push(step(ROWS[2], steps_ok, allocation_row(client, on, &profile)).await);
-    rows.push(step(ROWS[3], steps_ok, health_row(runner, client, on, &profile)).await);
+    rows.push(relabel::row(runner, client, on, &profile, steps_ok).await);
+    rows.push(step(ROWS[3], steps_ok, allocation_row(client, on, &profile)).await);
+    rows.push(step(ROWS[4], steps_ok, health_row(runner, client, on, &profile)).await);
     let cleanup = Instant::now();
     // The DRA GPU plugin must not share a node with the device plugin: remove it first.
     let removed = async {
@@ -154,7 +166,7 @@ pub async fn run<R: Runner>(
         Ok((Vec::new(), Vec::new()))
     }
     .await;
-    rows.push(finish(ROWS[6], cleanup, cleaned));
+    rows.push(finish(ROWS[7], cleanup, cleaned));
     Ok(rows)
 }
 
@@ -345,63 +357,6 @@ async fn workload_image(client: &Client) -> Result<String> {
         .and_then(|spec| spec.containers.into_iter().next())
         .and_then(|container| container.image)
         .context("the demo workload DaemonSet has no image (run `cargo xtask up` first)")
-}
-
-/// One GPU pod: created, running, its allocation and its NVML's GPUs.
-async fn gpu_pod(client: &Client, name: &str, node: &str, image: &str) -> Result<BTreeSet<String>> {
-    api::apply_pod(client, &expect::gpu_pod(name, DP_NS, node, image, 2)).await?;
-    api::wait_running(client, name).await?;
-    let env = api::exec(
-        client,
-        name,
-        &["sh", "-c", "echo \"$NVIDIA_VISIBLE_DEVICES\""],
-    )
-    .await?;
-    let smi = api::exec(client, name, &["sh", "-c", "nvidia-smi -L"]).await?;
-    check_pod_gpus(&env, &smi, 2).with_context(|| format!("pod {name} on {node}"))
-}
-
-/// Two pods of 2 GPUs each on the first tray: each sees exactly its own,
-/// and together (on a 4-GPU tray) every GPU.
-async fn allocation_row(client: &Client, on: &Scenario5On<'_>, profile: &Profile) -> Result<Rows> {
-    let node = workers(on).into_iter().next().context("no worker")?;
-    let image = workload_image(client).await?;
-    let all: BTreeSet<String> = profile.devices().into_iter().map(|it| it.uuid).collect();
-    let checks = async {
-        let first = gpu_pod(client, "cdsim-s5-gpu-a", &node, &image).await?;
-        let second = gpu_pod(client, "cdsim-s5-gpu-b", &node, &image).await?;
-        if !first.is_disjoint(&second) {
-            bail!(
-                "both pods got {:?}",
-                first.intersection(&second).collect::<Vec<_>>()
-            );
-        }
-        let union: BTreeSet<String> = first.union(&second).cloned().collect();
-        if !union.is_subset(&all) || (all.len() == 4 && union != all) {
-            bail!("the pods got {union:?}, the tray's GPUs are {all:?}");
-        }
-        Ok((first, second))
-    }
-    .await;
-    let deleted = api::delete_gpu_pods(client).await;
-    let (first, second) = checks?;
-    deleted?;
-    let detail = |pod: &str, gpus: &BTreeSet<String>| WorkerDetail {
-        node: node.clone(),
-        pod: pod.to_owned(),
-        detail: format!(
-            "NVIDIA_VISIBLE_DEVICES and nvidia-smi -L: {}",
-            gpus.iter().cloned().collect::<Vec<_>>().join(",")
-        ),
-        passed: true,
-    };
-    Ok((
-        vec![
-            detail("cdsim-s5-gpu-a", &first),
-            detail("cdsim-s5-gpu-b", &second),
-        ],
-        Vec::new(),
-    ))
 }
 
 /// Xid 79 on one GPU of one tray, then clear and restart, then Xid 43.

@@ -2,7 +2,9 @@
 //! with, given the profile and the tray's place in the topology; the mock
 //! chart's profile choice read back from its release values; allocatable
 //! counts; `nvidia-smi -L` and `NVIDIA_VISIBLE_DEVICES` as UUID sets; the
-//! device plugin's health log lines; the chart values and the GPU pods.
+//! device plugin's health log lines; the chart values and the GPU pods; the
+//! cliques a rebind moves the trays to; how many GPUs each allocation pod
+//! asks for and what they must get together.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -10,6 +12,7 @@ use anyhow::{bail, Context as _, Result};
 use nvml_profile::Profile;
 use serde_json::{json, Value};
 
+use crate::fabric::Expected;
 use crate::plan::ImageRef;
 use crate::scenario4::DRIVER_ROOT;
 
@@ -198,12 +201,86 @@ pub fn skipped_xid(log: &str, xid: u64) -> bool {
         .any(|line| line.contains("Skipping event") && line.contains(&data))
 }
 
+/// How often GFD relabels (its `--sleep-interval`; its default is 60 s), so
+/// that a rebind shows in its labels within seconds.
+pub const GFD_SLEEP_INTERVAL: &str = "10s";
+
 /// The device plugin chart's values beyond the images: the driver root, as
-/// a user with a driver installed under it sets it, nothing else.
+/// a user with a driver installed under it sets it, and GFD's relabelling
+/// interval, as a user who wants labels to follow changes soon sets it.
+/// The chart passes the top-level `sleepInterval` (a string or an int) to
+/// GFD as `GFD_SLEEP_INTERVAL`; its values file lists `gfd.sleepInterval`,
+/// which no template of v0.19.3 reads.
 pub fn chart_values(device_plugin: &ImageRef, nfd: &ImageRef) -> Vec<(String, String)> {
     let mut values = crate::gpu_stack::helm_values(device_plugin, nfd);
     values.push(("nvidiaDriverRoot".to_owned(), DRIVER_ROOT.to_owned()));
+    values.push(("sleepInterval".to_owned(), GFD_SLEEP_INTERVAL.to_owned()));
     values
+}
+
+/// Each worker's `nvidia.com/gpu.clique` value (`<cluster uuid>.<clique id>`)
+/// under a topology, from what each worker reports under it.
+pub fn cliques_of(expected: &[(String, Expected)]) -> Vec<(String, String)> {
+    expected
+        .iter()
+        .map(|(node, it)| (node.clone(), format!("{}.{}", it.uuid, it.clique)))
+        .collect()
+}
+
+/// The workers whose clique is the same under both topologies (a relabel
+/// there would prove nothing), as `node (clique)`.
+pub fn unmoved(demo: &[(String, String)], rebind: &[(String, String)]) -> Vec<String> {
+    demo.iter()
+        .filter(|(node, clique)| {
+            rebind
+                .iter()
+                .any(|(it, other)| it == node && other == clique)
+        })
+        .map(|(node, clique)| format!("{node} ({clique})"))
+        .collect()
+}
+
+/// The GPUs each allocation pod asks for on a tray of `count` GPUs: pods of
+/// 2 filling it (an odd count leaves one GPU free), one pod of 1 on a
+/// 1-GPU tray, none on a tray without GPUs.
+pub fn pod_gpus(count: u32) -> Vec<u32> {
+    match count {
+        0 => Vec::new(),
+        1 => vec![1],
+        _ => vec![2; (count / 2) as usize],
+    }
+}
+
+/// Checks the allocation pods' GPUs on a tray whose GPUs are `all`: each
+/// pod's are the tray's, no two pods share one, and together they cover the
+/// tray (but the one GPU an odd count leaves free).
+pub fn check_allocations(
+    pods: &[(String, BTreeSet<String>)],
+    all: &BTreeSet<String>,
+) -> Result<()> {
+    for (at, (name, gpus)) in pods.iter().enumerate() {
+        if !gpus.is_subset(all) {
+            bail!("pod {name} got {gpus:?}, not among the tray's GPUs {all:?}");
+        }
+        for (other, theirs) in &pods[at + 1..] {
+            let shared: Vec<&String> = gpus.intersection(theirs).collect();
+            if !shared.is_empty() {
+                bail!("pods {name} and {other} both got {shared:?}");
+            }
+        }
+    }
+    let union: BTreeSet<&String> = pods.iter().flat_map(|(_, gpus)| gpus).collect();
+    let free = all.len() - union.len();
+    let may_be_free = usize::from(all.len() > 1 && all.len() % 2 == 1);
+    if free != may_be_free {
+        bail!(
+            "the pods got {} of the tray's {} GPUs ({union:?} of {all:?}), want {}",
+            union.len(),
+            all.len(),
+            all.len() - may_be_free
+        );
+    }
+    Ok(())
 }
 
 /// The node annotation where NFD's master lists the labels it set.
@@ -396,6 +473,7 @@ mod tests {
         let values = chart_values(&image("dp"), &image("nfd"));
         assert!(values.contains(&("nvidiaDriverRoot".to_owned(), DRIVER_ROOT.to_owned())));
         assert!(values.contains(&("gfd.enabled".to_owned(), "true".to_owned())));
+        assert!(values.contains(&("sleepInterval".to_owned(), "10s".to_owned())));
         let pod = gpu_pod("p", "ns", "node-a", "img:1", 2);
         assert_eq!(
             pod["spec"]["containers"][0]["resources"]["limits"][GPU_RESOURCE],
@@ -405,5 +483,62 @@ mod tests {
             pod["spec"]["nodeSelector"]["kubernetes.io/hostname"],
             "node-a"
         );
+    }
+
+    #[test]
+    fn a_rebind_moves_each_tray_to_its_own_clique() {
+        let at = |clique: u32, uuid: &str| Expected {
+            clique,
+            uuid: uuid.to_owned(),
+        };
+        let demo = cliques_of(&[
+            ("w1".to_owned(), at(0, "u-ab")),
+            ("w2".to_owned(), at(1, "u-ab")),
+        ]);
+        assert_eq!(demo[1], ("w2".to_owned(), "u-ab.1".to_owned()));
+        let rebind = cliques_of(&[
+            ("w1".to_owned(), at(99, "u-ff")),
+            ("w2".to_owned(), at(1, "u-ab")),
+        ]);
+        assert_eq!(rebind[0], ("w1".to_owned(), "u-ff.99".to_owned()));
+        assert_eq!(unmoved(&demo, &rebind), ["w2 (u-ab.1)"]);
+        assert!(unmoved(&demo, &rebind[..1]).is_empty());
+    }
+
+    fn gpus(names: &[&str]) -> BTreeSet<String> {
+        names.iter().map(|it| (*it).to_owned()).collect()
+    }
+
+    #[test]
+    fn allocation_pods_take_two_gpus_each_and_one_on_a_single_gpu_tray() {
+        assert_eq!(pod_gpus(4), [2, 2]);
+        assert_eq!(pod_gpus(8), [2, 2, 2, 2]);
+        assert_eq!(pod_gpus(3), [2]);
+        assert_eq!(pod_gpus(2), [2]);
+        assert_eq!(pod_gpus(1), [1]);
+        assert!(pod_gpus(0).is_empty());
+    }
+
+    #[test]
+    fn allocations_must_be_disjoint_and_cover_the_tray() {
+        let pod = |name: &str, names: &[&str]| (name.to_owned(), gpus(names));
+        let four = gpus(&["a", "b", "c", "d"]);
+        let split = [pod("p0", &["a", "b"]), pod("p1", &["c", "d"])];
+        check_allocations(&split, &four).expect("a split of four");
+        let shared = [pod("p0", &["a", "b"]), pod("p1", &["b", "c"])];
+        let err = check_allocations(&shared, &four).expect_err("shared");
+        assert!(err.to_string().contains("p0 and p1"), "{err}");
+        let short = [pod("p0", &["a", "b"])];
+        assert!(check_allocations(&short, &four).is_err(), "two GPUs left");
+        let stranger = [pod("p0", &["a", "x"]), pod("p1", &["c", "d"])];
+        assert!(
+            check_allocations(&stranger, &four).is_err(),
+            "not the tray's"
+        );
+        let three = gpus(&["a", "b", "c"]);
+        check_allocations(&[pod("p0", &["b", "c"])], &three).expect("one of three free");
+        assert!(check_allocations(&[], &three).is_err(), "three free");
+        check_allocations(&[pod("p0", &["a"])], &gpus(&["a"])).expect("the single GPU");
+        assert!(check_allocations(&[], &gpus(&["a"])).is_err());
     }
 }

@@ -17,7 +17,7 @@ use crate::k8s::{ExecOutput, PodInfo};
 
 pub use scenario1::scenario1;
 pub use scenario2::{scenario2, stop_daemons};
-pub use scenario3::{scenario3, Rebind};
+pub use scenario3::{recycled, scenario3, upgrade_topology, write_values, Rebind};
 
 /// Which scenario to run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]

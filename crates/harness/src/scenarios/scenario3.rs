@@ -217,7 +217,7 @@ async fn worker_pods<W: Workload>(
 }
 
 /// Writes the two topologies' values files; returns (rebind, demo).
-fn write_values(rebind: &Rebind) -> Result<(PathBuf, PathBuf), String> {
+pub fn write_values(rebind: &Rebind) -> Result<(PathBuf, PathBuf), String> {
     let rebind_file = rebind.scratch.join("rebind-topology.yaml");
     let demo_file = rebind.scratch.join("demo-topology.yaml");
     std::fs::write(&rebind_file, &rebind.rebind_values)
@@ -244,7 +244,7 @@ async fn not_recycled<W: Workload>(
 
 /// The pods that changed between two `pod name -> uid` maps: gone, new, or
 /// the same name with another uid.
-fn recycled(before: &BTreeMap<String, String>, after: &BTreeMap<String, String>) -> String {
+pub fn recycled(before: &BTreeMap<String, String>, after: &BTreeMap<String, String>) -> String {
     let mut changes = Vec::new();
     for (name, uid) in before {
         match after.get(name) {
@@ -265,7 +265,7 @@ fn recycled(before: &BTreeMap<String, String>, after: &BTreeMap<String, String>)
 }
 
 /// `helm upgrade --reuse-values` with the topology values `file`.
-fn upgrade_topology<R: Runner>(runner: &R, rebind: &Rebind, file: &Path) -> Result<(), String> {
+pub fn upgrade_topology<R: Runner>(runner: &R, rebind: &Rebind, file: &Path) -> Result<(), String> {
     let args =
         crate::plan::helm_topology_args(&rebind.chart, &rebind.context, &file.to_string_lossy());
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
