@@ -200,8 +200,12 @@ pub fn skipped_xid(log: &str, xid: u64) -> bool {
 
 /// The device plugin chart's values beyond the images: the driver root, as
 /// a user with a driver installed under it sets it, nothing else.
-pub fn chart_values(device_plugin: &ImageRef, nfd: &ImageRef) -> Vec<(String, String)> {
-    let mut values = crate::gpu_stack::helm_values(device_plugin, nfd);
+pub fn chart_values(
+    device_plugin: &ImageRef,
+    nfd: &ImageRef,
+    pull: crate::gpu_stack::PullPolicy,
+) -> Vec<(String, String)> {
+    let mut values = crate::gpu_stack::helm_values(device_plugin, nfd, pull);
     values.push(("nvidiaDriverRoot".to_owned(), DRIVER_ROOT.to_owned()));
     values
 }
@@ -393,7 +397,11 @@ mod tests {
             repository: name.to_owned(),
             tag: "t".to_owned(),
         };
-        let values = chart_values(&image("dp"), &image("nfd"));
+        let values = chart_values(
+            &image("dp"),
+            &image("nfd"),
+            crate::gpu_stack::PullPolicy::Never,
+        );
         assert!(values.contains(&("nvidiaDriverRoot".to_owned(), DRIVER_ROOT.to_owned())));
         assert!(values.contains(&("gfd.enabled".to_owned(), "true".to_owned())));
         let pod = gpu_pod("p", "ns", "node-a", "img:1", 2);
