@@ -77,7 +77,7 @@ pub enum Command {
     /// Xid 79 taking a GPU out of allocatable within 30 s (Xid 43 ignored),
     /// then the release removed. Images from the cache or built with Go;
     /// with neither, SKIPPED with what to do.
-    Scenario5(ScenarioArgs),
+    Scenario5(Scenario5Args),
     /// Delete the cluster (and with --images, the images).
     Down(DownArgs),
     /// Check prerequisites and their versions, with what to do about each,
@@ -152,7 +152,11 @@ pub struct InjectArgs {
     /// kind cluster name.
     #[arg(long, default_value = crate::names::DEFAULT_CLUSTER)]
     pub cluster_name: String,
-    /// The node (its kind container name: `<cluster>-worker2` and so on).
+    /// Inject on this cluster instead of kind: through the API (an exec in
+    /// the node's stager pod), no docker.
+    #[arg(long, conflicts_with = "cluster_name")]
+    pub kube_context: Option<String>,
+    /// The node (on kind its container name: `<cluster>-worker2` and so on).
     #[arg(long)]
     pub node: String,
     /// The GPU's index on the node.
@@ -276,8 +280,8 @@ impl Command {
             Command::Scenario1(args)
             | Command::Scenario2(args)
             | Command::Scenario3(args)
-            | Command::Scenario4(args)
-            | Command::Scenario5(args) => &args.cluster,
+            | Command::Scenario4(args) => &args.cluster,
+            Command::Scenario5(args) => &args.scenario.cluster,
             _ => return String::new(),
         };
         cluster
@@ -315,14 +319,8 @@ pub struct DemoArgs {
     /// node-image` printed) instead of kind's default or --offline's.
     #[arg(long, conflicts_with = "offline")]
     pub node_image: Option<String>,
-    /// With --kube-context: push both images to this registry and have the
-    /// nodes pull them from it (`HOST[:PORT][/PREFIX]`; README.md "On your own
-    /// cluster"). Credentials, if any: CDSIM_REGISTRY_USER and CDSIM_REGISTRY_PASSWORD.
-    #[arg(long, requires = "kube_context", value_name = "HOST[:PORT][/PREFIX]", value_parser = registry_value)]
-    pub registry: Option<String>,
-    /// The registry serves plain HTTP, not HTTPS.
-    #[arg(long, requires = "registry")]
-    pub plain_http: bool,
+    #[command(flatten)]
+    pub push: RegistryArgs,
     /// The GPU profile every node gets (the chart's `gpu.profile`): one of the
     /// chart's `profiles/<name>.yaml` (a100, b200, gb200, gb300, h100, l40s,
     /// t4). The scenarios check NVLink fabric identities, so they fail on a
@@ -455,6 +453,41 @@ pub fn check_profile(name: &str, shipped: &[String]) -> Result<String, String> {
 /// A `--registry` value, checked at parse time.
 fn registry_value(arg: &str) -> Result<String, String> {
     crate::registry::Registry::parse(arg, false).map(|_| arg.to_owned())
+}
+
+/// Where a `--kube-context` run pushes its images (`up`, `demo`, `scenario5`).
+#[derive(Debug, Clone, Args)]
+pub struct RegistryArgs {
+    /// With --kube-context: push the images to this registry and have the
+    /// nodes pull them from it (`HOST[:PORT][/PREFIX]`; README.md "On your own
+    /// cluster"). Credentials, if any: CDSIM_REGISTRY_USER and CDSIM_REGISTRY_PASSWORD.
+    #[arg(long, requires = "kube_context", value_name = "HOST[:PORT][/PREFIX]", value_parser = registry_value)]
+    pub registry: Option<String>,
+    /// The registry serves plain HTTP, not HTTPS.
+    #[arg(long, requires = "registry")]
+    pub plain_http: bool,
+}
+
+impl RegistryArgs {
+    /// The registry, if `--registry` was given.
+    pub fn parsed(&self) -> anyhow::Result<Option<crate::registry::Registry>> {
+        self.registry
+            .as_deref()
+            .map(|value| crate::registry::Registry::parse(value, self.plain_http))
+            .transpose()
+            .map_err(anyhow::Error::msg)
+    }
+}
+
+/// Options for `scenario5`.
+#[derive(Debug, Clone, Args)]
+pub struct Scenario5Args {
+    #[command(flatten)]
+    pub scenario: ScenarioArgs,
+    // With --kube-context (a cluster that is not kind, which scenario 5's
+    // two images cannot be `kind load`ed into): the registry they go through.
+    #[command(flatten)]
+    pub push: RegistryArgs,
 }
 
 /// Options for the scenario commands.
@@ -664,6 +697,52 @@ mod tests {
         assert_eq!(args.cluster.kube_context.as_deref(), Some("prod"));
         assert_eq!(args.cluster.cluster_name, "nvml-mock-compute-domain");
         assert_eq!(args.report.as_deref(), Some(std::path::Path::new("r.json")));
+    }
+
+    #[test]
+    fn scenario5_takes_a_registry_with_a_context_and_inject_a_context() {
+        let Command::Scenario5(args) = parse(&[
+            "scenario5",
+            "--kube-context",
+            "prod",
+            "--registry",
+            "172.18.0.1:5000/ci",
+            "--plain-http",
+        ])
+        .command
+        else {
+            panic!("scenario5");
+        };
+        assert_eq!(args.scenario.cluster.kube_context.as_deref(), Some("prod"));
+        let registry = args.push.parsed().expect("valid").expect("given");
+        assert_eq!(registry.host, "172.18.0.1:5000");
+        assert!(registry.plain_http);
+        let Command::Scenario5(kind) = parse(&["scenario5", "--cluster-name", "c"]).command else {
+            panic!("scenario5");
+        };
+        assert!(kind.push.parsed().expect("valid").is_none());
+        for argv in [
+            &["scenario5", "--registry", "r:5000"][..],
+            &["scenario1", "--kube-context", "p", "--registry", "r:5000"],
+            &["scenario5", "--kube-context", "p", "--registry", "http://r"],
+        ] {
+            let mut full = vec!["cargo xtask"];
+            full.extend_from_slice(argv);
+            assert!(Xtask::try_parse_from(full).is_err(), "{argv:?} accepted");
+        }
+        let Command::Inject(inject) = parse(&[
+            "inject",
+            "--kube-context",
+            "prod",
+            "--node",
+            "w1",
+            "--clear",
+        ])
+        .command
+        else {
+            panic!("inject");
+        };
+        assert_eq!(inject.kube_context.as_deref(), Some("prod"));
     }
 
     #[test]

@@ -30,6 +30,7 @@ mod kind;
 mod status;
 mod target;
 
+pub use foreign::inject_api;
 use kind::{demo_inner, print_summary};
 pub(crate) use status::docker_only;
 pub use status::{down, heal_workload, status};
@@ -451,10 +452,13 @@ async fn run_scenario5<R: Runner>(
     tracker: &Tracker,
     report: &mut Report,
 ) -> anyhow::Result<()> {
-    let Some(cluster) = &target.kind else {
-        anyhow::bail!(
-            "scenario 5 loads the device plugin and NFD images with `kind load`: run it on the kind cluster (without --kube-context)"
-        );
+    let cluster = match (&target.kind, &target.registry) {
+        (Some(cluster), _) => crate::scenario5::reach::Reach::Kind(cluster),
+        (None, Some(registry)) => crate::scenario5::reach::Reach::Registry {
+            context: &target.context,
+            registry,
+        },
+        (None, None) => anyhow::bail!("{}", scenario5_needs_registry(&target.context)),
     };
     let started = Instant::now();
     let on = crate::scenario5::Scenario5On {
@@ -469,6 +473,10 @@ async fn run_scenario5<R: Runner>(
     };
     let results = match runner {
         Some(runner) => crate::scenario5::run(sh, runner, &on, &target.client).await,
+        None if target.kind.is_none() => {
+            let runner = foreign::helm_runner(sh)?;
+            crate::scenario5::run(sh, &runner, &on, &target.client).await
+        }
         None => {
             let runner = self::runner(sh)?;
             crate::scenario5::run(sh, &runner, &on, &target.client).await
@@ -483,6 +491,15 @@ async fn run_scenario5<R: Runner>(
     });
     report_rows(results, report);
     Ok(())
+}
+
+/// Why scenario 5 cannot run on `context` without `--registry`.
+fn scenario5_needs_registry(context: &str) -> String {
+    format!(
+        "`scenario5 --kube-context {context}` needs --registry HOST[:PORT][/PREFIX] (and --plain-http for a registry \
+         without TLS): a cluster that is not kind pulls the device plugin and NFD images from a registry its nodes \
+         can reach (README.md, \"On your own cluster\")"
+    )
 }
 
 /// Prints and reports a multi-row scenario's rows.
@@ -507,8 +524,12 @@ pub async fn scenario(
     sh: &Shell,
     which: Scenario,
     args: &ScenarioArgs,
+    registry: Option<crate::registry::Registry>,
     tracker: &Tracker,
 ) -> anyhow::Result<()> {
+    if let (Scenario::Five, Some(context), None) = (which, &args.cluster.kube_context, &registry) {
+        anyhow::bail!("{}", scenario5_needs_registry(context));
+    }
     let lock_name = match &args.cluster.kube_context {
         Some(context) => context_lock_name(context),
         None => KindCluster::new(&args.cluster.cluster_name, 0)?
@@ -538,7 +559,8 @@ pub async fn scenario(
             return Err(err);
         }
     }
-    let target = target(sh, &args.cluster).await?;
+    let mut target = target(sh, &args.cluster).await?;
+    target.registry = registry;
     report.cluster = target.label();
     let res = run_scenario::<ShellRunner<'_>>(sh, &target, which, None, tracker, &mut report).await;
     finish_report(&mut report, started, args.report.as_deref())?;

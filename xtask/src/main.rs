@@ -24,7 +24,6 @@ mod node_facts;
 mod node_image;
 mod nvml_functions;
 mod prebuild;
-mod registry;
 #[cfg(test)]
 mod tidy;
 mod tools;
@@ -33,8 +32,8 @@ mod upstream_mock;
 pub use xtask_support::{dirs, project_root};
 
 use harness::{
-    cluster, fabric, inject, k8s, kind_config, names, plan, report, runner, scenario4, scenario5,
-    scenarios, workers,
+    cluster, fabric, inject, k8s, kind_config, names, plan, registry, report, runner, scenario4,
+    scenario5, scenarios, workers,
 };
 
 use std::process::ExitCode;
@@ -85,27 +84,39 @@ fn run(flags: flags::Xtask) -> anyhow::Result<()> {
             tracker: &tracker,
         })),
         Command::Scenario1(args) => {
-            runtime.block_on(flow::scenario(&sh, Scenario::One, &args, &tracker))
+            runtime.block_on(flow::scenario(&sh, Scenario::One, &args, None, &tracker))
         }
         Command::Scenario2(args) => {
-            runtime.block_on(flow::scenario(&sh, Scenario::Two, &args, &tracker))
+            runtime.block_on(flow::scenario(&sh, Scenario::Two, &args, None, &tracker))
         }
         Command::Scenario3(args) => {
-            runtime.block_on(flow::scenario(&sh, Scenario::Three, &args, &tracker))
+            runtime.block_on(flow::scenario(&sh, Scenario::Three, &args, None, &tracker))
         }
         Command::Scenario4(args) => {
-            runtime.block_on(flow::scenario(&sh, Scenario::Four, &args, &tracker))
+            runtime.block_on(flow::scenario(&sh, Scenario::Four, &args, None, &tracker))
         }
         Command::Scenario5(args) => {
-            runtime.block_on(flow::scenario(&sh, Scenario::Five, &args, &tracker))
+            let registry = args.push.parsed()?;
+            runtime.block_on(flow::scenario(
+                &sh,
+                Scenario::Five,
+                &args.scenario,
+                registry,
+                &tracker,
+            ))
         }
         Command::Down(args) => flow::down(&sh, &args),
         Command::Doctor(args) => doctor::run(&sh, &args),
         Command::Status(args) => runtime.block_on(flow::status(&sh, &args)),
         Command::Inject(args) => {
-            let cluster = cluster::discover(&flow::docker_only(&sh), &args.cluster_name)?;
-            inject::check_node(&cluster, &args.node)?;
-            let done = inject::run(&flow::docker_only(&sh), &cluster, &args.node, args.action())?;
+            let done = match &args.kube_context {
+                Some(context) => runtime.block_on(flow::inject_api(context, &args))?,
+                None => {
+                    let cluster = cluster::discover(&flow::docker_only(&sh), &args.cluster_name)?;
+                    inject::check_node(&cluster, &args.node)?;
+                    inject::run(&flow::docker_only(&sh), &cluster, &args.node, args.action())?
+                }
+            };
             println!("{}: {done}", args.node);
             Ok(())
         }

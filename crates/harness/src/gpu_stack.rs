@@ -90,23 +90,50 @@ pub struct GpuStack {
 }
 
 impl GpuStack {
-    /// The `helm --set` values that point the chart at these images, with
-    /// GFD (and so NFD) enabled.
+    /// The `helm --set` values that point the chart at these images as
+    /// `kind load` puts them on the nodes, with GFD (and so NFD) enabled.
     pub fn helm_values(&self) -> Vec<(String, String)> {
-        helm_values(&self.device_plugin.image, &self.nfd.image)
+        helm_values(
+            &self.device_plugin.image,
+            &self.nfd.image,
+            PullPolicy::Never,
+        )
+    }
+}
+
+/// How the nodes get the images, as the chart's `pullPolicy` says it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PullPolicy {
+    /// `kind load` put them on every node: never pull.
+    Never,
+    /// The nodes pull them from a registry (`--registry`) the first time.
+    IfNotPresent,
+}
+
+impl PullPolicy {
+    /// The Kubernetes spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PullPolicy::Never => "Never",
+            PullPolicy::IfNotPresent => "IfNotPresent",
+        }
     }
 }
 
 /// The `helm --set` pairs for the device plugin chart and its NFD dependency.
-pub fn helm_values(device_plugin: &ImageRef, nfd: &ImageRef) -> Vec<(String, String)> {
+pub fn helm_values(
+    device_plugin: &ImageRef,
+    nfd: &ImageRef,
+    pull: PullPolicy,
+) -> Vec<(String, String)> {
     [
         ("image.repository", device_plugin.repository.as_str()),
         ("image.tag", device_plugin.tag.as_str()),
-        ("image.pullPolicy", "Never"),
+        ("image.pullPolicy", pull.as_str()),
         ("gfd.enabled", "true"),
         ("nfd.image.repository", nfd.repository.as_str()),
         ("nfd.image.tag", nfd.tag.as_str()),
-        ("nfd.image.pullPolicy", "Never"),
+        ("nfd.image.pullPolicy", pull.as_str()),
     ]
     .into_iter()
     .map(|(key, value)| (key.to_owned(), value.to_owned()))
@@ -262,6 +289,7 @@ mod tests {
         let values = helm_values(
             &image(DEVICE_PLUGIN_IMAGE, "0123456789ab"),
             &image(NFD_IMAGE, "ba9876543210"),
+            PullPolicy::Never,
         );
         let get = |key: &str| {
             values
@@ -274,5 +302,31 @@ mod tests {
         assert_eq!(get("gfd.enabled"), Some("true"));
         assert_eq!(get("nfd.image.repository"), Some(NFD_IMAGE));
         assert_eq!(get("nfd.image.tag"), Some("ba9876543210"));
+        assert_eq!(get("image.pullPolicy"), Some("Never"));
+        assert_eq!(get("nfd.image.pullPolicy"), Some("Never"));
+    }
+
+    #[test]
+    fn images_from_a_registry_are_pulled_if_not_present() {
+        let registry = "172.18.0.1:5000/ci/";
+        let values = helm_values(
+            &image(&format!("{registry}{DEVICE_PLUGIN_IMAGE}"), "0123456789ab"),
+            &image(&format!("{registry}{NFD_IMAGE}"), "ba9876543210"),
+            PullPolicy::IfNotPresent,
+        );
+        for (key, want) in [
+            ("image.pullPolicy", "IfNotPresent".to_owned()),
+            ("nfd.image.pullPolicy", "IfNotPresent".to_owned()),
+            (
+                "image.repository",
+                format!("{registry}{DEVICE_PLUGIN_IMAGE}"),
+            ),
+            ("nfd.image.repository", format!("{registry}{NFD_IMAGE}")),
+        ] {
+            assert!(
+                values.contains(&(key.to_owned(), want.clone())),
+                "{key}={want} in {values:?}"
+            );
+        }
     }
 }

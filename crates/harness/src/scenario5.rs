@@ -24,9 +24,12 @@
 //! tray's ResourceSlice; SKIPPED on a cluster without `DRADeviceTaints`).
 //!
 //! The images come from [`crate::gpu_stack`]: from the cache, or built with
-//! Go; with neither the scenario is SKIPPED with what to do. Here the flow;
-//! [`expect`] the pure expectations, [`api`] the cluster I/O.
+//! Go; with neither the scenario is SKIPPED with what to do. They reach the
+//! nodes by `kind load`, or on any other cluster through a registry
+//! ([`reach`], which also injects the Xids). Here the flow; [`expect`] the
+//! pure expectations, [`api`] the cluster I/O.
 
+use std::future::Future;
 use std::time::Duration;
 
 use anyhow::{bail, Context as _, Result};
@@ -36,7 +39,6 @@ use tokio::time::Instant;
 use xshell::Shell;
 
 use crate::inject::XidAction;
-use crate::names::KindCluster;
 use crate::report::{round, Outcome, ScenarioResult, WorkerDetail};
 use crate::runner::Runner;
 
@@ -45,6 +47,7 @@ pub mod api;
 pub mod dra;
 pub mod dra_flow;
 pub mod expect;
+pub mod reach;
 mod relabel;
 
 use allocation::allocation_row;
@@ -82,8 +85,8 @@ const IGNORED_XID: u64 = 43;
 
 /// What scenario 5 runs on.
 pub struct Scenario5On<'a> {
-    /// The kind cluster.
-    pub cluster: &'a KindCluster,
+    /// The cluster: how the images reach its nodes, how an Xid is injected.
+    pub cluster: reach::Reach<'a>,
     /// Each worker and its `<cluster uuid>.<clique id>` in the staged topology.
     pub cliques: Vec<(String, String)>,
     /// Scenario 3's rebind and the demo topology, which `scenario5-relabel` swaps.
@@ -126,17 +129,15 @@ pub async fn run<R: Runner>(
     };
     eprintln!("    {how}");
     let stack = crate::gpu_stack::ensure(sh)?;
-    for archive in [&stack.device_plugin, &stack.nfd] {
-        let image = archive.image.to_string();
-        let loaded = crate::cluster::load_image(runner, on.cluster, &archive.path, &image)?;
-        eprintln!("    {image}: loaded into {} node(s)", loaded.len());
-    }
+    let images = on.cluster.deliver(runner, &stack).await?;
     let context = on.cluster.context();
     let profile = mock_profile(runner, &context)?;
-    let values = expect::chart_values(&stack.device_plugin.image, &stack.nfd.image);
+    let values = expect::chart_values(&images.device_plugin, &images.nfd, images.pull);
     let install = async {
         api::install(runner, client, &context, &stack, &values).await?;
-        allocatable_row(client, on, &profile).await
+        let (mut details, timings) = allocatable_row(client, on, &profile).await?;
+        details.extend(on.cluster.pulls(client, DP_NS, &images).await?);
+        Ok((details, timings))
     }
     .await;
     let mut rows = vec![finish(ROWS[0], started, install)];
@@ -371,11 +372,11 @@ async fn health_row<R: Runner>(
     let count = u32::try_from(profile.devices().len())?;
     let gpu = u32::from(count > 1);
     let uuid = profile.device(gpu as usize).context("no such GPU")?.uuid;
-    let inject = |action| crate::inject::run(runner, on.cluster, &node, action);
+    let inject = |action| on.cluster.inject(runner, client, &node, action);
     // Whatever an earlier run left, and whatever happens here, no fault stays.
-    inject(XidAction::Clear)?;
-    let checked = health_checks(inject, client, on, (&node, gpu, &uuid), count).await;
-    let cleared = inject(XidAction::Clear);
+    inject(XidAction::Clear).await?;
+    let checked = health_checks(&inject, client, on, (&node, gpu, &uuid), count).await;
+    let cleared = inject(XidAction::Clear).await;
     let (detail, timings) = checked?;
     cleared?;
     let worker = WorkerDetail {
@@ -388,8 +389,8 @@ async fn health_row<R: Runner>(
 }
 
 /// The health steps on GPU `gpu` (`uuid`) of `node`; the detail line and timings.
-async fn health_checks(
-    inject: impl Fn(XidAction) -> Result<String>,
+async fn health_checks<F: Future<Output = Result<String>>>(
+    inject: &impl Fn(XidAction) -> F,
     client: &Client,
     on: &Scenario5On<'_>,
     (node, gpu, uuid): (&str, u32, &str),
@@ -399,7 +400,8 @@ async fn health_checks(
     inject(XidAction::Inject {
         gpu,
         xid: FATAL_XID,
-    })?;
+    })
+    .await?;
     let injected = Instant::now();
     let target = node.to_owned();
     let dropped = wait_allocatable(client, on, "Xid 79 in allocatable", XID_LIMIT, |it| {
@@ -413,7 +415,7 @@ async fn health_checks(
     let drop_secs = round(injected.elapsed());
     timings.push(("xid79_to_allocatable_drop".to_owned(), drop_secs));
     let log = api::plugin_log(client, node).await?;
-    inject(XidAction::Clear)?;
+    inject(XidAction::Clear).await?;
     dropped.with_context(|| format!("on {node}, GPU {gpu} ({uuid})"))?;
     if !expect::marks_unhealthy(&log, uuid, FATAL_XID) {
         bail!(
@@ -436,7 +438,7 @@ async fn health_checks(
         round(restarted.elapsed()),
     ));
 
-    ignored_xid(&inject, client, on, node, count).await?;
+    ignored_xid(inject, client, on, node, count).await?;
     let detail = format!(
         "Xid 79 on GPU {gpu} ({uuid}): allocatable {count} -> {} in {drop_secs:.1} s (limit {} s), \
          the plugin's log names it; restored to {count} after clear and restart; Xid 43 ignored",
@@ -447,8 +449,8 @@ async fn health_checks(
 }
 
 /// Xid 43: the plugin logs it skipped and allocatable stays, on every tray.
-async fn ignored_xid(
-    inject: &impl Fn(XidAction) -> Result<String>,
+async fn ignored_xid<F: Future<Output = Result<String>>>(
+    inject: &impl Fn(XidAction) -> F,
     client: &Client,
     on: &Scenario5On<'_>,
     node: &str,
@@ -457,7 +459,8 @@ async fn ignored_xid(
     inject(XidAction::Inject {
         gpu: 0,
         xid: IGNORED_XID,
-    })?;
+    })
+    .await?;
     let skipped = crate::scenario4::api::wait_for(
         "the device plugin skipping Xid 43",
         Duration::from_secs(30),
@@ -475,7 +478,7 @@ async fn ignored_xid(
     // Give kubelet the time an unhealthy report would take to show.
     tokio::time::sleep(Duration::from_secs(10)).await;
     let seen = allocatable(client, &workers(on)).await;
-    inject(XidAction::Clear)?;
+    inject(XidAction::Clear).await?;
     skipped?;
     let off: Vec<String> = seen?
         .into_iter()

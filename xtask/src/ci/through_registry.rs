@@ -8,6 +8,9 @@
 //! - `up --kube-context … --registry …` pushes, probes, installs, and the
 //!   nodes pull both images from the registry (the pull events say so);
 //! - `scenario1` and `scenario3 --kube-context …` pass;
+//! - `scenario5 --kube-context … --registry …` pushes the device plugin's and
+//!   NFD's images there too, every row passes (the Xids injected through the
+//!   API), and the install row lists the nodes' pulls of both images;
 //! - a registry the nodes cannot reach (`127.0.0.1`, the node itself) and a
 //!   node whose NRI socket is gone each fail within 60 s, naming the node;
 //! - and `up --offline` puts the kind images back for the later steps.
@@ -201,6 +204,7 @@ pub fn run(sh: &Shell) -> Result<()> {
             "`cargo xtask {scenario} --kube-context {context}` failed"
         );
     }
+    scenario5_via(sh, &context, &host)?;
     unreachable(sh, &context, port, &cluster)?;
     without_nri(sh, &context, &host, &cluster)?;
     // The registry stops with this step: point the release and the workload
@@ -252,6 +256,80 @@ fn reachable(sh: &Shell, context: &str, host: &str) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// Scenario 5 through the registry: every row passes, and the install row
+/// shows both images pulled from it.
+fn scenario5_via(sh: &Shell, context: &str, host: &str) -> Result<()> {
+    let report = "target/ci/registry-scenario5-report.json";
+    let registry = format!("{host}/{PREFIX}");
+    let (ok, _, seconds) = xtask(
+        sh,
+        &[
+            "scenario5",
+            "--kube-context",
+            context,
+            "--registry",
+            &registry,
+            "--plain-http",
+            "--report",
+            report,
+        ],
+    )?;
+    super::print_report(sh, report);
+    anyhow::ensure!(
+        ok,
+        "`cargo xtask scenario5 --kube-context {context} --registry {registry}` failed"
+    );
+    let doc = super::read_report(sh, report)?;
+    let missing = scenario5_unpulled(&doc, &registry);
+    anyhow::ensure!(
+        missing.is_empty(),
+        "{report}: scenario5's rows do not all pass, or its install row shows no pull from {registry}: {}",
+        missing.join("; ")
+    );
+    eprintln!(
+        "    scenario 5 through the registry: every row passed (the DRA rows skipped, saying why) in {seconds:.1} s"
+    );
+    Ok(())
+}
+
+/// What a scenario 5 report lacks: a row of [`crate::scenario5::ROWS`] not
+/// passed (the DRA rows not skipped: the DRA driver's image is not pushed
+/// through a registry yet, and they say so), or an image of the GPU stack no
+/// node pulled from `registry`.
+fn scenario5_unpulled(doc: &serde_json::Value, registry: &str) -> Vec<String> {
+    let rows = doc["scenarios"].as_array().cloned().unwrap_or_default();
+    let row = |name: &str| rows.iter().find(|it| it["name"] == name);
+    let want = |name: &str| {
+        if harness::scenario5::dra_flow::DRA_ROWS.contains(&name) {
+            "skipped"
+        } else {
+            "passed"
+        }
+    };
+    let mut missing: Vec<String> = crate::scenario5::ROWS
+        .iter()
+        .filter(|name| row(name).and_then(|it| it["outcome"].as_str()) != Some(want(name)))
+        .map(|name| format!("{name} not {}", want(name)))
+        .collect();
+    let details: Vec<&str> = row(crate::scenario5::ROWS[0])
+        .and_then(|it| it["workers"].as_array())
+        .into_iter()
+        .flatten()
+        .filter_map(|it| it["detail"].as_str())
+        .collect();
+    for image in [
+        harness::gpu_stack::DEVICE_PLUGIN_IMAGE,
+        harness::gpu_stack::NFD_IMAGE,
+    ] {
+        let pulled =
+            format!("pulled from the registry: Successfully pulled image \"{registry}/{image}:");
+        if !details.iter().any(|it| it.starts_with(&pulled)) {
+            missing.push(format!("no `{pulled}`"));
+        }
+    }
+    missing
 }
 
 /// A registry the host reaches but the nodes do not (127.0.0.1 is each node
@@ -318,5 +396,45 @@ mod tests {
         assert_eq!(toml["server"].as_str(), Some("http://172.18.0.1:5000"));
         let host = &toml["host"]["http://172.18.0.1:5000"];
         assert_eq!(host["capabilities"].as_array().map(Vec::len), Some(2));
+    }
+
+    #[test]
+    fn scenario5_through_the_registry_needs_every_row_passed_and_both_pulls() {
+        let registry = "172.18.0.1:5000/cdsim-ci";
+        let pulled = |image: &str| {
+            serde_json::json!({"node": "w1", "pod": "p", "passed": true,
+                "detail": format!("pulled from the registry: Successfully pulled image \"{registry}/{image}:abc\" in 1s")})
+        };
+        let mut rows: Vec<serde_json::Value> = crate::scenario5::ROWS
+            .iter()
+            .map(|name| {
+                let outcome = if harness::scenario5::dra_flow::DRA_ROWS.contains(name) {
+                    "skipped"
+                } else {
+                    "passed"
+                };
+                serde_json::json!({"name": name, "outcome": outcome, "workers": []})
+            })
+            .collect();
+        rows[0]["workers"] = serde_json::json!([
+            pulled(harness::gpu_stack::DEVICE_PLUGIN_IMAGE),
+            pulled(harness::gpu_stack::NFD_IMAGE)
+        ]);
+        let doc = serde_json::json!({ "scenarios": rows });
+        assert!(scenario5_unpulled(&doc, registry).is_empty());
+        let mut failed = doc.clone();
+        failed["scenarios"][3]["outcome"] = "failed".into();
+        failed["scenarios"][0]["workers"] =
+            serde_json::json!([pulled(harness::gpu_stack::NFD_IMAGE)]);
+        let missing = scenario5_unpulled(&failed, registry);
+        assert_eq!(missing.len(), 2, "{missing:?}");
+        assert!(
+            missing[0].starts_with(crate::scenario5::ROWS[3]),
+            "{missing:?}"
+        );
+        assert!(
+            missing[1].contains(harness::gpu_stack::DEVICE_PLUGIN_IMAGE),
+            "{missing:?}"
+        );
     }
 }

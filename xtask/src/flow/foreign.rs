@@ -7,8 +7,6 @@
 use std::collections::BTreeMap;
 
 use anyhow::Context as _;
-use k8s_openapi::api::core::v1::Event;
-use kube::api::{Api, ListParams};
 use kube::Client;
 use tokio::time::Instant;
 
@@ -19,7 +17,7 @@ use super::{
 use crate::k8s;
 use crate::names::{MOCK_NS, WORKLOAD_NS};
 use crate::plan::{self, ImageRef};
-use crate::registry::{Layout, Registry};
+use crate::registry::Registry;
 use crate::report::Report;
 use crate::runner::ShellRunner;
 use crate::scenarios::Scenario;
@@ -42,13 +40,13 @@ pub async fn demo(run: Run<'_>) -> anyhow::Result<()> {
             "{flag} applies to the kind cluster xtask creates; with --kube-context the cluster is yours: drop {flag}"
         );
     }
-    let Some(value) = args.registry.as_deref() else {
+    let Some(value) = args.push.registry.as_deref() else {
         anyhow::bail!(
             "`up --kube-context {context}` needs --registry HOST[:PORT][/PREFIX]: a cluster that is not kind pulls \
              the mock and workload images from a registry its nodes can reach (README.md, \"On your own cluster\")"
         );
     };
-    let registry = Registry::parse(value, args.plain_http).map_err(anyhow::Error::msg)?;
+    let registry = Registry::parse(value, args.push.plain_http).map_err(anyhow::Error::msg)?;
     let _lock = take_lock(&context_lock_name(context))?;
     let started = Instant::now();
     let mut report = Report {
@@ -77,12 +75,7 @@ async fn inner(
     report: &mut Report,
 ) -> anyhow::Result<()> {
     let (sh, args, tracker) = (run.sh, run.args, run.tracker);
-    let runner = step(report, tracker, "tools", async {
-        let helm = crate::tools::ensure_tool(sh, crate::tools::Tool::Helm)?;
-        // kind is never run on this path.
-        Ok(ShellRunner::new(sh, "kind".into(), helm))
-    })
-    .await?;
+    let runner = step(report, tracker, "tools", async { helm_runner(sh) }).await?;
     let client = k8s::client(context).await?;
     let Chosen {
         chart_selector,
@@ -125,13 +118,16 @@ async fn inner(
         roll_workload(&client, &workload.to_string(), &workers).await
     })
     .await?;
-    let pulls = pull_events(&client, registry).await?;
-    report.notes.push(pulls_note(registry, &pulls));
+    let pulls = crate::registry::pull_events(&client, registry, &[MOCK_NS, WORKLOAD_NS]).await?;
+    report
+        .notes
+        .push(crate::registry::pulls_note(registry, &pulls));
     if run.mode == Mode::Up {
         return Ok(());
     }
     let target = Target {
         kind: None,
+        registry: Some(registry.clone()),
         context: context.to_owned(),
         rebind: topology::rebind(&workers),
         workers,
@@ -145,26 +141,36 @@ async fn inner(
     Ok(())
 }
 
+/// The runner of a cluster xtask did not create: helm, and no kind.
+pub(super) fn helm_runner(sh: &xshell::Shell) -> anyhow::Result<ShellRunner<'_>> {
+    let helm = crate::tools::ensure_tool(sh, crate::tools::Tool::Helm)?;
+    // kind is never run on this path.
+    Ok(ShellRunner::new(sh, "kind".into(), helm))
+}
+
+/// `inject --kube-context CTX`: the node checked against the context's
+/// nodes, the injection through the API; the stager's report.
+pub async fn inject_api(context: &str, args: &crate::flags::InjectArgs) -> anyhow::Result<String> {
+    let client = k8s::client(context).await?;
+    let nodes: Vec<String> = k8s::list_nodes(&client)
+        .await?
+        .iter()
+        .map(kube::ResourceExt::name_any)
+        .collect();
+    crate::inject::check_listed(&nodes, context, &args.node)?;
+    crate::inject::run_api(&client, &args.node, args.action()).await
+}
+
 /// Pushes both images; returns them as the nodes pull them.
 async fn push_images(
     registry: &Registry,
     built: &super::ImagePair,
 ) -> anyhow::Result<(ImageRef, ImageRef)> {
-    let (mock, workload) = (
-        registry.image(&built.mock.1),
-        registry.image(&built.workload.1),
-    );
-    for ((archive, _), image) in [(&built.mock, &mock), (&built.workload, &workload)] {
-        let layout = Layout::read(archive)?;
-        let pushed = crate::registry::push(registry, &layout, image).await?;
-        eprintln!(
-            "    {image}: {} blob(s) sent ({:.1} MB), {} already there",
-            pushed.sent,
-            pushed.bytes as f64 / 1e6,
-            pushed.present
-        );
-    }
-    Ok((mock, workload))
+    let (mock, workload) = (&built.mock, &built.workload);
+    Ok((
+        crate::registry::push_archive(registry, &mock.0, &mock.1).await?,
+        crate::registry::push_archive(registry, &workload.0, &workload.1).await?,
+    ))
 }
 
 /// Where the stack goes on a foreign cluster.
@@ -265,58 +271,6 @@ fn node_selector_values(selector: &BTreeMap<String, String>) -> anyhow::Result<S
     })?)
 }
 
-/// The kubelets' `Pulled` events (and `Failed` pulls) for images of
-/// `registry`, in the chart's and the workload's namespaces: proof that the
-/// nodes pulled from the registry.
-async fn pull_events(client: &Client, registry: &Registry) -> anyhow::Result<Vec<String>> {
-    let mut lines = Vec::new();
-    for ns in [MOCK_NS, WORKLOAD_NS] {
-        let api: Api<Event> = Api::namespaced(client.clone(), ns);
-        let events = api
-            .list(&ListParams::default())
-            .await
-            .with_context(|| format!("listing events in {ns}"))?;
-        lines.extend(pull_lines(&events.items, &registry.host));
-    }
-    eprintln!("    pull events from {registry}:");
-    for line in &lines {
-        eprintln!("      {line}");
-    }
-    Ok(lines)
-}
-
-/// The report's note of the pulls: proof the nodes pulled from the registry.
-fn pulls_note(registry: &Registry, pulls: &[String]) -> String {
-    let pulls = if pulls.is_empty() {
-        "none".to_owned()
-    } else {
-        pulls.join(" | ")
-    };
-    format!("pull events from {registry}: {pulls}")
-}
-
-/// `node pod: message` for every pull event naming `host`, oldest first.
-fn pull_lines(events: &[Event], host: &str) -> Vec<String> {
-    let mut pulls: Vec<&Event> = events
-        .iter()
-        .filter(|it| matches!(it.reason.as_deref(), Some("Pulled" | "Failed")))
-        .filter(|it| it.message.as_deref().unwrap_or_default().contains(host))
-        .collect();
-    pulls.sort_by_key(|it| it.last_timestamp.clone().map(|time| time.0));
-    pulls
-        .iter()
-        .map(|it| {
-            let node = it
-                .source
-                .as_ref()
-                .and_then(|s| s.host.clone())
-                .unwrap_or_default();
-            let pod = it.involved_object.name.clone().unwrap_or_default();
-            format!("{node} {pod}: {}", it.message.clone().unwrap_or_default())
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -330,41 +284,5 @@ mod tests {
         assert_eq!(parsed["nodeSelector"]["zone"], "a");
         assert!(chart_selector(None).expect("none").is_empty());
         assert!(chart_selector(Some("pool")).is_err());
-    }
-
-    #[test]
-    fn only_pulls_from_the_registry_are_listed() {
-        let event = |reason: &str, message: &str, pod: &str| -> Event {
-            serde_json::from_value(serde_json::json!({
-                "metadata": { "name": format!("{pod}.1") },
-                "involvedObject": { "kind": "Pod", "name": pod },
-                "reason": reason,
-                "message": message,
-                "source": { "host": "w1" },
-            }))
-            .expect("event")
-        };
-        let events = [
-            event(
-                "Pulled",
-                "Successfully pulled image \"172.18.0.1:5000/nvml-mock:abc\" in 1.2s",
-                "stager-x",
-            ),
-            event(
-                "Pulled",
-                "Container image \"nvml-mock:abc\" already present on machine",
-                "old",
-            ),
-            event(
-                "Scheduled",
-                "172.18.0.1:5000 mentioned but not a pull",
-                "other",
-            ),
-        ];
-        let lines = pull_lines(&events, "172.18.0.1:5000");
-        assert_eq!(
-            lines,
-            ["w1 stager-x: Successfully pulled image \"172.18.0.1:5000/nvml-mock:abc\" in 1.2s"]
-        );
     }
 }

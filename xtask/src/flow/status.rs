@@ -75,6 +75,7 @@ pub async fn status(sh: &Shell, args: &ClusterArgs) -> anyhow::Result<()> {
     };
     let target = Target {
         kind: None,
+        registry: None,
         context,
         topology: topology::demo(&workers),
         rebind: topology::rebind(&workers),

@@ -19,6 +19,9 @@ pub(super) struct Target {
     pub(super) kind: Option<KindCluster>,
     /// The kube context.
     pub(super) context: String,
+    /// With `--kube-context`: the registry the nodes pull images from
+    /// (`--registry`; scenario 5 pushes its images there).
+    pub(super) registry: Option<crate::registry::Registry>,
     /// The workers, in topology order.
     pub(super) workers: Vec<String>,
     /// The topology staged on them (the demo topology unless `--topology`).
@@ -36,6 +39,7 @@ impl Target {
         let workers = cluster.workers();
         Target {
             kind: Some(cluster.clone()),
+            registry: None,
             context: cluster.context(),
             topology: layout.demo(&workers),
             rebind: layout.rebind(&workers),
@@ -94,6 +98,7 @@ pub(super) async fn target(sh: &Shell, args: &ClusterArgs) -> anyhow::Result<Tar
             let topology = chosen_topology(args.topology.as_deref(), &selection.workers)?;
             Ok(Target {
                 kind: None,
+                registry: None,
                 context: context.clone(),
                 rebind: topology::rebind(&selection.workers),
                 workers: selection.workers,

@@ -211,8 +211,12 @@ pub const GFD_SLEEP_INTERVAL: &str = "10s";
 /// The chart passes the top-level `sleepInterval` (a string or an int) to
 /// GFD as `GFD_SLEEP_INTERVAL`; its values file lists `gfd.sleepInterval`,
 /// which no template of v0.19.3 reads.
-pub fn chart_values(device_plugin: &ImageRef, nfd: &ImageRef) -> Vec<(String, String)> {
-    let mut values = crate::gpu_stack::helm_values(device_plugin, nfd);
+pub fn chart_values(
+    device_plugin: &ImageRef,
+    nfd: &ImageRef,
+    pull: crate::gpu_stack::PullPolicy,
+) -> Vec<(String, String)> {
+    let mut values = crate::gpu_stack::helm_values(device_plugin, nfd, pull);
     values.push(("nvidiaDriverRoot".to_owned(), DRIVER_ROOT.to_owned()));
     values.push(("sleepInterval".to_owned(), GFD_SLEEP_INTERVAL.to_owned()));
     values
@@ -470,7 +474,11 @@ mod tests {
             repository: name.to_owned(),
             tag: "t".to_owned(),
         };
-        let values = chart_values(&image("dp"), &image("nfd"));
+        let values = chart_values(
+            &image("dp"),
+            &image("nfd"),
+            crate::gpu_stack::PullPolicy::Never,
+        );
         assert!(values.contains(&("nvidiaDriverRoot".to_owned(), DRIVER_ROOT.to_owned())));
         assert!(values.contains(&("gfd.enabled".to_owned(), "true".to_owned())));
         assert!(values.contains(&("sleepInterval".to_owned(), "10s".to_owned())));

@@ -1,6 +1,9 @@
 //! Images into any cluster: the `--registry HOST[:PORT][/PREFIX]` value, the
 //! OCI layout inside an image archive, and its push through the OCI
-//! distribution API (`oci-client`), with no Docker daemon.
+//! distribution API (`oci-client`), with no Docker daemon; [`pulls`] the
+//! kubelets' pull events that show the nodes took them from there. Used by
+//! `up --kube-context` (the mock's images) and scenario 5 (the device
+//! plugin's and NFD's).
 //!
 //! The archives `cargo xtask images` writes are OCI layouts as well as
 //! `docker save` archives (`crates/image-builder/src/oci.rs`), so the push
@@ -20,6 +23,10 @@ use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
 use crate::plan::ImageRef;
+
+pub mod pulls;
+
+pub use pulls::{pull_events, pulls_note, Pull};
 
 /// `CDSIM_REGISTRY_USER` and `CDSIM_REGISTRY_PASSWORD`: HTTP basic
 /// credentials for the push (anonymous when unset).
@@ -309,6 +316,25 @@ pub async fn push(
         .await
         .map_err(unreachable)?;
     Ok(pushed)
+}
+
+/// Pushes the image archive at `archive` (built as `built`) and prints what
+/// was sent; returns the image as the nodes pull it ([`Registry::image`]).
+pub async fn push_archive(
+    registry: &Registry,
+    archive: &Path,
+    built: &ImageRef,
+) -> anyhow::Result<ImageRef> {
+    let image = registry.image(built);
+    let layout = Layout::read(archive)?;
+    let pushed = push(registry, &layout, &image).await?;
+    eprintln!(
+        "    {image}: {} blob(s) sent ({:.1} MB), {} already there",
+        pushed.sent,
+        pushed.bytes as f64 / 1e6,
+        pushed.present
+    );
+    Ok(image)
 }
 
 #[cfg(test)]
