@@ -378,6 +378,15 @@ mod tests {
     }
 
     #[test]
+    fn the_filter_is_reinstalled_when_the_engine_names_a_wrapper_that_is_gone() {
+        let missing = vec!["CAP_SYS_RESOURCE".to_owned()];
+        assert!(!host::capfilter_needed(&missing, Some("cdsim-runc"), true));
+        assert!(host::capfilter_needed(&missing, Some("cdsim-runc"), false));
+        assert!(host::capfilter_needed(&missing, Some("runc"), true));
+        assert!(!host::capfilter_needed(&[], Some("runc"), false));
+    }
+
+    #[test]
     fn the_capfilter_script_names_the_dropped_caps_and_runc() {
         let script = capfilter_script(&["CAP_SYS_RESOURCE".to_owned()], "/usr/sbin/runc");
         assert!(

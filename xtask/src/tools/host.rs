@@ -150,7 +150,8 @@ pub fn host_fixes(sh: &Shell, needs: HostNeeds) -> Result<Vec<HostFix>> {
         Some(said) => fixes.push(HostFix::StartEngine { said }),
         None => {
             let missing = missing_capabilities()?;
-            if !missing.is_empty() && default_runtime(sh).as_deref() != Some(CAPFILTER_RUNTIME) {
+            let wrapper = crate::dirs::bin_dir()?.join(CAPFILTER_FILE);
+            if capfilter_needed(&missing, default_runtime(sh).as_deref(), wrapper.is_file()) {
                 fixes.push(HostFix::CapFilter { missing });
             }
         }
@@ -273,6 +274,16 @@ fn ensure_engine_as_root(sh: &Shell) -> Result<()> {
 
 /// The Docker runtime name of the capability filter.
 pub const CAPFILTER_RUNTIME: &str = "cdsim-runc";
+/// The wrapper's file name in the cache's `bin/`, which daemon.json names.
+const CAPFILTER_FILE: &str = "runc-capfilter";
+
+/// Whether the capability filter must be (re)installed: the host lacks some
+/// capabilities and Docker's default runtime is not the filter, or it is but
+/// the wrapper it names is gone (the cache directory was removed while the
+/// engine kept its configuration: every container would then fail to start).
+pub fn capfilter_needed(missing: &[String], default_runtime: Option<&str>, wrapper: bool) -> bool {
+    !missing.is_empty() && (default_runtime != Some(CAPFILTER_RUNTIME) || !wrapper)
+}
 
 /// Linux capability names by number (`include/uapi/linux/capability.h`).
 const CAPABILITIES: [&str; 41] = [
@@ -398,7 +409,7 @@ fn install_capfilter(missing: &[String]) -> Result<PathBuf> {
     let runc = found[0].display().to_string();
     let script = capfilter_script(missing, &runc);
     let dir = crate::dirs::bin_dir()?;
-    let path = dir.join("runc-capfilter");
+    let path = dir.join(CAPFILTER_FILE);
     if fs::read_to_string(&path).ok().as_deref() != Some(script.as_str()) {
         fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
         let partial = dir.join(".runc-capfilter.partial");
