@@ -384,6 +384,13 @@ mod tests {
         assert!(host::capfilter_needed(&missing, Some("cdsim-runc"), false));
         assert!(host::capfilter_needed(&missing, Some("runc"), true));
         assert!(!host::capfilter_needed(&[], Some("runc"), false));
+        let json = r#"{"default-runtime":"cdsim-runc","runtimes":{"cdsim-runc":{"path":"/var/cache/cdsim/bin/runc-capfilter"}}}"#;
+        assert_eq!(
+            host::configured_wrapper(json),
+            Some(PathBuf::from("/var/cache/cdsim/bin/runc-capfilter"))
+        );
+        assert_eq!(host::configured_wrapper("{}"), None);
+        assert_eq!(host::configured_wrapper(""), None);
     }
 
     #[test]

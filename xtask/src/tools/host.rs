@@ -150,8 +150,13 @@ pub fn host_fixes(sh: &Shell, needs: HostNeeds) -> Result<Vec<HostFix>> {
         Some(said) => fixes.push(HostFix::StartEngine { said }),
         None => {
             let missing = missing_capabilities()?;
-            let wrapper = crate::dirs::bin_dir()?.join(CAPFILTER_FILE);
-            if capfilter_needed(&missing, default_runtime(sh).as_deref(), wrapper.is_file()) {
+            // The wrapper the engine was configured with (root's cache, whoever runs this);
+            // a daemon.json this user cannot read is taken at its word.
+            let wrapper = configured_wrapper(
+                &fs::read_to_string("/etc/docker/daemon.json").unwrap_or_default(),
+            )
+            .is_none_or(|path| path.is_file());
+            if capfilter_needed(&missing, default_runtime(sh).as_deref(), wrapper) {
                 fixes.push(HostFix::CapFilter { missing });
             }
         }
@@ -276,6 +281,14 @@ fn ensure_engine_as_root(sh: &Shell) -> Result<()> {
 pub const CAPFILTER_RUNTIME: &str = "cdsim-runc";
 /// The wrapper's file name in the cache's `bin/`, which daemon.json names.
 const CAPFILTER_FILE: &str = "runc-capfilter";
+
+/// The wrapper a daemon.json names for the filter runtime, if it names one.
+pub fn configured_wrapper(daemon_json: &str) -> Option<PathBuf> {
+    let json: serde_json::Value = serde_json::from_str(daemon_json).ok()?;
+    json["runtimes"][CAPFILTER_RUNTIME]["path"]
+        .as_str()
+        .map(PathBuf::from)
+}
 
 /// Whether the capability filter must be (re)installed: the host lacks some
 /// capabilities and Docker's default runtime is not the filter, or it is but
