@@ -189,12 +189,28 @@ pub async fn apply_pod(client: &Client, pod: &Value) -> Result<()> {
     Ok(())
 }
 
-/// Waits until pod `name` runs.
+/// Waits until one of scenario 5's GPU pods (`name`) runs.
 pub async fn wait_running(client: &Client, name: &str) -> Result<()> {
-    let api: Api<Pod> = Api::namespaced(client.clone(), DP_NS);
-    wait_for(
-        &format!("pod {DP_NS}/{name} running"),
+    wait_pod_running(
+        client,
+        (DP_NS, name),
         Duration::from_secs(120),
+        GPU_POD_SELECTOR,
+    )
+    .await
+}
+
+/// Waits up to `limit` until pod `ns/name` runs; on failure, the pods of `selector` diagnosed.
+pub async fn wait_pod_running(
+    client: &Client,
+    (ns, name): (&str, &str),
+    limit: Duration,
+    selector: &str,
+) -> Result<()> {
+    let api: Api<Pod> = Api::namespaced(client.clone(), ns);
+    wait_for(
+        &format!("pod {ns}/{name} running"),
+        limit,
         || async {
             let phase = api
                 .get_opt(name)
@@ -208,7 +224,7 @@ pub async fn wait_running(client: &Client, name: &str) -> Result<()> {
                 Err(phase)
             })
         },
-        || crate::k8s::diagnose(client, DP_NS, GPU_POD_SELECTOR),
+        || crate::k8s::diagnose(client, ns, selector),
     )
     .await
 }

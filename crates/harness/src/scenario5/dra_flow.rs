@@ -296,24 +296,11 @@ async fn claim_and_pod(
 
 /// Waits until the claim's pod runs.
 async fn wait_running(client: &Client) -> Result<()> {
-    let pods: Api<Pod> = Api::namespaced(client.clone(), CLAIM_NS);
-    wait_for(
-        &format!("pod {CLAIM_NS}/{POD} running"),
+    super::api::wait_pod_running(
+        client,
+        (CLAIM_NS, POD),
         Duration::from_secs(180),
-        || async {
-            let phase = pods
-                .get_opt(POD)
-                .await?
-                .and_then(|it| it.status)
-                .and_then(|it| it.phase)
-                .unwrap_or_else(|| "not created yet".to_owned());
-            Ok(if phase == "Running" {
-                Ok(())
-            } else {
-                Err(phase)
-            })
-        },
-        || crate::k8s::diagnose(client, CLAIM_NS, "app.kubernetes.io/name=cdsim-s5-dra"),
+        "app.kubernetes.io/name=cdsim-s5-dra",
     )
     .await
 }
