@@ -15,6 +15,7 @@ use crate::flags::CiArgs;
 
 mod background;
 mod full_rack;
+mod nix_sandbox;
 mod nonroot;
 mod through_registry;
 
@@ -26,6 +27,20 @@ struct Step {
     /// Why the step runs only when `--step` names it, said in every run that leaves it out.
     on_request: Option<&'static str>,
     run: fn(&Shell) -> Result<()>,
+    /// Set for a step that runs beside the e2e steps when any run: started
+    /// in the background as the first e2e step starts, waited for at the end
+    /// (its `run` when no e2e step runs).
+    beside_e2e: Option<Beside>,
+}
+
+/// A step that can run in the background beside the e2e steps: CPU-bound
+/// work that fills the cycles they leave idle while they wait on pods.
+#[derive(Clone, Copy)]
+struct Beside {
+    /// Prepares in the foreground (builds) and starts the background job.
+    start: fn(&Shell) -> Result<()>,
+    /// Waits for the job and prints its log; fails when the job failed.
+    finish: fn() -> Result<()>,
 }
 
 /// Every step, in the order CI runs them.
@@ -35,102 +50,131 @@ const STEPS: &[Step] = &[
         e2e: false,
         on_request: None,
         run: rustfmt,
+        beside_e2e: None,
     },
     Step {
         name: "clippy",
         e2e: false,
         on_request: None,
         run: clippy,
+        beside_e2e: None,
     },
     Step {
         name: "build",
         e2e: false,
         on_request: None,
         run: build,
+        beside_e2e: None,
     },
     Step {
         name: "tests",
         e2e: false,
         on_request: None,
         run: tests,
+        beside_e2e: None,
+    },
+    Step {
+        name: "nix sandbox",
+        e2e: false,
+        on_request: None,
+        run: nix_sandbox::run,
+        beside_e2e: Some(Beside {
+            start: nix_sandbox::start,
+            finish: nix_sandbox::finish,
+        }),
     },
     Step {
         name: "conformance",
         e2e: false,
         on_request: None,
         run: conformance,
-    },
-    Step {
-        name: "bench vs upstream",
-        e2e: false,
-        on_request: None,
-        run: bench_vs_upstream,
+        beside_e2e: None,
     },
     Step {
         name: "e2e demo",
         e2e: true,
         on_request: None,
         run: e2e_demo,
+        beside_e2e: None,
     },
     Step {
         name: "e2e scenario4",
         e2e: true,
         on_request: None,
         run: e2e_scenario4,
+        beside_e2e: None,
     },
     Step {
         name: "e2e scenario 2 (IMEX test double), twice",
         e2e: true,
         on_request: None,
         run: e2e_scenario2_double,
+        beside_e2e: None,
     },
     Step {
         name: "nix apps as a user",
         e2e: true,
         on_request: None,
         run: nix_apps_as_a_user,
+        beside_e2e: None,
     },
     Step {
         name: "e2e warm rerun",
         e2e: true,
         on_request: None,
         run: e2e_warm_rerun,
+        beside_e2e: None,
     },
     Step {
         name: "e2e through --kube-context",
         e2e: true,
         on_request: None,
         run: e2e_kube_context,
+        beside_e2e: None,
     },
     Step {
         name: "e2e through a registry",
         e2e: true,
         on_request: None,
         run: through_registry::run,
+        beside_e2e: None,
     },
     Step {
         name: "e2e faults",
         e2e: true,
         on_request: None,
         run: e2e_faults,
+        beside_e2e: None,
     },
     Step {
         name: "non-root prep (root)",
         e2e: true,
         on_request: None,
         run: nonroot::prep,
+        beside_e2e: None,
     },
     Step {
         name: "non-root user",
         e2e: true,
         on_request: None,
         run: nonroot::user,
+        beside_e2e: None,
     },
     Step {
         name: "e2e full rack",
         e2e: true,
         on_request: None,
         run: full_rack::run,
+        beside_e2e: None,
+    },
+    // Last: its figures come from a machine quiet after the e2e steps, the
+    // background prebuild and the steps beside the e2e steps.
+    Step {
+        name: "bench vs upstream",
+        e2e: false,
+        on_request: None,
+        run: bench_vs_upstream,
+        beside_e2e: None,
     },
 ];
 
@@ -139,6 +183,61 @@ struct Outcome {
     name: &'static str,
     passed: bool,
     took: Duration,
+    /// It ran in the background beside the e2e steps.
+    beside: bool,
+}
+
+/// Runs the steps in order, except those that run beside the e2e steps when
+/// any e2e step is selected: those start as the first e2e step starts and
+/// are waited for after the last one.
+fn run_steps(sh: &Shell, steps: &[&Step]) -> Vec<Outcome> {
+    let any_e2e = steps.iter().any(|step| step.e2e);
+    let last_e2e = steps.iter().rposition(|step| step.e2e);
+    let beside: Vec<(&Step, Beside)> = steps
+        .iter()
+        .filter(|_| any_e2e)
+        .filter_map(|step| step.beside_e2e.map(|it| (*step, it)))
+        .collect();
+    let mut started_beside: Vec<(&Step, Beside, Instant)> = Vec::new();
+    let mut outcomes = Vec::new();
+    for (index, step) in steps.iter().enumerate() {
+        if beside.iter().any(|(it, _)| it.name == step.name) {
+            continue;
+        }
+        if step.e2e && started_beside.is_empty() {
+            for &(step, job) in &beside {
+                eprintln!("\n==> ci: {} (started beside the e2e steps)", step.name);
+                let started = Instant::now();
+                match (job.start)(sh) {
+                    Ok(()) => started_beside.push((step, job, started)),
+                    Err(err) => outcomes.push(ended(step, Err(err), started, true)),
+                }
+            }
+        }
+        eprintln!("\n==> ci: {}", step.name);
+        let started = Instant::now();
+        outcomes.push(ended(step, (step.run)(sh), started, false));
+        if Some(index) == last_e2e {
+            for (step, job, started) in started_beside.drain(..) {
+                eprintln!("\n==> ci: {} (beside the e2e steps): its result", step.name);
+                outcomes.push(ended(step, (job.finish)(), started, true));
+            }
+        }
+    }
+    outcomes
+}
+
+/// A step's outcome, its error printed.
+fn ended(step: &Step, res: Result<()>, started: Instant, beside: bool) -> Outcome {
+    if let Err(err) = &res {
+        eprintln!("ERROR: ci step `{}` failed: {err:#}", step.name);
+    }
+    Outcome {
+        name: step.name,
+        passed: res.is_ok(),
+        took: started.elapsed(),
+        beside,
+    }
 }
 
 /// Runs every check and fails when any of them failed.
@@ -162,30 +261,22 @@ pub fn run(sh: &Shell, args: &CiArgs) -> Result<()> {
     if steps.iter().any(|step| step.e2e) {
         // The engine first, so that the prebuild and the tests do not both start dockerd.
         crate::tools::ensure_engine(sh)?;
-        if let Err(err) = background::start() {
+        if let Err(err) = background::start_prebuild() {
             eprintln!("WARNING: {err:#}; the e2e steps build their inputs themselves");
         }
     }
-    let mut outcomes = Vec::new();
-    for step in &steps {
-        eprintln!("\n==> ci: {}", step.name);
-        let started = Instant::now();
-        let res = (step.run)(sh);
-        if let Err(err) = &res {
-            eprintln!("ERROR: ci step `{}` failed: {err:#}", step.name);
-        }
-        outcomes.push(Outcome {
-            name: step.name,
-            passed: res.is_ok(),
-            took: started.elapsed(),
-        });
-    }
+    let outcomes = run_steps(sh, &steps);
 
     eprintln!("\n==> ci summary");
     for outcome in &outcomes {
         let verdict = if outcome.passed { "passed" } else { "FAILED" };
+        let beside = if outcome.beside {
+            " (beside the e2e steps)"
+        } else {
+            ""
+        };
         eprintln!(
-            "    {:<16} {verdict:<7} {:>7.1} s",
+            "    {:<16} {verdict:<7} {:>7.1} s{beside}",
             outcome.name,
             outcome.took.as_secs_f64()
         );
@@ -193,7 +284,7 @@ pub fn run(sh: &Shell, args: &CiArgs) -> Result<()> {
     for step in &left_out {
         eprintln!("    {:<16} NOT RUN (only with --step)", step.name);
     }
-    if let Some(ended) = background::wait("the run ends") {
+    if let Some(ended) = background::wait(background::PREBUILD, "the run ends") {
         let verdict = if ended.passed { "passed" } else { "FAILED" };
         eprintln!(
             "    {:<16} {verdict:<7} {:>7.1} s (in the background, not a step: a part it failed \
@@ -251,10 +342,8 @@ fn build(sh: &Shell) -> Result<()> {
 
 fn tests(sh: &Shell) -> Result<()> {
     // The image and containerd tests need a running engine; the chart tests
-    // need the pinned helm, first on PATH; the Nix sandbox rehearsal
-    // (tests/nix_sandbox.rs) needs Nix's build users.
+    // need the pinned helm, first on PATH.
     crate::tools::ensure_engine(sh)?;
-    ensure_nix_build_users(sh)?;
     let helm = crate::tools::ensure_tool(sh, crate::tools::Tool::Helm)?;
     let mut path =
         std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()).collect::<Vec<_>>();
@@ -262,34 +351,9 @@ fn tests(sh: &Shell) -> Result<()> {
         path.insert(0, dir.to_path_buf());
     }
     let _path = sh.push_env("PATH", std::env::join_paths(path)?);
-    cmd!(sh, "cargo test --workspace --no-fail-fast").run()?;
-    Ok(())
-}
-
-/// Nix's sandbox builds as members of `nixbld`; Debian's nix-bin does not
-/// create them (its nix-setup-systemd does, with a daemon CI does not want).
-/// CI owns its machine, so it adds the group and two build users once.
-fn ensure_nix_build_users(sh: &Shell) -> Result<()> {
-    let group = std::fs::read_to_string("/etc/group")?;
-    let members = group
-        .lines()
-        .find_map(|line| line.strip_prefix("nixbld:"))
-        .and_then(|rest| rest.split(':').nth(2))
-        .map(str::to_owned);
-    if members.as_deref().is_some_and(|it| !it.is_empty()) {
-        return Ok(());
-    }
-    if members.is_none() {
-        cmd!(sh, "groupadd --system nixbld").run()?;
-    }
-    for user in ["nixbld1", "nixbld2"] {
-        cmd!(
-            sh,
-            "useradd --system --gid nixbld --groups nixbld --no-create-home --home-dir /var/empty --shell /usr/sbin/nologin --comment {user} {user}"
-        )
-        .run()?;
-    }
-    eprintln!("    created the nixbld group and build users for Nix's sandbox");
+    // The Nix sandbox rehearsals are the step "nix sandbox" (beside the e2e steps).
+    let skips = nix_sandbox::skip_args(sh)?;
+    cmd!(sh, "cargo test --workspace --no-fail-fast -- {skips...}").run()?;
     Ok(())
 }
 
@@ -302,9 +366,10 @@ fn conformance(sh: &Shell) -> Result<()> {
 
 /// The side-by-side benchmark against upstream's Go mock, once, its table printed into the log.
 /// The figures never fail this step; the identity check (same fabric identity, UUID count and
-/// memory from both libraries) does. Upstream's build is cached in /var/cache/cdsim.
+/// memory from both libraries) does. Upstream's build is cached in /var/cache/cdsim. The last
+/// step: the e2e steps and the jobs beside them are over, and it waits for the prebuild.
 fn bench_vs_upstream(sh: &Shell) -> Result<()> {
-    background::wait("the bench measures a quiet machine");
+    background::wait(background::PREBUILD, "the bench measures a quiet machine");
     cmd!(sh, "cargo xtask bench-vs-upstream").run()?;
     Ok(())
 }
@@ -494,6 +559,77 @@ fn print_report(sh: &Shell, path: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    static EVENTS: std::sync::Mutex<Vec<&'static str>> = std::sync::Mutex::new(Vec::new());
+
+    fn event(name: &'static str) -> Result<()> {
+        EVENTS.lock().expect("events").push(name);
+        Ok(())
+    }
+
+    fn fake(name: &'static str, e2e: bool, run: fn(&Shell) -> Result<()>) -> Step {
+        Step {
+            name,
+            e2e,
+            on_request: None,
+            run,
+            beside_e2e: None,
+        }
+    }
+
+    #[test]
+    fn a_beside_step_starts_with_the_first_e2e_step_and_ends_after_the_last() {
+        let beside = Step {
+            beside_e2e: Some(Beside {
+                start: |_| event("beside started"),
+                finish: || event("beside finished"),
+            }),
+            ..fake("beside", false, |_| event("beside in order"))
+        };
+        let steps = [
+            fake("tests", false, |_| event("tests")),
+            beside,
+            fake("e2e one", true, |_| event("e2e one")),
+            fake("e2e two", true, |_| anyhow::bail!("failed")),
+            fake("bench", false, |_| event("bench")),
+        ];
+        let sh = Shell::new().expect("shell");
+        let all: Vec<&Step> = steps.iter().collect();
+        EVENTS.lock().expect("events").clear();
+        let outcomes = run_steps(&sh, &all);
+        assert_eq!(
+            *EVENTS.lock().expect("events"),
+            [
+                "tests",
+                "beside started",
+                "e2e one",
+                "beside finished",
+                "bench"
+            ]
+        );
+        let summary: Vec<(&str, bool, bool)> = outcomes
+            .iter()
+            .map(|it| (it.name, it.passed, it.beside))
+            .collect();
+        assert_eq!(
+            summary,
+            [
+                ("tests", true, false),
+                ("e2e one", true, false),
+                ("e2e two", false, false),
+                ("beside", true, true),
+                ("bench", true, false),
+            ]
+        );
+        // Without an e2e step it runs in order, in the foreground.
+        EVENTS.lock().expect("events").clear();
+        let no_e2e = [&steps[0], &steps[1], &steps[4]];
+        run_steps(&sh, &no_e2e);
+        assert_eq!(
+            *EVENTS.lock().expect("events"),
+            ["tests", "beside in order", "bench"]
+        );
+    }
 
     #[test]
     fn step_picks_named_steps_in_ci_order_and_refuses_unknown_names() {

@@ -1,12 +1,20 @@
-//! The background prebuild of a CI run: `cargo xtask prebuild` started at the
-//! run's beginning under `nice -n 19`, so the cold Go builds of the e2e steps'
-//! inputs (node images, DRA driver, GPU stack; about 30 minutes of compiling
-//! on a cold machine) use the cycles the tests leave idle instead of running
-//! after them. The steps that need a part wait on its cache lock; the bench
-//! step waits for the whole prebuild, so its figures come from a quiet
-//! machine. Its log is `target/ci/prebuild.log`; the summary gives its outcome.
+//! CI's background jobs: processes started under `nice -n 19` whose output
+//! goes to a log under `target/ci/`, waited for by name.
+//!
+//! - The prebuild (`cargo xtask prebuild`), started at the run's beginning,
+//!   so the cold Go builds of the e2e steps' inputs (node images, DRA driver,
+//!   GPU stack; about 30 minutes of compiling on a cold machine) use the
+//!   cycles the tests and the e2e steps leave idle instead of running before
+//!   them. The steps that need a part wait on its cache lock; the bench step,
+//!   CI's last, waits for the whole prebuild, so its figures come from a
+//!   quiet machine; the summary gives its outcome.
+//! - The steps that run beside the e2e steps (the Nix sandbox rehearsals):
+//!   CPU-bound work started when the first e2e step starts and waited for
+//!   after the last, filling the cycles the e2e steps leave idle while they
+//!   wait on pods; the summary counts each as a step.
 
-use std::path::PathBuf;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Mutex;
 use std::thread::JoinHandle;
@@ -14,8 +22,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result};
 
-/// The prebuild, if one was started: running, or how it ended.
-static STATE: Mutex<Option<State>> = Mutex::new(None);
+/// The jobs started in this run, by name: running, or how they ended.
+static JOBS: Mutex<BTreeMap<&'static str, State>> = Mutex::new(BTreeMap::new());
+
+/// The prebuild's job name.
+pub(super) const PREBUILD: &str = "prebuild";
 
 enum State {
     Running(Running),
@@ -29,7 +40,7 @@ struct Running {
     log: PathBuf,
 }
 
-/// How a prebuild ended.
+/// How a job ended.
 #[derive(Debug, Clone)]
 pub(super) struct Ended {
     pub(super) passed: bool,
@@ -37,53 +48,76 @@ pub(super) struct Ended {
     pub(super) log: PathBuf,
 }
 
-/// Starts `nice -n 19 <this xtask> prebuild`, its output into the log.
-pub(super) fn start() -> Result<()> {
+/// `target/ci/<file>`, its directory created.
+pub(super) fn log_path(file: &str) -> Result<PathBuf> {
     let dir = crate::project_root().join("target/ci");
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let log = dir.join("prebuild.log");
-    let out =
-        std::fs::File::create(&log).with_context(|| format!("cannot create {}", log.display()))?;
+    Ok(dir.join(file))
+}
+
+/// Starts `nice -n 19 <this xtask> prebuild`, its output into `target/ci/prebuild.log`.
+pub(super) fn start_prebuild() -> Result<()> {
     let exe = std::env::current_exe().context("cannot locate the running xtask")?;
+    let mut command = Command::new(exe);
+    command.arg("prebuild");
+    start(
+        PREBUILD,
+        command,
+        &crate::project_root(),
+        &log_path("prebuild.log")?,
+    )
+}
+
+/// Starts `nice -n 19 <command>` in `dir` as the job `name`, its output into `log`.
+pub(super) fn start(name: &'static str, command: Command, dir: &Path, log: &Path) -> Result<()> {
+    let out =
+        std::fs::File::create(log).with_context(|| format!("cannot create {}", log.display()))?;
     let mut child = Command::new("nice")
         .args(["-n", "19"])
-        .arg(&exe)
-        .arg("prebuild")
-        .current_dir(crate::project_root())
+        .arg(command.get_program())
+        .args(command.get_args())
+        .envs(
+            command
+                .get_envs()
+                .filter_map(|(key, value)| value.map(|value| (key, value))),
+        )
+        .current_dir(dir)
         .stdin(Stdio::null())
         .stdout(out.try_clone()?)
         .stderr(out)
         .spawn()
-        .context("cannot start the background prebuild (`nice` missing?)")?;
+        .with_context(|| format!("cannot start the background {name} (`nice` missing?)"))?;
     eprintln!(
-        "==> background prebuild started (pid {}, niced; log {})",
+        "==> background {name} started (pid {}, niced; log {})",
         child.id(),
         log.display()
     );
     let started = Instant::now();
-    let ended_log = log.clone();
+    let ended_log = log.to_path_buf();
     let waiter = std::thread::spawn(move || Ended {
         passed: child.wait().is_ok_and(|status| status.success()),
         took: started.elapsed(),
         log: ended_log,
     });
-    *lock() = Some(State::Running(Running {
+    let running = Running {
         waiter,
         started,
-        log,
-    }));
+        log: log.to_path_buf(),
+    };
+    lock().insert(name, State::Running(running));
     Ok(())
 }
 
-/// Waits for the prebuild, if one runs, saying why; returns how it ended (None: none started).
-pub(super) fn wait(why: &str) -> Option<Ended> {
-    let mut slot = lock();
-    let ended = match slot.take()? {
+/// Waits for the job `name`, if one was started, saying why; returns how it
+/// ended (None: none was started).
+pub(super) fn wait(name: &'static str, why: &str) -> Option<Ended> {
+    let mut jobs = lock();
+    let ended = match jobs.remove(name)? {
         State::Ended(ended) => ended,
         State::Running(running) => {
             if !running.waiter.is_finished() {
                 eprintln!(
-                    "    waiting for the background prebuild ({:.0} s so far; {why}; log {})",
+                    "    waiting for the background {name} ({:.0} s so far; {why}; log {})",
                     running.started.elapsed().as_secs_f64(),
                     running.log.display()
                 );
@@ -96,12 +130,11 @@ pub(super) fn wait(why: &str) -> Option<Ended> {
             })
         }
     };
-    *slot = Some(State::Ended(ended.clone()));
+    jobs.insert(name, State::Ended(ended.clone()));
     Some(ended)
 }
 
-fn lock() -> std::sync::MutexGuard<'static, Option<State>> {
-    STATE
-        .lock()
+fn lock() -> std::sync::MutexGuard<'static, BTreeMap<&'static str, State>> {
+    JOBS.lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
