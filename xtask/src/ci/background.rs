@@ -1,5 +1,6 @@
-//! CI's background jobs: processes started under `nice -n 19` whose output
-//! goes to a log under `target/ci/`, waited for by name.
+//! CI's background jobs: processes started at a low CPU priority
+//! ([`Priority`]) whose output goes to a log under `target/ci/`, waited for
+//! by name.
 //!
 //! - The prebuild (`cargo xtask prebuild`), started at the run's beginning,
 //!   so the cold Go builds of the e2e steps' inputs (node images, DRA driver,
@@ -11,7 +12,10 @@
 //! - The steps that run beside the e2e steps (the Nix sandbox rehearsals):
 //!   CPU-bound work started when the first e2e step starts and waited for
 //!   after the last, filling the cycles the e2e steps leave idle while they
-//!   wait on pods; the summary counts each as a step.
+//!   wait on pods; the summary counts each as a step. They run under
+//!   `SCHED_IDLE`, below the prebuild: a cold run measured with both at
+//!   `nice -n 19` had the rehearsals take half the cycles the node image's
+//!   build needed while the e2e demo waited for that image.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -27,6 +31,26 @@ static JOBS: Mutex<BTreeMap<&'static str, State>> = Mutex::new(BTreeMap::new());
 
 /// The prebuild's job name.
 pub(super) const PREBUILD: &str = "prebuild";
+
+/// How a job yields the CPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Priority {
+    /// `nice -n 19`: below every foreground step, equal to other niced work.
+    Niced,
+    /// `chrt --idle 0` (`SCHED_IDLE`): only the cycles nothing else wants,
+    /// the niced prebuild's included.
+    Idle,
+}
+
+impl Priority {
+    /// The command that runs a program at this priority, before the program.
+    fn wrapper(self) -> [&'static str; 3] {
+        match self {
+            Priority::Niced => ["nice", "-n", "19"],
+            Priority::Idle => ["chrt", "--idle", "0"],
+        }
+    }
+}
 
 enum State {
     Running(Running),
@@ -55,25 +79,33 @@ pub(super) fn log_path(file: &str) -> Result<PathBuf> {
     Ok(dir.join(file))
 }
 
-/// Starts `nice -n 19 <this xtask> prebuild`, its output into `target/ci/prebuild.log`.
+/// Starts `<this xtask> prebuild`, niced, its output into `target/ci/prebuild.log`.
 pub(super) fn start_prebuild() -> Result<()> {
     let exe = std::env::current_exe().context("cannot locate the running xtask")?;
     let mut command = Command::new(exe);
     command.arg("prebuild");
     start(
         PREBUILD,
+        Priority::Niced,
         command,
         &crate::project_root(),
         &log_path("prebuild.log")?,
     )
 }
 
-/// Starts `nice -n 19 <command>` in `dir` as the job `name`, its output into `log`.
-pub(super) fn start(name: &'static str, command: Command, dir: &Path, log: &Path) -> Result<()> {
+/// Starts `command` at `priority` in `dir` as the job `name`, its output into `log`.
+pub(super) fn start(
+    name: &'static str,
+    priority: Priority,
+    command: Command,
+    dir: &Path,
+    log: &Path,
+) -> Result<()> {
     let out =
         std::fs::File::create(log).with_context(|| format!("cannot create {}", log.display()))?;
-    let mut child = Command::new("nice")
-        .args(["-n", "19"])
+    let [wrapper, args @ ..] = priority.wrapper();
+    let mut child = Command::new(wrapper)
+        .args(args)
         .arg(command.get_program())
         .args(command.get_args())
         .envs(
@@ -86,9 +118,9 @@ pub(super) fn start(name: &'static str, command: Command, dir: &Path, log: &Path
         .stdout(out.try_clone()?)
         .stderr(out)
         .spawn()
-        .with_context(|| format!("cannot start the background {name} (`nice` missing?)"))?;
+        .with_context(|| format!("cannot start the background {name} (`{wrapper}` missing?)"))?;
     eprintln!(
-        "==> background {name} started (pid {}, niced; log {})",
+        "==> background {name} started (pid {}, {priority:?}; log {})",
         child.id(),
         log.display()
     );

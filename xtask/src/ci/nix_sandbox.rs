@@ -3,7 +3,7 @@
 //! About nine minutes of compiling on a cold machine, most of it waiting on
 //! nothing but the CPU, so when e2e steps run it runs beside them: its test
 //! binary built in the foreground, then run in the background under
-//! `nice -n 19` (log `target/ci/nix-sandbox.log`), while the e2e steps wait on
+//! `SCHED_IDLE` (log `target/ci/nix-sandbox.log`), while the e2e steps wait on
 //! pods. The tests step skips its tests by their exact names, read from the
 //! binary, so each runs once.
 
@@ -35,6 +35,7 @@ pub(super) fn start(sh: &Shell) -> Result<()> {
     let dir = crate::project_root().join("tests");
     background::start(
         JOB,
+        background::Priority::Idle,
         command,
         &dir,
         &background::log_path("nix-sandbox.log")?,
