@@ -33,6 +33,19 @@ struct Step {
     beside_e2e: Option<Beside>,
 }
 
+impl Step {
+    /// A step run in CI's order, in every run that selects it.
+    const fn new(name: &'static str, e2e: bool, run: fn(&Shell) -> Result<()>) -> Self {
+        Step {
+            name,
+            e2e,
+            on_request: None,
+            run,
+            beside_e2e: None,
+        }
+    }
+}
+
 /// A step that can run in the background beside the e2e steps: CPU-bound
 /// work that fills the cycles they leave idle while they wait on pods.
 #[derive(Clone, Copy)]
@@ -45,137 +58,36 @@ struct Beside {
 
 /// Every step, in the order CI runs them.
 const STEPS: &[Step] = &[
+    Step::new("rustfmt", false, rustfmt),
+    Step::new("clippy", false, clippy),
+    Step::new("build", false, build),
+    Step::new("tests", false, tests),
     Step {
-        name: "rustfmt",
-        e2e: false,
-        on_request: None,
-        run: rustfmt,
-        beside_e2e: None,
-    },
-    Step {
-        name: "clippy",
-        e2e: false,
-        on_request: None,
-        run: clippy,
-        beside_e2e: None,
-    },
-    Step {
-        name: "build",
-        e2e: false,
-        on_request: None,
-        run: build,
-        beside_e2e: None,
-    },
-    Step {
-        name: "tests",
-        e2e: false,
-        on_request: None,
-        run: tests,
-        beside_e2e: None,
-    },
-    Step {
-        name: "nix sandbox",
-        e2e: false,
-        on_request: None,
-        run: nix_sandbox::run,
         beside_e2e: Some(Beside {
             start: nix_sandbox::start,
             finish: nix_sandbox::finish,
         }),
+        ..Step::new("nix sandbox", false, nix_sandbox::run)
     },
-    Step {
-        name: "conformance",
-        e2e: false,
-        on_request: None,
-        run: conformance,
-        beside_e2e: None,
-    },
-    Step {
-        name: "e2e demo",
-        e2e: true,
-        on_request: None,
-        run: e2e_demo,
-        beside_e2e: None,
-    },
-    Step {
-        name: "e2e scenario4",
-        e2e: true,
-        on_request: None,
-        run: e2e_scenario4,
-        beside_e2e: None,
-    },
-    Step {
-        name: "e2e scenario 2 (IMEX test double), twice",
-        e2e: true,
-        on_request: None,
-        run: e2e_scenario2_double,
-        beside_e2e: None,
-    },
-    Step {
-        name: "nix apps as a user",
-        e2e: true,
-        on_request: None,
-        run: nix_apps_as_a_user,
-        beside_e2e: None,
-    },
-    Step {
-        name: "e2e warm rerun",
-        e2e: true,
-        on_request: None,
-        run: e2e_warm_rerun,
-        beside_e2e: None,
-    },
-    Step {
-        name: "e2e through --kube-context",
-        e2e: true,
-        on_request: None,
-        run: e2e_kube_context,
-        beside_e2e: None,
-    },
-    Step {
-        name: "e2e through a registry",
-        e2e: true,
-        on_request: None,
-        run: through_registry::run,
-        beside_e2e: None,
-    },
-    Step {
-        name: "e2e faults",
-        e2e: true,
-        on_request: None,
-        run: e2e_faults,
-        beside_e2e: None,
-    },
-    Step {
-        name: "non-root prep (root)",
-        e2e: true,
-        on_request: None,
-        run: nonroot::prep,
-        beside_e2e: None,
-    },
-    Step {
-        name: "non-root user",
-        e2e: true,
-        on_request: None,
-        run: nonroot::user,
-        beside_e2e: None,
-    },
-    Step {
-        name: "e2e full rack",
-        e2e: true,
-        on_request: None,
-        run: full_rack::run,
-        beside_e2e: None,
-    },
+    Step::new("conformance", false, conformance),
+    Step::new("e2e demo", true, e2e_demo),
+    Step::new("e2e scenario4", true, e2e_scenario4),
+    Step::new(
+        "e2e scenario 2 (IMEX test double), twice",
+        true,
+        e2e_scenario2_double,
+    ),
+    Step::new("nix apps as a user", true, nix_apps_as_a_user),
+    Step::new("e2e warm rerun", true, e2e_warm_rerun),
+    Step::new("e2e through --kube-context", true, e2e_kube_context),
+    Step::new("e2e through a registry", true, through_registry::run),
+    Step::new("e2e faults", true, e2e_faults),
+    Step::new("non-root prep (root)", true, nonroot::prep),
+    Step::new("non-root user", true, nonroot::user),
+    Step::new("e2e full rack", true, full_rack::run),
     // Last: its figures come from a machine quiet after the e2e steps, the
     // background prebuild and the steps beside the e2e steps.
-    Step {
-        name: "bench vs upstream",
-        e2e: false,
-        on_request: None,
-        run: bench_vs_upstream,
-        beside_e2e: None,
-    },
+    Step::new("bench vs upstream", false, bench_vs_upstream),
 ];
 
 /// What happened to a step.
@@ -191,17 +103,16 @@ struct Outcome {
 /// any e2e step is selected: those start as the first e2e step starts and
 /// are waited for after the last one.
 fn run_steps(sh: &Shell, steps: &[&Step]) -> Vec<Outcome> {
-    let any_e2e = steps.iter().any(|step| step.e2e);
     let last_e2e = steps.iter().rposition(|step| step.e2e);
     let beside: Vec<(&Step, Beside)> = steps
         .iter()
-        .filter(|_| any_e2e)
+        .filter(|_| last_e2e.is_some())
         .filter_map(|step| step.beside_e2e.map(|it| (*step, it)))
         .collect();
     let mut started_beside: Vec<(&Step, Beside, Instant)> = Vec::new();
     let mut outcomes = Vec::new();
     for (index, step) in steps.iter().enumerate() {
-        if beside.iter().any(|(it, _)| it.name == step.name) {
+        if last_e2e.is_some() && step.beside_e2e.is_some() {
             continue;
         }
         if step.e2e && started_beside.is_empty() {
@@ -567,16 +478,6 @@ mod tests {
         Ok(())
     }
 
-    fn fake(name: &'static str, e2e: bool, run: fn(&Shell) -> Result<()>) -> Step {
-        Step {
-            name,
-            e2e,
-            on_request: None,
-            run,
-            beside_e2e: None,
-        }
-    }
-
     #[test]
     fn a_beside_step_starts_with_the_first_e2e_step_and_ends_after_the_last() {
         let beside = Step {
@@ -584,14 +485,14 @@ mod tests {
                 start: |_| event("beside started"),
                 finish: || event("beside finished"),
             }),
-            ..fake("beside", false, |_| event("beside in order"))
+            ..Step::new("beside", false, |_| event("beside in order"))
         };
         let steps = [
-            fake("tests", false, |_| event("tests")),
+            Step::new("tests", false, |_| event("tests")),
             beside,
-            fake("e2e one", true, |_| event("e2e one")),
-            fake("e2e two", true, |_| anyhow::bail!("failed")),
-            fake("bench", false, |_| event("bench")),
+            Step::new("e2e one", true, |_| event("e2e one")),
+            Step::new("e2e two", true, |_| anyhow::bail!("failed")),
+            Step::new("bench", false, |_| event("bench")),
         ];
         let sh = Shell::new().expect("shell");
         let all: Vec<&Step> = steps.iter().collect();

@@ -82,37 +82,32 @@ pub(super) fn log_path(file: &str) -> Result<PathBuf> {
 /// Starts `<this xtask> prebuild`, niced, its output into `target/ci/prebuild.log`.
 pub(super) fn start_prebuild() -> Result<()> {
     let exe = std::env::current_exe().context("cannot locate the running xtask")?;
-    let mut command = Command::new(exe);
-    command.arg("prebuild");
     start(
         PREBUILD,
         Priority::Niced,
-        command,
+        &exe,
+        &["prebuild"],
         &crate::project_root(),
         &log_path("prebuild.log")?,
     )
 }
 
-/// Starts `command` at `priority` in `dir` as the job `name`, its output into `log`.
+/// Starts `program args…` at `priority` in `dir` as the job `name`, its output into `log`.
 pub(super) fn start(
     name: &'static str,
     priority: Priority,
-    command: Command,
+    program: &Path,
+    args: &[&str],
     dir: &Path,
     log: &Path,
 ) -> Result<()> {
     let out =
         std::fs::File::create(log).with_context(|| format!("cannot create {}", log.display()))?;
-    let [wrapper, args @ ..] = priority.wrapper();
+    let [wrapper, wrapper_args @ ..] = priority.wrapper();
     let mut child = Command::new(wrapper)
+        .args(wrapper_args)
+        .arg(program)
         .args(args)
-        .arg(command.get_program())
-        .args(command.get_args())
-        .envs(
-            command
-                .get_envs()
-                .filter_map(|(key, value)| value.map(|value| (key, value))),
-        )
         .current_dir(dir)
         .stdin(Stdio::null())
         .stdout(out.try_clone()?)

@@ -8,7 +8,6 @@
 //! binary, so each runs once.
 
 use std::path::PathBuf;
-use std::process::Command;
 
 use anyhow::{Context as _, Result};
 use xshell::{cmd, Shell};
@@ -29,14 +28,13 @@ pub(super) fn run(sh: &Shell) -> Result<()> {
 pub(super) fn start(sh: &Shell) -> Result<()> {
     ensure_nix_build_users(sh)?;
     let binary = test_binary(sh)?;
-    let mut command = Command::new(binary);
-    command.arg("--test-threads=1");
     // cargo runs an integration test from its package's directory.
     let dir = crate::project_root().join("tests");
     background::start(
         JOB,
         background::Priority::Idle,
-        command,
+        &binary,
+        &["--test-threads=1"],
         &dir,
         &background::log_path("nix-sandbox.log")?,
     )
