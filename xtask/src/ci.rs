@@ -82,6 +82,13 @@ const STEPS: &[Step] = &[
     Step::new("e2e through --kube-context", true, e2e_kube_context),
     Step::new("e2e through a registry", true, through_registry::run),
     Step::new("e2e faults", true, e2e_faults),
+    Step {
+        beside_e2e: Some(Beside {
+            start: nonroot::build_start,
+            finish: nonroot::build_finish,
+        }),
+        ..Step::new("non-root build", false, nonroot::build)
+    },
     Step::new("non-root prep (root)", true, nonroot::prep),
     Step::new("non-root user", true, nonroot::user),
     Step::new("e2e full rack", true, full_rack::run),

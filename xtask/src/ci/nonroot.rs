@@ -1,11 +1,22 @@
 //! CI's non-root steps: README.md's quick start run as an unprivileged user
 //! in a fresh clone, the way a user runs it, after root has prepared what a
 //! user would already have (docker group, a toolchain, kind/helm/kubectl).
+//!
+//! The user's cold cargo builds (about five minutes of nothing but CPU) are
+//! the step "non-root build": as the user, in the fresh clone, `cargo xtask
+//! images` (the dev-profile xtask and the release crates the demo's images
+//! need, into the user's own target directory). When e2e steps run it runs
+//! beside them under `SCHED_IDLE`, and the step "non-root user" waits for it
+//! before the user's commands, which then find their build done, as on a
+//! user's second run.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 
-use anyhow::Result;
+use anyhow::{Context as _, Result};
 use xshell::{cmd, Shell};
+
+use super::background;
 
 /// The account the non-root steps run as: in the `docker` group, with the
 /// tools on PATH and no Go.
@@ -20,6 +31,15 @@ const USER_TOOLS: &str = "/opt/cdsim-tools/bin";
 fn user_clone() -> PathBuf {
     Path::new(USER_HOME).join("cdsim")
 }
+
+/// The background job's name: the user's cold builds.
+const BUILD_JOB: &str = "non-root build";
+/// What the job runs as the user, in the clone.
+const BUILD_COMMAND: [&str; 3] = ["cargo", "xtask", "images"];
+
+/// Set once this run made the user's fresh clone, so that the prep does not
+/// clone again under the build (a new clone's mtimes rebuild the workspace).
+static CLONED: AtomicBool = AtomicBool::new(false);
 
 /// What the user runs, in order, in the fresh clone: README.md's "Quick start
 /// without Nix" (`readme_quick_start_is_what_ci_runs` checks it).
@@ -61,7 +81,9 @@ pub fn prep(sh: &Shell) -> Result<()> {
     user_toolchain(sh)?;
     let versions = user_tools(sh)?;
     online_stand_in(sh, &versions)?;
-    fresh_clone(sh)?;
+    if !CLONED.load(Ordering::SeqCst) {
+        fresh_clone(sh)?;
+    }
     // No cluster: the user's online demo creates it (one 5-node cluster at a time).
     crate::flow::down(
         sh,
@@ -73,6 +95,63 @@ pub fn prep(sh: &Shell) -> Result<()> {
         },
     )?;
     Ok(())
+}
+
+/// The step "non-root build" in CI's order: the user's builds, waited for.
+pub(super) fn build(sh: &Shell) -> Result<()> {
+    build_start(sh)?;
+    build_finish()
+}
+
+/// As root: the user, its toolchain and a fresh clone; then, as the user in
+/// the background, [`BUILD_COMMAND`] (log `target/ci/nonroot-build.log`).
+pub(super) fn build_start(sh: &Shell) -> Result<()> {
+    ensure_user(sh)?;
+    user_toolchain(sh)?;
+    fresh_clone(sh)?;
+    CLONED.store(true, Ordering::SeqCst);
+    let mut args: Vec<String> = vec!["-u".into(), USER.into(), "--".into(), "env".into()];
+    args.push("-i".into());
+    args.extend(env_assignments());
+    args.extend(BUILD_COMMAND.map(str::to_owned));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    background::start(
+        BUILD_JOB,
+        background::Priority::Idle,
+        Path::new("runuser"),
+        &args,
+        &user_clone(),
+        &background::log_path("nonroot-build.log")?,
+    )
+}
+
+/// Waits for the user's builds and prints their log; fails when they failed.
+pub(super) fn build_finish() -> Result<()> {
+    let ended = background::wait(BUILD_JOB, "the user's commands reuse its build")
+        .context("the user's builds were never started")?;
+    match std::fs::read_to_string(&ended.log) {
+        Ok(text) => eprintln!("--- {} ---\n{text}--- end ---", ended.log.display()),
+        Err(err) => eprintln!("(cannot read {}: {err})", ended.log.display()),
+    }
+    let line = BUILD_COMMAND.join(" ");
+    anyhow::ensure!(
+        ended.passed,
+        "`{line}` as {USER} failed after {:.0} s (its log is above)",
+        ended.took.as_secs_f64()
+    );
+    eprintln!(
+        "    `{line}` as {USER} passed in {:.0} s",
+        ended.took.as_secs_f64()
+    );
+    Ok(())
+}
+
+/// The user's environment as `KEY=VALUE` arguments for `env -i`.
+fn env_assignments() -> Vec<String> {
+    user_env()
+        .into_iter()
+        .map(|(key, value)| format!("{key}={value}"))
+        .collect()
 }
 
 /// The user exists and is in the `docker` group.
@@ -204,6 +283,13 @@ pub fn listing_diff(before: &[String], after: &[String]) -> Vec<String> {
 /// online-path demo, rehearsed), then `scenario2 --imex /nonexistent`, which
 /// must fail naming the path. Neither /var/cache/cdsim nor the clone may change.
 pub fn user(sh: &Shell) -> Result<()> {
+    if let Some(ended) = background::wait(BUILD_JOB, "the user's commands reuse its build") {
+        let verdict = if ended.passed { "done" } else { "FAILED" };
+        eprintln!(
+            "    the user's builds (step \"non-root build\"): {verdict} in {:.0} s",
+            ended.took.as_secs_f64()
+        );
+    }
     let clone = user_clone();
     let watched = [PathBuf::from(crate::dirs::ROOT_CACHE_DIR), clone.clone()];
     let mut before = Vec::new();
@@ -211,11 +297,7 @@ pub fn user(sh: &Shell) -> Result<()> {
         before.push(tree_listing(sh, dir)?);
     }
     let _dir = sh.push_dir(&clone);
-    let env: Vec<String> = user_env()
-        .into_iter()
-        .map(|(key, value)| format!("{key}={value}"))
-        .collect();
-    let env = &env;
+    let env = &env_assignments();
     let report = format!("{USER_HOME}/.cache/cdsim/demo-report.json");
     let mut res: Result<()> = Ok(());
     for line in USER_COMMANDS {
