@@ -389,11 +389,12 @@ fn scenario_outcome(sh: &Shell, report: &str, name: &str) -> Result<String> {
 
 /// The flake's `doctor` and `status` app wrappers as an unprivileged user
 /// against the cluster the demo left up (tests/nix_flake.rs, ignored in the
-/// tests step because it needs that cluster).
+/// tests step because it needs that cluster). `--workspace`, as the build
+/// step: its binary is built already, with the same features.
 fn nix_apps_as_a_user(sh: &Shell) -> Result<()> {
     cmd!(
         sh,
-        "cargo test -p integration-tests --test nix_flake -- --ignored --exact apps_run_as_a_user_from_a_read_only_root"
+        "cargo test --workspace --test nix_flake -- --ignored --exact apps_run_as_a_user_from_a_read_only_root"
     )
     .run()?;
     Ok(())

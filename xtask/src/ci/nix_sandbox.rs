@@ -33,6 +33,7 @@ pub(super) fn start(sh: &Shell) -> Result<()> {
     background::start(
         JOB,
         background::Priority::Idle,
+        Some(background::PREBUILD),
         &binary,
         &["--test-threads=1"],
         &dir,
@@ -85,10 +86,12 @@ fn test_names(listed: &str) -> Vec<&str> {
 }
 
 /// Builds `tests/nix_sandbox.rs` (dev profile) and returns its executable.
+/// With `--workspace`, as the build step builds: a one-package selection
+/// unifies other features and compiled 34 crates again (38 s in a cold run).
 fn test_binary(sh: &Shell) -> Result<PathBuf> {
     let out = cmd!(
         sh,
-        "cargo test --no-run -p integration-tests --test {TARGET} --message-format=json-render-diagnostics"
+        "cargo test --no-run --workspace --test {TARGET} --message-format=json-render-diagnostics"
     )
     .read()
     .context("building the Nix sandbox rehearsals")?;

@@ -118,6 +118,7 @@ pub(super) fn build_start(sh: &Shell) -> Result<()> {
     background::start(
         BUILD_JOB,
         background::Priority::Idle,
+        Some(background::PREBUILD),
         Path::new("runuser"),
         &args,
         &user_clone(),
