@@ -26,6 +26,9 @@ struct Step {
     e2e: bool,
     /// Why the step runs only when `--step` names it, said in every run that leaves it out.
     on_request: Option<&'static str>,
+    /// Another step that runs this step's check too: when both are selected
+    /// and `--step` names neither, only that one runs, and the run says so.
+    covered_by: Option<Covered>,
     run: fn(&Shell) -> Result<()>,
     /// Set for a step that runs beside the e2e steps when any run: started
     /// in the background as the first e2e step starts, waited for at the end
@@ -40,10 +43,18 @@ impl Step {
             name,
             e2e,
             on_request: None,
+            covered_by: None,
             run,
             beside_e2e: None,
         }
     }
+}
+
+/// The step that covers another's check, and how.
+#[derive(Clone, Copy)]
+struct Covered {
+    step: &'static str,
+    why: &'static str,
 }
 
 /// A step that can run in the background beside the e2e steps: CPU-bound
@@ -59,7 +70,14 @@ struct Beside {
 /// Every step, in the order CI runs them.
 const STEPS: &[Step] = &[
     Step::new("rustfmt", false, rustfmt),
-    Step::new("clippy", false, clippy),
+    Step {
+        covered_by: Some(Covered {
+            step: "nix sandbox",
+            why: "its clippy rehearsal runs the flake's clippy check, `cargo clippy --workspace \
+                  --all-targets --offline -- -D warnings`, in Nix's build sandbox",
+        }),
+        ..Step::new("clippy", false, clippy)
+    },
     Step::new("build", false, build),
     Step::new("tests", false, tests),
     Step {
@@ -165,16 +183,13 @@ pub fn run(sh: &Shell, args: &CiArgs) -> Result<()> {
         .filter(|step| !(args.no_e2e && step.e2e))
         .collect();
     let steps = only(steps, &args.step)?;
+    let selected: Vec<&str> = steps.iter().map(|step| step.name).collect();
     let (steps, left_out): (Vec<&Step>, Vec<&Step>) = steps
         .into_iter()
-        .partition(|step| !args.step.is_empty() || step.on_request.is_none());
+        .partition(|step| !args.step.is_empty() || not_run_because(step, &selected).is_none());
     for step in &left_out {
-        eprintln!(
-            "\n==> ci: {}: NOT RUN unless asked (`cargo xtask ci --step \"{}\"`): {}",
-            step.name,
-            step.name,
-            step.on_request.unwrap_or_default()
-        );
+        let why = not_run_because(step, &selected).unwrap_or_default();
+        eprintln!("\n==> ci: {}: NOT RUN: {why}", step.name);
     }
     if steps.iter().any(|step| step.e2e) {
         // The engine first, so that the prebuild and the tests do not both start dockerd.
@@ -200,7 +215,7 @@ pub fn run(sh: &Shell, args: &CiArgs) -> Result<()> {
         );
     }
     for step in &left_out {
-        eprintln!("    {:<16} NOT RUN (only with --step)", step.name);
+        eprintln!("    {:<16} NOT RUN (said above)", step.name);
     }
     if let Some(ended) = background::wait(background::PREBUILD, "the run ends") {
         let verdict = if ended.passed { "passed" } else { "FAILED" };
@@ -222,6 +237,22 @@ pub fn run(sh: &Shell, args: &CiArgs) -> Result<()> {
         anyhow::bail!("{failed} ci step(s) failed");
     }
     Ok(())
+}
+
+/// Why a run that names no step leaves `step` out (None: it runs).
+fn not_run_because(step: &Step, selected: &[&str]) -> Option<String> {
+    let alone = format!("`cargo xtask ci --step \"{}\"` runs it", step.name);
+    if let Some(why) = step.on_request {
+        return Some(format!("only when asked ({alone}): {why}"));
+    }
+    step.covered_by
+        .filter(|covered| selected.contains(&covered.step))
+        .map(|covered| {
+            format!(
+                "covered by the step \"{}\": {} ({alone} alone)",
+                covered.step, covered.why
+            )
+        })
 }
 
 /// The steps `--step` names, in CI's order; all of them when none is named.
@@ -477,6 +508,17 @@ fn print_report(sh: &Shell, path: &str) {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn clippy_is_left_to_the_nix_sandbox_when_both_are_selected() {
+        let clippy = STEPS
+            .iter()
+            .find(|it| it.name == "clippy")
+            .expect("a clippy step");
+        let why = not_run_because(clippy, &["clippy", "nix sandbox"]).expect("left out");
+        assert!(why.contains("nix sandbox") && why.contains("cargo clippy --workspace"));
+        assert_eq!(not_run_because(clippy, &["clippy", "tests"]), None);
+    }
+
     use super::*;
 
     static EVENTS: std::sync::Mutex<Vec<&'static str>> = std::sync::Mutex::new(Vec::new());
