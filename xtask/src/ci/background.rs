@@ -243,6 +243,23 @@ pub(super) fn wait(name: &'static str, why: &str) -> Option<Ended> {
     Some(ended)
 }
 
+/// Waits for the job `name` as a step's result: prints its log, then fails
+/// naming `what` when it failed (or was never started).
+pub(super) fn finish(name: &'static str, what: &str, why: &str) -> Result<()> {
+    let ended = wait(name, why).with_context(|| format!("{what}: never started"))?;
+    match std::fs::read_to_string(&ended.log) {
+        Ok(text) => eprintln!("--- {} ---\n{text}--- end ---", ended.log.display()),
+        Err(err) => eprintln!("(cannot read {}: {err})", ended.log.display()),
+    }
+    let took = ended.took.as_secs_f64();
+    anyhow::ensure!(
+        ended.passed,
+        "{what} failed after {took:.0} s (the log is above)"
+    );
+    eprintln!("    {what} passed in {took:.0} s");
+    Ok(())
+}
+
 fn lock() -> std::sync::MutexGuard<'static, BTreeMap<&'static str, State>> {
     JOBS.lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)

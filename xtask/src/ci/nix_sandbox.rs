@@ -43,22 +43,7 @@ pub(super) fn start(sh: &Shell) -> Result<()> {
 
 /// Waits for the rehearsals and prints their log; fails when any failed.
 pub(super) fn finish() -> Result<()> {
-    let ended = background::wait(JOB, "its result is a step")
-        .context("the Nix sandbox rehearsals were never started")?;
-    match std::fs::read_to_string(&ended.log) {
-        Ok(text) => eprintln!("--- {} ---\n{text}--- end ---", ended.log.display()),
-        Err(err) => eprintln!("(cannot read {}: {err})", ended.log.display()),
-    }
-    anyhow::ensure!(
-        ended.passed,
-        "the Nix sandbox rehearsals failed after {:.0} s (their log is above)",
-        ended.took.as_secs_f64()
-    );
-    eprintln!(
-        "    the Nix sandbox rehearsals passed in {:.0} s",
-        ended.took.as_secs_f64()
-    );
-    Ok(())
+    background::finish(JOB, "the Nix sandbox rehearsals", "its result is a step")
 }
 
 /// `--exact --skip <name>` for each of the rehearsals, for the tests step's `cargo test`.

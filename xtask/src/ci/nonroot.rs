@@ -13,7 +13,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use anyhow::{Context as _, Result};
+use anyhow::Result;
 use xshell::{cmd, Shell};
 
 use super::background;
@@ -110,8 +110,7 @@ pub(super) fn build_start(sh: &Shell) -> Result<()> {
     user_toolchain(sh)?;
     fresh_clone(sh)?;
     CLONED.store(true, Ordering::SeqCst);
-    let mut args: Vec<String> = vec!["-u".into(), USER.into(), "--".into(), "env".into()];
-    args.push("-i".into());
+    let mut args: Vec<String> = ["-u", USER, "--", "env", "-i"].map(str::to_owned).to_vec();
     args.extend(env_assignments());
     args.extend(BUILD_COMMAND.map(str::to_owned));
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -128,23 +127,8 @@ pub(super) fn build_start(sh: &Shell) -> Result<()> {
 
 /// Waits for the user's builds and prints their log; fails when they failed.
 pub(super) fn build_finish() -> Result<()> {
-    let ended = background::wait(BUILD_JOB, "the user's commands reuse its build")
-        .context("the user's builds were never started")?;
-    match std::fs::read_to_string(&ended.log) {
-        Ok(text) => eprintln!("--- {} ---\n{text}--- end ---", ended.log.display()),
-        Err(err) => eprintln!("(cannot read {}: {err})", ended.log.display()),
-    }
-    let line = BUILD_COMMAND.join(" ");
-    anyhow::ensure!(
-        ended.passed,
-        "`{line}` as {USER} failed after {:.0} s (its log is above)",
-        ended.took.as_secs_f64()
-    );
-    eprintln!(
-        "    `{line}` as {USER} passed in {:.0} s",
-        ended.took.as_secs_f64()
-    );
-    Ok(())
+    let what = format!("`{}` as {USER}", BUILD_COMMAND.join(" "));
+    background::finish(BUILD_JOB, &what, "the user's commands reuse its build")
 }
 
 /// The user's environment as `KEY=VALUE` arguments for `env -i`.
