@@ -59,29 +59,41 @@ pub struct View {
 /// One member as seen by the daemon answering `-N`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Member {
-    /// The nodes-file entry's address.
-    pub host: String,
+    /// The nodes-file entry's address; `None` for a host name that does not
+    /// resolve (yet): a slot of NVIDIA's compute-domain daemon's static nodes
+    /// file (`compute-domain-daemon-%04d`, `IMEXDaemonsWithDNSNames`) that no
+    /// daemon holds. Such a slot is listed, UNAVAILABLE with an empty host,
+    /// and does not count towards the domain state (the double's choice: how
+    /// NVIDIA's daemon counts an unresolvable name is not documented).
+    pub host: Option<String>,
     /// What it said, or `None` when it did not answer.
     pub view: Option<View>,
 }
 
-/// The domain state from every member's view.
+/// The domain state from the view of every member whose name resolves.
 pub fn state(members: &[Member]) -> DomainState {
-    let ready = |m: &Member| {
-        m.view
+    let counted: Vec<usize> = (0..members.len())
+        .filter(|idx| members[*idx].host.is_some())
+        .collect();
+    let ready = |idx: &usize| {
+        members[*idx]
+            .view
             .as_ref()
             .is_some_and(|v| v.state == LocalState::Ready)
     };
-    let all_connected = members.iter().enumerate().all(|(idx, m)| {
-        m.view.as_ref().is_some_and(|v| {
-            (0..members.len())
+    let all_connected = counted.iter().all(|idx| {
+        members[*idx].view.as_ref().is_some_and(|v| {
+            counted
+                .iter()
                 .filter(|other| *other != idx)
-                .all(|other| v.connected.contains(&other))
+                .all(|other| v.connected.contains(other))
         })
     });
-    if members.iter().all(ready) && all_connected {
+    if counted.is_empty() {
+        DomainState::Down
+    } else if counted.iter().all(ready) && all_connected {
         DomainState::Up
-    } else if members.iter().any(ready) {
+    } else if counted.iter().any(ready) {
         DomainState::Degraded
     } else {
         DomainState::Down
@@ -175,7 +187,7 @@ pub fn document(members: &[Member], timestamp: String) -> Document {
                     (
                         other,
                         Connection {
-                            host: peer.host.clone(),
+                            host: peer.host.clone().unwrap_or_default(),
                             status: if up { "CONNECTED" } else { "INVALID" }.to_owned(),
                             changed: true,
                         },
@@ -188,7 +200,7 @@ pub fn document(members: &[Member], timestamp: String) -> Document {
             };
             NodeEntry {
                 status,
-                host: member.host.clone(),
+                host: member.host.clone().unwrap_or_default(),
                 host_name: String::new(),
                 connections: Connections(connections),
                 changed: true,
@@ -262,9 +274,41 @@ mod tests {
 
     fn member(host: &str, view: Option<View>) -> Member {
         Member {
-            host: host.to_owned(),
+            host: Some(host.to_owned()),
             view,
         }
+    }
+
+    fn unresolved() -> Member {
+        Member {
+            host: None,
+            view: None,
+        }
+    }
+
+    #[test]
+    fn unresolved_slots_are_listed_but_not_counted() {
+        // Two live daemons in a static nodes file of four names.
+        let members = [
+            member("10.0.0.1", ready(&[1])),
+            member("10.0.0.2", ready(&[0])),
+            unresolved(),
+            unresolved(),
+        ];
+        assert_eq!(state(&members), DomainState::Up);
+        let doc = document(&members, String::new());
+        assert_eq!(doc.nodes.0.len(), 4);
+        assert_eq!(doc.nodes.0[2].status, "UNAVAILABLE");
+        assert_eq!(doc.nodes.0[2].host, "");
+        assert_eq!(doc.nodes.0[0].connections.0[2].1.status, "INVALID");
+        // One of the two live ones gone: no longer up.
+        let members = [
+            member("10.0.0.1", ready(&[])),
+            member("10.0.0.2", None),
+            unresolved(),
+        ];
+        assert_eq!(state(&members), DomainState::Degraded);
+        assert_eq!(state(&[unresolved(), unresolved()]), DomainState::Down);
     }
 
     #[test]

@@ -3,6 +3,7 @@
 
 use std::io::ErrorKind;
 use std::net::{IpAddr, TcpListener, ToSocketAddrs};
+use std::sync::Mutex;
 
 use sha2::{Digest, Sha256};
 
@@ -73,12 +74,70 @@ pub fn is_local(ip: IpAddr) -> bool {
 }
 
 /// This node's index: the position of `bind` when set, else of the first
-/// entry that is a local address.
-pub fn own_index(resolved: &[IpAddr], bind: Option<IpAddr>) -> Option<usize> {
+/// entry that is a local address; entries that do not resolve are skipped.
+pub fn own_index(resolved: &[Option<IpAddr>], bind: Option<IpAddr>) -> Option<usize> {
     match bind {
-        Some(bind) => resolved.iter().position(|it| *it == bind),
-        None => resolved.iter().position(|it| is_local(*it)),
+        Some(bind) => resolved.iter().position(|it| *it == Some(bind)),
+        None => resolved.iter().position(|it| it.is_some_and(is_local)),
     }
+}
+
+/// The address of every entry of the nodes file, as the resolver gives it
+/// now. A host name that does not resolve is `None`, not an error: NVIDIA's
+/// compute-domain daemon writes a static nodes file of
+/// `compute-domain-daemon-%04d` names (`IMEXDaemonsWithDNSNames`) and maps
+/// only the live ones in `/etc/hosts`, sending SIGUSR1 when the mapping
+/// changes; the daemon resolves a name again before each connection attempt.
+#[derive(Debug)]
+pub struct HostTable {
+    entries: Vec<String>,
+    addrs: Mutex<Vec<Option<IpAddr>>>,
+}
+
+impl HostTable {
+    /// Resolves every entry once.
+    pub fn new(entries: Vec<String>) -> HostTable {
+        let addrs = entries.iter().map(|it| lookup(it)).collect();
+        HostTable {
+            entries,
+            addrs: Mutex::new(addrs),
+        }
+    }
+
+    /// The entries, in order.
+    pub fn entries(&self) -> &[String] {
+        &self.entries
+    }
+
+    /// Each entry's address as last resolved.
+    pub fn snapshot(&self) -> Vec<Option<IpAddr>> {
+        self.addrs.lock().map(|it| it.clone()).unwrap_or_default()
+    }
+
+    /// Entry `idx`'s address as last resolved.
+    pub fn get(&self, idx: usize) -> Option<IpAddr> {
+        self.snapshot().get(idx).copied().flatten()
+    }
+
+    /// Resolves entry `idx` again (blocking: the system resolver); returns
+    /// the address and whether it changed.
+    pub fn refresh(&self, idx: usize) -> (Option<IpAddr>, bool) {
+        let now = self.entries.get(idx).and_then(|it| lookup(it));
+        let Ok(mut addrs) = self.addrs.lock() else {
+            return (now, false);
+        };
+        match addrs.get_mut(idx) {
+            Some(slot) if *slot != now => {
+                *slot = now;
+                (now, true)
+            }
+            _ => (now, false),
+        }
+    }
+}
+
+fn lookup(entry: &str) -> Option<IpAddr> {
+    resolve(entry).ok().map(|(ip, _)| ip)
 }
 
 #[cfg(test)]
@@ -95,14 +154,27 @@ mod tests {
     }
 
     #[test]
+    fn unresolvable_names_wait_in_the_table_and_are_skipped_for_the_own_index() {
+        let table = HostTable::new(vec![
+            "no-such-host-0000.invalid".to_owned(),
+            "127.0.0.1".to_owned(),
+        ]);
+        assert_eq!(table.get(0), None);
+        assert_eq!(table.get(1), Some("127.0.0.1".parse().expect("ip")));
+        assert_eq!(table.refresh(0), (None, false));
+        assert_eq!(own_index(&table.snapshot(), None), Some(1));
+        assert_eq!(table.entries().len(), 2);
+    }
+
+    #[test]
     fn own_index_matches_a_local_address() {
-        let ips: Vec<IpAddr> = ["192.0.2.1", "127.0.0.1"]
+        let ips: Vec<Option<IpAddr>> = ["192.0.2.1", "127.0.0.1"]
             .iter()
-            .map(|it| it.parse().expect("ip"))
+            .map(|it| Some(it.parse().expect("ip")))
             .collect();
         assert_eq!(own_index(&ips, None), Some(1));
         assert_eq!(own_index(&ips[..1], None), None, "TEST-NET-1 is not local");
-        assert_eq!(own_index(&ips, Some(ips[0])), Some(0));
+        assert_eq!(own_index(&ips, ips[0]), Some(0));
     }
 
     #[test]

@@ -12,11 +12,11 @@ use std::time::Duration;
 
 use imex_double::config::{self, Config, LogTarget};
 use imex_double::domain::{self, LocalState, Member, View};
-use imex_double::nodes::{self, EntryKind, Nodes};
+use imex_double::nodes::{self, HostTable, Nodes};
 use imex_double::{clock, wire, MARKER, NO_GPU_VERSION};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::watch;
+use tokio::sync::{watch, Notify};
 
 const NAME: &str = "nvidia-imex (IMEX test double)";
 const DAEMONIZED_ENV: &str = "IMEX_DOUBLE_DAEMONIZED";
@@ -124,7 +124,10 @@ fn open_log(cfg: &Config) -> Result<Log, String> {
 /// Shared daemon state.
 struct Shared {
     own: usize,
-    hosts: Vec<IpAddr>,
+    own_addr: IpAddr,
+    hosts: HostTable,
+    /// Woken on SIGUSR1: every connection loop retries at once.
+    retry: Notify,
     digest: String,
     server_port: u16,
     cmd_port: u16,
@@ -152,6 +155,14 @@ impl Shared {
         }
     }
 
+    /// A peer for the log: its address, or its name while that does not resolve.
+    fn describe(&self, peer: usize) -> String {
+        match self.hosts.get(peer) {
+            Some(ip) => ip.to_string(),
+            None => self.hosts.entries()[peer].clone(),
+        }
+    }
+
     fn link(&self, peer: usize, delta: i32) -> u32 {
         let mut links = match self.links.lock() {
             Ok(links) => links,
@@ -164,11 +175,11 @@ impl Shared {
         match (before, after) {
             (0, 1..) => self.log.info(&format!(
                 "Connection to node #{peer} ({}) established",
-                self.hosts[peer]
+                self.describe(peer)
             )),
             (1.., 0) => self.log.warn(&format!(
                 "Connection to node #{peer} ({}) lost",
-                self.hosts[peer]
+                self.describe(peer)
             )),
             _ => {}
         }
@@ -195,7 +206,8 @@ fn run(args: Args) -> Result<(), String> {
     let nodes_path = cfg.nodes_file().to_owned();
     let (nodes, hosts) = read_nodes(&nodes_path, &log)?;
     let bind = cfg.bind_ip().map_err(|e| e.to_string())?;
-    let Some(own) = nodes::own_index(&hosts, bind) else {
+    let own = nodes::own_index(&hosts.snapshot(), bind);
+    let Some((own, own_addr)) = own.and_then(|own| Some((own, hosts.get(own)?))) else {
         let msg = "No matching network interface found for any IP addresses in the node configuration file";
         log.at(1, "CRITICAL", msg);
         return Err(format!("{msg} {nodes_path}"));
@@ -214,8 +226,10 @@ fn run(args: Args) -> Result<(), String> {
         .unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED));
     let shared = Arc::new(Shared {
         own,
-        links: Mutex::new(vec![0; hosts.len()]),
+        own_addr,
+        links: Mutex::new(vec![0; hosts.entries().len()]),
         hosts,
+        retry: Notify::new(),
         digest: nodes.digest,
         server_port,
         cmd_port,
@@ -281,8 +295,9 @@ fn log_startup(cfg: &Config, log: &Log) {
     }
 }
 
-/// The nodes file and the address of each entry, in order.
-fn read_nodes(nodes_path: &str, log: &Log) -> Result<(Nodes, Vec<IpAddr>), String> {
+/// The nodes file and the address of each entry, in order (a host name that
+/// does not resolve yet waits in the table).
+fn read_nodes(nodes_path: &str, log: &Log) -> Result<(Nodes, HostTable), String> {
     let text = std::fs::read_to_string(nodes_path)
         .map_err(|e| format!("Failed to read node configuration file {nodes_path}: {e}"))?;
     let nodes = Nodes::parse(&text);
@@ -291,15 +306,20 @@ fn read_nodes(nodes_path: &str, log: &Log) -> Result<(Nodes, Vec<IpAddr>), Strin
             "Failed to read node configuration file {nodes_path}: no entries"
         ));
     }
-    let mut hosts = Vec::new();
     for entry in &nodes.entries {
-        let (ip, kind) = nodes::resolve(entry).map_err(|e| e.to_string())?;
-        if kind == EntryKind::HostName {
+        if entry.parse::<IpAddr>().is_err() {
             log.info(&format!(
                 "Treating node config entry '{entry}' as a host name."
             ));
         }
-        hosts.push(ip);
+    }
+    let hosts = HostTable::new(nodes.entries.clone());
+    for (entry, addr) in hosts.entries().iter().zip(hosts.snapshot()) {
+        if addr.is_none() {
+            log.info(&format!(
+                "node config entry '{entry}' does not resolve yet; retrying before each connection"
+            ));
+        }
     }
     Ok((nodes, hosts))
 }
@@ -318,7 +338,7 @@ fn write_persist(digest: &str) -> Result<(), String> {
 
 async fn serve(shared: Arc<Shared>, cmd_addr: SocketAddr) -> Result<(), String> {
     use tokio::signal::unix::{signal, SignalKind};
-    let peer_addr = SocketAddr::new(shared.hosts[shared.own], shared.server_port);
+    let peer_addr = SocketAddr::new(shared.own_addr, shared.server_port);
     let peers = TcpListener::bind(peer_addr)
         .await
         .map_err(|e| format!("cannot listen on {peer_addr} (SERVER_PORT): {e}"))?;
@@ -334,7 +354,7 @@ async fn serve(shared: Arc<Shared>, cmd_addr: SocketAddr) -> Result<(), String> 
 
     tokio::spawn(accept_peers(peers, shared.clone(), stop_rx.clone()));
     tokio::spawn(accept_cmds(cmds, shared.clone()));
-    for peer in 0..shared.hosts.len() {
+    for peer in 0..shared.hosts.entries().len() {
         if peer != shared.own {
             tokio::spawn(connect_peer(peer, shared.clone(), stop_rx.clone()));
         }
@@ -350,7 +370,10 @@ async fn serve(shared: Arc<Shared>, cmd_addr: SocketAddr) -> Result<(), String> 
             _ = term.recv() => break "SIGTERM",
             _ = int.recv() => break "SIGINT",
             _ = quit.recv() => break "SIGQUIT",
-            _ = usr1.recv() => shared.log.info("SIGUSR1: restarting outgoing connections"),
+            _ = usr1.recv() => {
+                shared.log.info("SIGUSR1: restarting outgoing connections");
+                shared.retry.notify_waiters();
+            }
             _ = hup.recv() => shared.log.info("SIGHUP: nothing buffered to dump"),
         }
     };
@@ -390,7 +413,8 @@ async fn accept_peers(listener: TcpListener, shared: Arc<Shared>, stop: watch::R
                     .warn(&format!("{from}: not a peer greeting: {line:?}"));
                 return;
             };
-            if digest != shared.digest || peer >= shared.hosts.len() || peer == shared.own {
+            if digest != shared.digest || peer >= shared.hosts.entries().len() || peer == shared.own
+            {
                 shared.log.warn(&format!(
                     "{from} (node #{peer}): node map mismatch (!M!), connection refused"
                 ));
@@ -453,7 +477,6 @@ async fn connect_peer(peer: usize, shared: Arc<Shared>, stop: watch::Receiver<bo
         .and_then(|it| it.parse::<u64>().ok())
         .map_or(Duration::from_secs(15), Duration::from_millis);
     let mut delay = base;
-    let addr = SocketAddr::new(shared.hosts[peer], shared.server_port);
     loop {
         if *stop.borrow() {
             return;
@@ -463,22 +486,37 @@ async fn connect_peer(peer: usize, shared: Arc<Shared>, stop: watch::Receiver<bo
             tokio::time::sleep(Duration::from_millis(500)).await;
             continue;
         }
-        match handshake(addr, &shared).await {
+        // The name again before each attempt: a replaced peer has a new address.
+        let resolved = {
+            let shared = shared.clone();
+            tokio::task::spawn_blocking(move || shared.hosts.refresh(peer))
+                .await
+                .unwrap_or((None, false))
+        };
+        let attempt = match resolved {
+            (Some(ip), _) => handshake(SocketAddr::new(ip, shared.server_port), &shared).await,
+            (None, _) => Err("its name does not resolve".to_owned()),
+        };
+        match attempt {
             Ok(reader) => {
                 link(reader, peer, &shared, stop.clone()).await;
                 delay = base;
             }
             Err(err) => {
-                shared.log.info(&format!(
-                    "node #{peer} ({addr}) not reachable ({err}); retrying in {}s",
-                    delay.as_secs_f64()
-                ));
+                if resolved.0.is_some() {
+                    shared.log.info(&format!(
+                        "node #{peer} ({}) not reachable ({err}); retrying in {}s",
+                        shared.describe(peer),
+                        delay.as_secs_f64()
+                    ));
+                }
                 let mut stop = stop.clone();
                 tokio::select! {
-                    _ = tokio::time::sleep(delay) => {}
+                    _ = tokio::time::sleep(delay) => delay = delay * 2 + Duration::from_secs(1),
+                    // SIGUSR1: the mapping changed, retry now and from the start.
+                    _ = shared.retry.notified() => delay = base,
                     _ = stop.changed() => return,
                 }
-                delay = delay * 2 + Duration::from_secs(1);
             }
         }
     }
@@ -534,24 +572,24 @@ async fn accept_cmds(listener: TcpListener, shared: Arc<Shared>) {
 /// Every member's view: ours, and each peer's over its command port.
 async fn members(shared: &Arc<Shared>) -> Vec<Member> {
     let mut set = tokio::task::JoinSet::new();
-    for (idx, ip) in shared.hosts.iter().enumerate() {
-        if idx == shared.own {
+    let hosts = shared.hosts.snapshot();
+    for (idx, ip) in hosts.iter().enumerate() {
+        let Some(ip) = ip.filter(|_| idx != shared.own) else {
             continue;
-        }
-        let addr = SocketAddr::new(*ip, shared.cmd_port);
+        };
+        let addr = SocketAddr::new(ip, shared.cmd_port);
         set.spawn(async move { (idx, peer_view(addr).await) });
     }
-    let mut views: Vec<Option<View>> = vec![None; shared.hosts.len()];
+    let mut views: Vec<Option<View>> = vec![None; hosts.len()];
     views[shared.own] = Some(shared.view());
     while let Some(Ok((idx, view))) = set.join_next().await {
         views[idx] = view;
     }
-    shared
-        .hosts
+    hosts
         .iter()
         .zip(views)
         .map(|(ip, view)| Member {
-            host: ip.to_string(),
+            host: ip.map(|it| it.to_string()),
             view,
         })
         .collect()
