@@ -6,6 +6,9 @@ use std::path::PathBuf;
 /// Where the real daemon lives when `IMEX_SHIM_REAL_BIN` is unset or empty.
 pub const DEFAULT_REAL_BIN: &str = "/usr/bin/nvidia-imex.real";
 
+/// `argv[0]` of a carried daemon (its memfd path would say nothing).
+pub const CARRIED_ARGV0: &str = "nvidia-imex";
+
 /// The real daemon: `IMEX_SHIM_REAL_BIN` when it is set and non-empty, else
 /// [`DEFAULT_REAL_BIN`].
 pub fn real_binary(env_value: Option<OsString>) -> PathBuf {

@@ -103,3 +103,41 @@ fn non_executable_daemon_exits_127() {
     assert_eq!(output.status.code(), Some(127));
     assert!(String::from_utf8_lossy(&output.stderr).contains("Permission denied"));
 }
+
+/// The shim as the stager stages it in the driver root: the daemon appended
+/// (`node_layout::imex_bundle`), found at its own end and executed from a
+/// memfd, with `--nogpu` added; nothing beside it is needed.
+#[test]
+fn a_shim_carrying_its_daemon_execs_it_from_its_own_end() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    // An ELF daemon that prints its arguments: coreutils' echo.
+    let daemon = fs::read("/bin/echo").expect("/bin/echo");
+    let shim = fs::read(SHIM).expect("the built shim");
+    let staged = dir.path().join("nvidia-imex");
+    fs::write(&staged, node_layout::imex_bundle::bundle(&shim, &daemon)).expect("bundle");
+    fs::set_permissions(&staged, fs::Permissions::from_mode(0o755)).expect("chmod");
+    let output = Command::new(&staged)
+        .args(["-c", "/imexd/imexd.cfg"])
+        .env_remove("IMEX_SHIM_REAL_BIN")
+        .output()
+        .expect("run the staged shim");
+    assert!(output.status.success(), "{output:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout),
+        "-c /imexd/imexd.cfg --nogpu\n"
+    );
+    // A plain shim (nothing carried) still falls back to the default path.
+    let plain = dir.path().join("plain");
+    fs::write(&plain, &shim).expect("copy");
+    fs::set_permissions(&plain, fs::Permissions::from_mode(0o755)).expect("chmod");
+    let output = Command::new(&plain)
+        .env_remove("IMEX_SHIM_REAL_BIN")
+        .output()
+        .expect("run");
+    assert_eq!(output.status.code(), Some(127), "{output:?}");
+    assert!(
+        String::from_utf8_lossy(&output.stderr)
+            .starts_with("nvidia-imex-shim: exec /usr/bin/nvidia-imex.real: "),
+        "{output:?}"
+    );
+}

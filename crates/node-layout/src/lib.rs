@@ -6,12 +6,14 @@
 //! - [`proc_devices`]: the substitute `/proc/devices` and its major validation.
 //! - [`facts`]: the node-facts report the stager's probe prints for xtask.
 //! - [`xid`]: the Xid injection control file's format (parse, format, append).
+//! - [`imex_bundle`]: the staged `nvidia-imex`, the NO GPU shim with the daemon appended.
 //!
 //! Pure: no I/O, so the stager and the plugin cannot disagree about a path.
 
 pub mod channels;
 pub mod env;
 pub mod facts;
+pub mod imex_bundle;
 pub mod paths;
 pub mod proc_devices;
 pub mod xid;

@@ -50,6 +50,24 @@ pub const CHECK_FABRIC: &str = "check-fabric";
 /// The mock driver's nvidia-smi, in [`Layout::bin_dir`].
 pub const NVIDIA_SMI: &str = "nvidia-smi";
 
+/// NVIDIA's IMEX daemon as a driver install puts it, in [`Layout::bin_dir`]: staged only with an
+/// IMEX payload, as the NO GPU shim carrying the daemon ([`crate::imex_bundle`]), since NVIDIA's
+/// compute-domain kubelet plugin mounts into its daemon's container exactly the driver root's
+/// `nvidia-imex` and `nvidia-imex-ctl` (nvidia-container-toolkit's driver binaries).
+pub const IMEX_DAEMON: &str = "nvidia-imex";
+
+/// NVIDIA's IMEX control program, in [`Layout::bin_dir`], staged with [`IMEX_DAEMON`].
+pub const IMEX_CTL: &str = "nvidia-imex-ctl";
+
+/// Where the stager's container finds the IMEX payload the chart's init container copied out of
+/// the payload's image (`nvml-mock-stager --imex-payload`): the shim, the daemon and the ctl
+/// under the file names [`IMEX_PAYLOAD_FILES`].
+pub const IMEX_PAYLOAD_DIR: &str = "/imex-payload";
+
+/// The payload's files in [`IMEX_PAYLOAD_DIR`]: the shim, the real daemon, the ctl (as the
+/// workload image built with `--imex` holds them in `/usr/bin`).
+pub const IMEX_PAYLOAD_FILES: [&str; 3] = ["nvidia-imex", "nvidia-imex.real", "nvidia-imex-ctl"];
+
 /// The Xid injection control file, relative to the driver root (`driver/`, which is what the
 /// mock library finds from its own location): see [`crate::xid`] for its format.
 pub const XID_INJECTIONS_IN_DRIVER: &str = "config/xid-injections";
@@ -114,6 +132,16 @@ impl Layout {
     /// `driver/usr/bin/nvidia-smi`: a regular file (the DRA driver's init container insists).
     pub fn nvidia_smi(&self) -> PathBuf {
         self.bin_dir().join(NVIDIA_SMI)
+    }
+
+    /// `driver/usr/bin/nvidia-imex`: the shim carrying NVIDIA's daemon (or the test double's).
+    pub fn imex_daemon(&self) -> PathBuf {
+        self.bin_dir().join(IMEX_DAEMON)
+    }
+
+    /// `driver/usr/bin/nvidia-imex-ctl`.
+    pub fn imex_ctl(&self) -> PathBuf {
+        self.bin_dir().join(IMEX_CTL)
     }
 
     /// `driver/usr/lib64`: first on a container's `LD_LIBRARY_PATH`.
