@@ -345,6 +345,22 @@ pub fn install_values(image: &ImageRef, majors: Majors, profile: &str) -> String
     format!("# Written by cargo xtask; passed to helm with -f.\n{yaml}")
 }
 
+/// The values that put NVIDIA's IMEX programs into every tray's staged driver
+/// root (the chart's `imex.driverRoot.image`), copied out of `image`: the
+/// workload image built with an IMEX payload. A `-f` file beside
+/// [`install_values`]'s.
+pub fn imex_driver_root_values(image: &ImageRef) -> String {
+    let values = serde_json::json!({
+        "imex": { "driverRoot": { "image": {
+            "repository": image.repository,
+            "tag": image.tag,
+            "pullPolicy": "IfNotPresent",
+        } } },
+    });
+    let yaml = serde_yaml::to_string(&values).unwrap_or_default();
+    format!("# Written by cargo xtask; passed to helm with -f.\n{yaml}")
+}
+
 /// The `helm upgrade --install` arguments (no `--wait`: the caller waits
 /// through kube-rs watchers).
 pub fn helm_install_args(chart: &str, kube_context: &str, values_files: &[String]) -> Vec<String> {
@@ -717,5 +733,16 @@ Block devices:
             rendered.contains("name: nvml-mock-nri"),
             "NRI DaemonSet rendered"
         );
+    }
+
+    #[test]
+    fn imex_driver_root_values_name_the_payload_image_for_the_chart() {
+        let image = ImageRef::parse("nvml-mock-workload:0123abcd").expect("ref");
+        let text = imex_driver_root_values(&image);
+        let values: serde_yaml::Value = serde_yaml::from_str(&text).expect("yaml");
+        let at = &values["imex"]["driverRoot"]["image"];
+        assert_eq!(at["repository"].as_str(), Some("nvml-mock-workload"));
+        assert_eq!(at["tag"].as_str(), Some("0123abcd"));
+        assert_eq!(at["pullPolicy"].as_str(), Some("IfNotPresent"));
     }
 }

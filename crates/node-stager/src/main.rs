@@ -77,6 +77,12 @@ struct Args {
     /// Stage the IMEX surface: substitute proc-devices, caps file, channel nodes.
     #[arg(long)]
     imex_channels: bool,
+    /// Stage NVIDIA's IMEX daemon and ctl into the driver root, as a driver install has them:
+    /// a directory holding the IMEX payload's shim, daemon and ctl (`nvidia-imex`,
+    /// `nvidia-imex.real`, `nvidia-imex-ctl`; the chart's init container copies them out of the
+    /// payload's image). `usr/bin/nvidia-imex` is the shim carrying the daemon.
+    #[arg(long)]
+    imex_payload: Option<PathBuf>,
     /// How many IMEX channel nodes.
     #[arg(long, default_value_t = 2048)]
     channel_count: u32,
@@ -384,6 +390,11 @@ fn read_inputs(args: &Args) -> Result<plan::Inputs> {
             );
         }
     }
+    let imex_binaries = args
+        .imex_payload
+        .as_deref()
+        .map(read_imex_payload)
+        .transpose()?;
     Ok(plan::Inputs {
         driver_version: profile.driver_version().to_owned(),
         gpu_count,
@@ -392,6 +403,28 @@ fn read_inputs(args: &Args) -> Result<plan::Inputs> {
         nvidia_smi: args.nvidia_smi.clone(),
         profile_staged,
         imex,
+        imex_binaries,
+    })
+}
+
+/// The IMEX payload's files in `dir`: the staged daemon (the shim carrying the daemon) and ctl.
+fn read_imex_payload(dir: &std::path::Path) -> Result<plan::ImexBinaries> {
+    let [shim, daemon, ctl] = node_layout::paths::IMEX_PAYLOAD_FILES.map(|name| dir.join(name));
+    let read = |path: &std::path::Path| {
+        std::fs::read(path).with_context(|| {
+            format!(
+                "cannot read {} of the IMEX payload: the image given as the chart's \
+                 imex.driverRoot.image must hold the shim, daemon and ctl in /usr/bin \
+                 (the workload image built with --imex)",
+                path.display()
+            )
+        })
+    };
+    let daemon_bytes = read(&daemon)?;
+    read(&ctl)?;
+    Ok(plan::ImexBinaries {
+        daemon: node_layout::imex_bundle::bundle(&read(&shim)?, &daemon_bytes),
+        ctl,
     })
 }
 

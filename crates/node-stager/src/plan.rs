@@ -41,6 +41,17 @@ pub struct Inputs {
     pub profile_staged: Vec<u8>,
     /// The IMEX surface, when enabled.
     pub imex: Option<Imex>,
+    /// NVIDIA's IMEX daemon and ctl for the driver root, when a payload is given.
+    pub imex_binaries: Option<ImexBinaries>,
+}
+
+/// The IMEX programs a driver install puts in `usr/bin`.
+#[derive(Debug, Clone)]
+pub struct ImexBinaries {
+    /// `nvidia-imex`: the NO GPU shim carrying the daemon (`node_layout::imex_bundle`).
+    pub daemon: Vec<u8>,
+    /// `nvidia-imex-ctl`, to copy.
+    pub ctl: PathBuf,
 }
 
 /// The IMEX surface's inputs.
@@ -139,6 +150,15 @@ pub fn plan(layout: &Layout, inputs: &Inputs) -> Plan {
     .collect();
     entries.extend(driver_files(layout, inputs));
     entries.extend(gpu_nodes(layout, inputs.gpu_count));
+    // Without a payload, `usr/bin` (exclusive) loses any IMEX program staged before.
+    if let Some(binaries) = &inputs.imex_binaries {
+        entries.push(Entry::File {
+            path: layout.imex_daemon(),
+            contents: Contents::Bytes(binaries.daemon.clone()),
+            mode: 0o755,
+        });
+        entries.push(executable(layout.imex_ctl(), &binaries.ctl));
+    }
 
     let mut exclusive_dirs = vec![layout.lib_dir(), layout.bin_dir(), layout.dev_dir()];
     let mut absent = Vec::new();
@@ -288,7 +308,51 @@ mod tests {
             nvidia_smi: PathBuf::from("/usr/local/bin/nvidia-smi"),
             profile_staged: b"staged".to_vec(),
             imex,
+            imex_binaries: None,
         }
+    }
+
+    #[test]
+    fn an_imex_payload_puts_the_daemon_and_ctl_in_usr_bin_and_none_removes_them() {
+        let layout = Layout::default();
+        let mut with = inputs(None);
+        with.imex_binaries = Some(ImexBinaries {
+            daemon: b"shim+daemon".to_vec(),
+            ctl: PathBuf::from("/imex-payload/nvidia-imex-ctl"),
+        });
+        let planned = plan(&layout, &with);
+        let file = |path: &Path| {
+            planned.entries.iter().find_map(|entry| match entry {
+                Entry::File {
+                    path: at,
+                    contents,
+                    mode,
+                } if at == path => Some((contents.clone(), *mode)),
+                _ => None,
+            })
+        };
+        assert_eq!(
+            file(&layout.imex_daemon()),
+            Some((Contents::Bytes(b"shim+daemon".to_vec()), 0o755))
+        );
+        assert_eq!(
+            file(&layout.imex_ctl()),
+            Some((
+                Contents::CopyOf(PathBuf::from("/imex-payload/nvidia-imex-ctl")),
+                0o755
+            ))
+        );
+        assert!(layout.imex_daemon().starts_with(layout.bin_dir()));
+        // Without: not planned in the exclusive usr/bin, so pruned.
+        let without = plan(&layout, &inputs(None));
+        assert!(without.exclusive_dirs.contains(&layout.bin_dir()));
+        assert!(
+            !without
+                .entries
+                .iter()
+                .any(|entry| entry.path() == layout.imex_daemon()
+                    || entry.path() == layout.imex_ctl())
+        );
     }
 
     fn imex(count: u32) -> Imex {

@@ -502,3 +502,56 @@ fn follows_the_topology_live_and_cleans_up_on_sigterm() {
         "the overlay dir itself (a hostPath mount) must stay"
     );
 }
+
+/// `--imex-payload`: the driver root gets `usr/bin/nvidia-imex` (the shim
+/// carrying the daemon, found again by its trailer) and `nvidia-imex-ctl`, as
+/// a driver install has them; staged again without it, both go; a payload
+/// missing a file is refused naming it, and the tree is left as it was.
+#[test]
+fn an_imex_payload_is_staged_into_the_driver_root_and_removed_without_it() {
+    let host = Host::new();
+    fs::create_dir_all(host.path("payload")).unwrap_or_else(|err| panic!("{err}"));
+    host.write("payload/nvidia-imex", b"\x7fELF the shim");
+    host.write("payload/nvidia-imex.real", b"\x7fELF the daemon");
+    host.write("payload/nvidia-imex-ctl", b"\x7fELF the ctl");
+    let payload = format!("--imex-payload={}", host.path("payload").display());
+    host.stage_once(&[&payload]);
+    let layout = host.layout();
+    let staged = fs::read(layout.imex_daemon()).unwrap_or_else(|err| panic!("{err}"));
+    let trailer = &staged[staged.len() - node_layout::imex_bundle::TRAILER_LEN..];
+    let (offset, len) = node_layout::imex_bundle::carried(trailer, staged.len() as u64)
+        .expect("the staged nvidia-imex carries the daemon");
+    assert_eq!(&staged[..offset as usize], b"\x7fELF the shim");
+    assert_eq!(
+        &staged[offset as usize..(offset + len) as usize],
+        b"\x7fELF the daemon"
+    );
+    assert_eq!(
+        fs::read(layout.imex_ctl()).unwrap_or_else(|err| panic!("{err}")),
+        b"\x7fELF the ctl"
+    );
+    for path in [layout.imex_daemon(), layout.imex_ctl()] {
+        let mode = fs::metadata(&path)
+            .unwrap_or_else(|err| panic!("{err}"))
+            .mode();
+        assert_eq!(mode & 0o777, 0o755, "{}", path.display());
+    }
+
+    fs::remove_file(host.path("payload/nvidia-imex-ctl")).unwrap_or_else(|err| panic!("{err}"));
+    let output = host.run_once(&[&payload]);
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("nvidia-imex-ctl of the IMEX payload"),
+        "{stderr}"
+    );
+    assert!(
+        layout.imex_ctl().exists(),
+        "a refused payload changed the tree"
+    );
+
+    host.stage_once(&[]);
+    assert!(!layout.imex_daemon().exists());
+    assert!(!layout.imex_ctl().exists());
+    assert!(layout.check_fabric().exists());
+}
