@@ -459,8 +459,8 @@ fn registry_value(arg: &str) -> Result<String, String> {
 #[derive(Debug, Clone, Args)]
 pub struct RegistryArgs {
     /// With --kube-context: push the images to this registry and have the
-    /// nodes pull them from it (`HOST[:PORT][/PREFIX]`; README.md "On your own
-    /// cluster"). Credentials, if any: CDSIM_REGISTRY_USER and CDSIM_REGISTRY_PASSWORD.
+    /// nodes pull them from it (`HOST[:PORT][/PREFIX]`; docs/own-cluster.md).
+    /// Credentials, if any: CDSIM_REGISTRY_USER and CDSIM_REGISTRY_PASSWORD.
     #[arg(long, requires = "kube_context", value_name = "HOST[:PORT][/PREFIX]", value_parser = registry_value)]
     pub registry: Option<String>,
     /// The registry serves plain HTTP, not HTTPS.

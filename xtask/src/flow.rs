@@ -498,7 +498,7 @@ fn scenario5_needs_registry(context: &str) -> String {
     format!(
         "`scenario5 --kube-context {context}` needs --registry HOST[:PORT][/PREFIX] (and --plain-http for a registry \
          without TLS): a cluster that is not kind pulls the device plugin and NFD images from a registry its nodes \
-         can reach (README.md, \"On your own cluster\")"
+         can reach (docs/own-cluster.md)"
     )
 }
 

@@ -11,6 +11,8 @@ mod bench_upstream;
 mod capacity;
 mod ci;
 mod conformance;
+#[cfg(test)]
+mod docs_check;
 mod doctor;
 mod faults;
 mod flags;

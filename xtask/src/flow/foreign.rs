@@ -43,7 +43,7 @@ pub async fn demo(run: Run<'_>) -> anyhow::Result<()> {
     let Some(value) = args.push.registry.as_deref() else {
         anyhow::bail!(
             "`up --kube-context {context}` needs --registry HOST[:PORT][/PREFIX]: a cluster that is not kind pulls \
-             the mock and workload images from a registry its nodes can reach (README.md, \"On your own cluster\")"
+             the mock and workload images from a registry its nodes can reach (docs/own-cluster.md)"
         );
     };
     let registry = Registry::parse(value, args.push.plain_http).map_err(anyhow::Error::msg)?;
