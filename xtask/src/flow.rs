@@ -91,8 +91,13 @@ fn scratch_dir(name: &str) -> anyhow::Result<PathBuf> {
 fn finish_report(report: &mut Report, started: Instant, path: Option<&Path>) -> anyhow::Result<()> {
     report.total_seconds = crate::report::round(started.elapsed());
     if let Some(path) = path {
-        let xml = report.write(path)?;
-        eprintln!("    report: {} and {}", path.display(), xml.display());
+        let beside = report.write(path)?;
+        eprintln!(
+            "    report: {}, {} and {}",
+            path.display(),
+            beside.xml.display(),
+            beside.html.display()
+        );
     }
     Ok(())
 }
