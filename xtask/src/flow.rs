@@ -140,6 +140,7 @@ pub async fn demo(run: Run<'_>) -> anyhow::Result<()> {
         ..Report::default()
     };
     report.notes.push(format!("layout: {layout}"));
+    crate::report_page::lay_out(&mut report, &layout.demo(&cluster.workers()), &args.profile);
     let res = demo_inner(run, &cluster, layout, &mut report).await;
     finish_report(&mut report, started, args.report.as_deref())?;
     let cluster_up = report
@@ -445,6 +446,9 @@ async fn run_scenario4<R: Runner>(
             timings: Vec::new(),
         }]
     });
+    if results.first().map(|it| it.outcome.verdict()) != Some(Verdict::Skipped) {
+        report.compute_domain = crate::scenario4::domain_members(layout, &cluster.workers());
+    }
     report_rows(results, report);
     Ok(())
 }
@@ -567,6 +571,7 @@ pub async fn scenario(
     let mut target = target(sh, &args.cluster).await?;
     target.registry = registry;
     report.cluster = target.label();
+    report.trays = crate::report::map::trays(&target.topology, None);
     let res = run_scenario::<ShellRunner<'_>>(sh, &target, which, None, tracker, &mut report).await;
     finish_report(&mut report, started, args.report.as_deref())?;
     res?;

@@ -297,12 +297,16 @@ impl Report {
 
     /// Reads the JSON report at `path`; the error names the file and what to pass.
     pub fn read(path: &Path) -> anyhow::Result<Report> {
-        const WHAT: &str = "pass the JSON report `cargo xtask demo --report FILE` wrote (not its .xml or .html)";
+        const WHAT: &str =
+            "pass the JSON report `cargo xtask demo --report FILE` wrote (not its .xml or .html)";
         let text = std::fs::read_to_string(path).map_err(|err| {
             anyhow::format_err!("cannot read the report {}: {err}: {WHAT}", path.display())
         })?;
         Report::from_json(&text).map_err(|err| {
-            anyhow::format_err!("{} is not a cdsim JSON report ({err}): {WHAT}", path.display())
+            anyhow::format_err!(
+                "{} is not a cdsim JSON report ({err}): {WHAT}",
+                path.display()
+            )
         })
     }
 

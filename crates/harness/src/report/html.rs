@@ -99,7 +99,10 @@ fn header(report: &Report, title: &str) -> String {
     let mut fact = |name: &str, value: String| {
         let _ = writeln!(out, "<dt>{name}</dt><dd>{value}</dd>");
     };
-    fact("Command", format!("<code>{}</code>", escape(&report.command)));
+    fact(
+        "Command",
+        format!("<code>{}</code>", escape(&report.command)),
+    );
     fact("Cluster", escape(&report.cluster));
     fact("Total", format!("{:.1} s", report.total_seconds));
     if let Some(payload) = &report.imex_payload {

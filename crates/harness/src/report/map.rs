@@ -294,7 +294,11 @@ mod tests {
             }
         );
         assert_eq!(
-            (w2.rows[0].verdict, w2.rows[0].scope, w2.rows[0].text.as_str()),
+            (
+                w2.rows[0].verdict,
+                w2.rows[0].scope,
+                w2.rows[0].text.as_str()
+            ),
             (Verdict::Failed, Scope::Scenario, "w1 broke")
         );
         assert_eq!(
