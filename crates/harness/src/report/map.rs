@@ -182,10 +182,15 @@ pub fn short_uuid(uuid: &str) -> String {
 fn row(result: &ScenarioResult, node: &str) -> Row {
     let mine: Vec<&WorkerDetail> = result.workers.iter().filter(|it| it.node == node).collect();
     if mine.is_empty() {
+        let text = match (result.outcome.reason(), result.workers.is_empty()) {
+            (Some(reason), _) => reason.to_owned(),
+            (None, true) => String::new(),
+            (None, false) => "nothing recorded for this tray".to_owned(),
+        };
         return Row {
             scenario: result.name.clone(),
             verdict: result.outcome.verdict(),
-            text: result.outcome.reason().unwrap_or_default().to_owned(),
+            text,
             scope: Scope::Scenario,
         };
     }
@@ -304,6 +309,13 @@ mod tests {
         assert_eq!(
             (w2.rows[1].verdict, w2.rows[1].text.as_str()),
             (Verdict::Skipped, "no payload")
+        );
+        let mut passed = report.clone();
+        passed.scenarios[0].outcome = Outcome::Passed;
+        let w2 = &RackMap::of(&passed).racks[0].cliques[1].trays[0];
+        assert_eq!(
+            (w2.rows[0].verdict, w2.rows[0].text.as_str()),
+            (Verdict::Passed, "nothing recorded for this tray")
         );
     }
 
