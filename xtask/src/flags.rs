@@ -144,6 +144,20 @@ pub enum Command {
     /// Compares our mock library with upstream's, call by call, on every GPU profile both ship;
     /// fails on any difference crates/nvml-conformance/allow.toml does not explain.
     Conformance(ConformanceArgs),
+    /// Write the page of a run (racks, cliques, trays, scenario rows, timings; one HTML file,
+    /// no script) from its JSON report; `demo --report FILE` writes it beside FILE already.
+    Report(ReportArgs),
+}
+
+/// Options for `report`.
+#[derive(Debug, Clone, Args)]
+pub struct ReportArgs {
+    /// The page to write (its directory is created).
+    #[arg(long, value_name = "OUT.html")]
+    pub html: PathBuf,
+    /// The JSON report `demo --report FILE` wrote.
+    #[arg(value_name = "REPORT.json")]
+    pub json: PathBuf,
 }
 
 /// Options for `inject`.
@@ -845,5 +859,14 @@ mod tests {
             panic!("status");
         };
         assert_eq!(args.kube_context.as_deref(), Some("x"));
+    }
+
+    #[test]
+    fn report_takes_the_page_and_the_json_report() {
+        let Command::Report(args) = parse(&["report", "--html", "o.html", "r.json"]).command else {
+            panic!("report");
+        };
+        assert_eq!((args.html, args.json), ("o.html".into(), "r.json".into()));
+        assert!(Xtask::try_parse_from(["cargo xtask", "report", "r.json"]).is_err());
     }
 }

@@ -91,8 +91,13 @@ fn scratch_dir(name: &str) -> anyhow::Result<PathBuf> {
 fn finish_report(report: &mut Report, started: Instant, path: Option<&Path>) -> anyhow::Result<()> {
     report.total_seconds = crate::report::round(started.elapsed());
     if let Some(path) = path {
-        let xml = report.write(path)?;
-        eprintln!("    report: {} and {}", path.display(), xml.display());
+        let beside = report.write(path)?;
+        eprintln!(
+            "    report: {}, {} and {}",
+            path.display(),
+            beside.xml.display(),
+            beside.html.display()
+        );
     }
     Ok(())
 }
@@ -135,6 +140,7 @@ pub async fn demo(run: Run<'_>) -> anyhow::Result<()> {
         ..Report::default()
     };
     report.notes.push(format!("layout: {layout}"));
+    crate::report_page::lay_out(&mut report, &layout.demo(&cluster.workers()), &args.profile);
     let res = demo_inner(run, &cluster, layout, &mut report).await;
     finish_report(&mut report, started, args.report.as_deref())?;
     let cluster_up = report
@@ -440,6 +446,9 @@ async fn run_scenario4<R: Runner>(
             timings: Vec::new(),
         }]
     });
+    if results.first().map(|it| it.outcome.verdict()) != Some(Verdict::Skipped) {
+        report.compute_domain = crate::scenario4::domain_members(layout, &cluster.workers());
+    }
     report_rows(results, report);
     Ok(())
 }
@@ -562,6 +571,7 @@ pub async fn scenario(
     let mut target = target(sh, &args.cluster).await?;
     target.registry = registry;
     report.cluster = target.label();
+    report.trays = crate::report::map::trays(&target.topology, None);
     let res = run_scenario::<ShellRunner<'_>>(sh, &target, which, None, tracker, &mut report).await;
     finish_report(&mut report, started, args.report.as_deref())?;
     res?;

@@ -26,6 +26,7 @@ mod node_facts;
 mod node_image;
 mod nvml_functions;
 mod prebuild;
+mod report_page;
 #[cfg(test)]
 mod tidy;
 mod tools;
@@ -139,6 +140,7 @@ fn run(flags: flags::Xtask) -> anyhow::Result<()> {
         Command::BenchVsUpstream(args) => bench_upstream::run(&sh, &args),
         Command::NvmlFunctions(args) => nvml_functions::run(&sh, &args),
         Command::Conformance(args) => conformance::run(&sh, &args),
+        Command::Report(args) => report_page::run(&args),
     }
 }
 

@@ -4,7 +4,10 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
+
+pub mod html;
+pub mod map;
 
 /// How a scenario ended.
 ///
@@ -12,7 +15,7 @@ use serde::Serialize;
 /// through [`Outcome::verdict`] and [`Outcome::label`], so a new variant (e.g.
 /// a pass that relied on a named test double) needs only those two arms and
 /// its serde name; nothing compares strings.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "outcome", content = "reason", rename_all = "lowercase")]
 pub enum Outcome {
     /// Every assertion held.
@@ -70,7 +73,7 @@ impl Outcome {
 }
 
 /// How a step ended.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "status", content = "error", rename_all = "lowercase")]
 pub enum StepStatus {
     /// It did what it had to.
@@ -99,7 +102,7 @@ impl StepStatus {
 }
 
 /// What one worker showed in a scenario.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WorkerDetail {
     /// The node.
     pub node: String,
@@ -112,7 +115,7 @@ pub struct WorkerDetail {
 }
 
 /// One scenario's result.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ScenarioResult {
     /// `scenario1`, `scenario2`, `scenario3`.
     pub name: String,
@@ -142,7 +145,7 @@ impl ScenarioResult {
 }
 
 /// What an nvidia-imex payload is.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum PayloadIdentity {
     /// NVIDIA's redistributable (an archive, or a tree extracted from one).
@@ -162,7 +165,7 @@ pub enum PayloadIdentity {
 }
 
 /// One step's wall time.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Step {
     /// The step name.
     pub name: String,
@@ -174,7 +177,7 @@ pub struct Step {
 }
 
 /// The whole report.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Report {
     /// The command that ran.
     pub command: String,
@@ -190,8 +193,40 @@ pub struct Report {
     /// run built it (`--imex`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub imex_payload: Option<PayloadIdentity>,
+    /// Every tray's rack, clique and NVLink domain, as the run laid them out
+    /// (the rack map, [`map`]); absent from reports written before it was recorded.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub trays: Vec<Tray>,
+    /// The trays of scenario 4's ComputeDomain, when scenario 4 created one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub compute_domain: Vec<String>,
     /// Total wall time in seconds.
     pub total_seconds: f64,
+}
+
+/// One compute tray as the run laid it out.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Tray {
+    /// The node (a kind worker).
+    pub node: String,
+    /// Its rack (0-based), also its NVLink domain's index.
+    pub rack: u32,
+    /// Its clique id in the rack's domain.
+    pub clique: u32,
+    /// The cluster uuid the domain's GPUs report.
+    pub cluster_uuid: String,
+    /// Its GPUs, when the run knew its profile.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpus: Option<u32>,
+}
+
+/// The files [`Report::write`] puts beside the JSON report.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Beside {
+    /// The JUnit XML (`.xml`).
+    pub xml: PathBuf,
+    /// The page of the racks and results (`.html`, [`html::render`]).
+    pub html: PathBuf,
 }
 
 impl Report {
@@ -252,6 +287,27 @@ impl Report {
             line.push_str(&format!("; SKIPPED (not passed): {}", skipped.join(", ")));
         }
         line
+    }
+
+    /// A report from its JSON document (one [`Report::to_json`] wrote, or an
+    /// older one: the fields added since are optional).
+    pub fn from_json(text: &str) -> serde_json::Result<Report> {
+        serde_json::from_str(text)
+    }
+
+    /// Reads the JSON report at `path`; the error names the file and what to pass.
+    pub fn read(path: &Path) -> anyhow::Result<Report> {
+        const WHAT: &str =
+            "pass the JSON report `cargo xtask demo --report FILE` wrote (not its .xml or .html)";
+        let text = std::fs::read_to_string(path).map_err(|err| {
+            anyhow::format_err!("cannot read the report {}: {err}: {WHAT}", path.display())
+        })?;
+        Report::from_json(&text).map_err(|err| {
+            anyhow::format_err!(
+                "{} is not a cdsim JSON report ({err}): {WHAT}",
+                path.display()
+            )
+        })
     }
 
     /// The JSON document.
@@ -319,8 +375,8 @@ impl Report {
         out
     }
 
-    /// Writes `path` (JSON) and the JUnit XML beside it (`.xml`).
-    pub fn write(&self, path: &Path) -> anyhow::Result<PathBuf> {
+    /// Writes `path` (JSON), the JUnit XML (`.xml`) and the page (`.html`) beside it.
+    pub fn write(&self, path: &Path) -> anyhow::Result<Beside> {
         if let Some(parent) = path.parent().filter(|it| !it.as_os_str().is_empty()) {
             std::fs::create_dir_all(parent)
                 .map_err(|err| anyhow::format_err!("cannot create {}: {err}", parent.display()))?;
@@ -331,7 +387,13 @@ impl Report {
         let xml_path = path.with_extension("xml");
         std::fs::write(&xml_path, self.to_junit())
             .map_err(|err| anyhow::format_err!("cannot write {}: {err}", xml_path.display()))?;
-        Ok(xml_path)
+        let html_path = path.with_extension("html");
+        std::fs::write(&html_path, html::render(self))
+            .map_err(|err| anyhow::format_err!("cannot write {}: {err}", html_path.display()))?;
+        Ok(Beside {
+            xml: xml_path,
+            html: html_path,
+        })
     }
 }
 
@@ -447,8 +509,18 @@ mod tests {
     fn write_puts_xml_beside_json() {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("sub/report.json");
-        let xml = sample().write(&path).expect("written");
+        let beside = sample().write(&path).expect("written");
+        let xml = beside.xml;
         assert_eq!(xml, dir.path().join("sub/report.xml"));
+        assert_eq!(beside.html, dir.path().join("sub/report.html"));
+        assert_contains(
+            &std::fs::read_to_string(&beside.html).expect("html"),
+            "<!DOCTYPE html>",
+        );
+        assert_eq!(
+            Report::read(&path).expect("read back").to_json(),
+            sample().to_json()
+        );
         assert!(std::fs::read_to_string(&path)
             .expect("json")
             .contains("scenario1"));
@@ -523,6 +595,30 @@ mod tests {
             0.0,
         ));
         assert_eq!(failing.verdict_line(), "FAILED: scenario1b, step `cluster`");
+    }
+
+    #[test]
+    fn a_report_from_before_the_rack_map_reads_back_and_a_wrong_file_is_named() {
+        let old = r#"{"command": "demo", "cluster": "c", "steps": [{"name": "cluster",
+            "seconds": 1.0, "status": "ok"}], "scenarios": [{"name": "scenario2",
+            "outcome": "skipped", "reason": "no payload", "seconds": 0.0, "workers": [],
+            "timings": [["a", 1.5]]}], "notes": [], "total_seconds": 2.0}"#;
+        let report = Report::from_json(old).expect("an older report");
+        assert!(report.trays.is_empty() && report.compute_domain.is_empty());
+        assert_eq!(
+            report.scenarios[0].outcome,
+            Outcome::Skipped("no payload".to_owned())
+        );
+        let dir = tempfile::tempdir().expect("tempdir");
+        let missing = dir.path().join("gone.json");
+        let err = format!("{:#}", Report::read(&missing).expect_err("missing"));
+        assert_contains(&err, "cannot read the report ");
+        assert_contains(&err, "gone.json");
+        assert_contains(&err, "cargo xtask demo --report FILE");
+        let xml = dir.path().join("report.xml");
+        std::fs::write(&xml, sample().to_junit()).expect("xml");
+        let err = format!("{:#}", Report::read(&xml).expect_err("not json"));
+        assert_contains(&err, "report.xml is not a cdsim JSON report");
     }
 
     #[test]

@@ -149,6 +149,14 @@ pub async fn run<R: Runner>(
     Ok(vec![main, imex, rebind])
 }
 
+/// The trays of scenario 4's ComputeDomain on `layout`'s `workers`: clique 0
+/// of every rack (none when that is fewer than two trays: the scenario refuses it).
+pub fn domain_members(layout: Layout, workers: &[String]) -> Vec<String> {
+    DomainPlan::clique0_of_each_rack(layout, workers)
+        .map(|plan| plan.nodes())
+        .unwrap_or_default()
+}
+
 /// The timings of scenario 4's phases, each from the end of the one before.
 struct Laps {
     mark: Instant,
@@ -396,6 +404,12 @@ mod tests {
             .expect_err("one tray")
             .to_string();
         assert!(err.contains("at least two trays"), "{err}");
+        let (layout, plan) = planned(4, 1, None);
+        let workers = KindCluster::new("nvml-mock-compute-domain", 4)
+            .expect("name")
+            .workers();
+        assert_eq!(domain_members(layout, &workers), plan.nodes());
+        assert!(domain_members(one, &topology::kind_workers("c", 1)).is_empty());
     }
 
     #[test]

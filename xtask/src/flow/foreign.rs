@@ -89,6 +89,7 @@ async fn inner(
         .notes
         .push(format!("workers: {}", workers.join(", ")));
     let topology = super::chosen_topology(args.cluster.topology.as_deref(), &workers)?;
+    crate::report_page::lay_out(report, &topology, &args.profile);
     report.notes.push(super::version_note(&client).await);
     let built = step(report, tracker, "images", async { images(sh, args) }).await?;
     let (mock, workload) = step(report, tracker, "push images", async {

@@ -83,6 +83,7 @@ pub async fn status(sh: &Shell, args: &ClusterArgs) -> anyhow::Result<()> {
         layout: None,
         client,
     };
+    print_racks(&target, kind.as_ref()).await;
     for (ns, ds) in [
         (MOCK_NS, STAGER_DS),
         (MOCK_NS, NRI_DS),
@@ -124,6 +125,25 @@ pub async fn status(sh: &Shell, args: &ClusterArgs) -> anyhow::Result<()> {
         println!("worker {node}: {state}");
     }
     Ok(())
+}
+
+/// The rack map, one line per rack: on kind from the workers' rack and clique
+/// labels, elsewhere the topology generated for the workers.
+async fn print_racks(target: &Target, kind: Option<&KindCluster>) {
+    let topology = match kind {
+        Some(cluster) => match k8s::kind_layout(&target.client, cluster).await {
+            Ok(layout) => layout.demo(&cluster.workers()),
+            Err(err) => {
+                println!("racks: unknown: {err:#}");
+                return;
+            }
+        },
+        None => target.topology.clone(),
+    };
+    let trays = crate::report::map::trays(&topology, None);
+    for line in crate::report::map::RackMap::of_trays(&trays).text_lines() {
+        println!("{line}");
+    }
 }
 
 /// A runner for docker only (kind and helm are not resolved).
