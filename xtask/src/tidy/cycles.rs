@@ -31,7 +31,6 @@ const CYCLE_DEBT: &[(&str, &str)] = &[
     ("crates/harness/src/scenarios/mod.rs", TO_FIX),
     ("crates/mock-nvml/src/events.rs", TO_FIX),
     ("crates/mock-nvml/src/ffi.rs", TO_FIX),
-    ("crates/nvml-conformance/src/ffi.rs", TO_FIX),
     (
         "crates/nvml-profile/src/activity.rs",
         "being reworked for MIG (issue 38)",
