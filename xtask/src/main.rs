@@ -28,6 +28,7 @@ mod prebuild;
 mod tidy;
 mod tools;
 mod upstream_mock;
+mod version;
 
 pub use xtask_support::{dirs, project_root};
 
