@@ -121,15 +121,15 @@ unsafe fn get_u32(versioned: *const c_void) -> Result<u32, NvmlReturn> {
 
 // ---------------------------------------------------------------- macros defining exports
 
-/// Defines `fn name(device, *mut T)` answering `value` for the device.
+/// Defines `fn name(device, params: c_uint…, *mut T)` answering `value` for the device (and the params).
 macro_rules! getter {
-    ($name:ident, $ty:ty, |$device:ident| $value:expr) => {
+    ($name:ident, $ty:ty, |$device:ident $(, $param:ident)*| $value:expr) => {
         #[doc = concat!("`", stringify!($name), "`.")]
         ///
         /// # Safety
         /// The output pointer must be NULL or valid for writing one value.
         #[no_mangle]
-        pub unsafe extern "C" fn $name(device: nvmlDevice_t, out: *mut $ty) -> NvmlReturn {
+        pub unsafe extern "C" fn $name(device: nvmlDevice_t, $($param: c_uint,)* out: *mut $ty) -> NvmlReturn {
             guard(|| {
                 let value: $ty = with_device(device, |_, $device| {
                     non_null([out.cast_const().cast()])?;
