@@ -142,6 +142,34 @@ macro_rules! getter {
     };
 }
 
+/// Defines `fn name(device, *mut c_uint, *mut c_uint)` answering a pair.
+macro_rules! pair_getter {
+    ($name:ident, |$device:ident| $value:expr) => {
+        #[doc = concat!("`", stringify!($name), "`.")]
+        ///
+        /// # Safety
+        /// Both pointers must be NULL or valid for writing an `unsigned int`.
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(
+            device: nvmlDevice_t,
+            first: *mut c_uint,
+            second: *mut c_uint,
+        ) -> NvmlReturn {
+            guard(|| {
+                let (a, b): (c_uint, c_uint) = with_device(device, |_, $device| {
+                    non_null([first.cast_const().cast(), second.cast_const().cast()])?;
+                    $value
+                })?;
+                // SAFETY: forwarded from this function's contract.
+                unsafe {
+                    put(first, a)?;
+                    put(second, b)
+                }
+            })
+        }
+    };
+}
+
 /// Defines `fn name(device, char *buffer, unsigned length)` answering `text`.
 macro_rules! string_getter {
     ($name:ident, |$device:ident| $text:expr) => {

@@ -247,28 +247,11 @@ pub unsafe extern "C" fn nvmlDeviceGetMigMode(
     })
 }
 
-/// `nvmlDeviceGetEccMode`: NOT_SUPPORTED when the profile gives no ECC mode.
-///
-/// # Safety
-/// `current` and `pending` must be NULL or valid for writing an `nvmlEnableState_t`.
-#[no_mangle]
-pub unsafe extern "C" fn nvmlDeviceGetEccMode(
-    device: nvmlDevice_t,
-    current: *mut c_uint,
-    pending: *mut c_uint,
-) -> NvmlReturn {
-    guard(|| {
-        let mode = with_device(device, |_, device| {
-            non_null([current.cast_const().cast(), pending.cast_const().cast()])?;
-            device.ecc.ok_or(abi::ERROR_NOT_SUPPORTED)
-        })?;
-        // SAFETY: forwarded from this function's contract.
-        unsafe {
-            put(current, c_uint::from(mode.current))?;
-            put(pending, c_uint::from(mode.pending))
-        }
-    })
-}
+// `nvmlDeviceGetEccMode`: NOT_SUPPORTED when the profile gives no ECC mode.
+pair_getter!(nvmlDeviceGetEccMode, |device| {
+    let mode = device.ecc.ok_or(abi::ERROR_NOT_SUPPORTED)?;
+    Ok((c_uint::from(mode.current), c_uint::from(mode.pending)))
+});
 
 /// `nvmlDeviceGetTemperature`: only `NVML_TEMPERATURE_GPU` (0).
 ///

@@ -25,34 +25,6 @@ fn now_us() -> u64 {
     u64::try_from(since.as_micros()).unwrap_or(u64::MAX)
 }
 
-/// Defines `fn name(device, *mut c_uint, *mut c_uint)` answering a pair.
-macro_rules! pair_getter {
-    ($name:ident, |$device:ident| $value:expr) => {
-        #[doc = concat!("`", stringify!($name), "`.")]
-        ///
-        /// # Safety
-        /// Both pointers must be NULL or valid for writing an `unsigned int`.
-        #[no_mangle]
-        pub unsafe extern "C" fn $name(
-            device: nvmlDevice_t,
-            first: *mut c_uint,
-            second: *mut c_uint,
-        ) -> NvmlReturn {
-            guard(|| {
-                let (a, b): (c_uint, c_uint) = with_device(device, |_, $device| {
-                    non_null([first.cast_const().cast(), second.cast_const().cast()])?;
-                    $value
-                })?;
-                // SAFETY: forwarded from this function's contract.
-                unsafe {
-                    put(first, a)?;
-                    put(second, b)
-                }
-            })
-        }
-    };
-}
-
 // ---------------------------------------------------------------- power
 
 getter!(nvmlDeviceGetPowerManagementMode, c_uint, |device| {
