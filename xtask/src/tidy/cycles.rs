@@ -22,14 +22,20 @@ use parse::{parse, Named};
 /// with why it stays; the list may only shrink (an entry naming no cycle's
 /// first file fails too).
 const CYCLE_DEBT: &[(&str, &str)] = &[
-    ("crates/check-fabric/src/ffi.rs", TO_FIX),
+    (
+        "crates/check-fabric/src/ffi.rs",
+        "ffi's C `main` calls the crate root's `run`: the no_mangle entry point must stay in the unsafe module",
+    ),
     ("crates/harness/src/gpu_stack.rs", TO_FIX),
     ("crates/harness/src/k8s.rs", TO_FIX),
     ("crates/harness/src/registry.rs", TO_FIX),
     ("crates/harness/src/scenario4.rs", TO_FIX),
     ("crates/harness/src/scenario5.rs", TO_FIX),
     ("crates/harness/src/scenarios/mod.rs", TO_FIX),
-    ("crates/mock-nvml/src/ffi.rs", TO_FIX),
+    (
+        "crates/mock-nvml/src/ffi.rs",
+        "ffi's children share its guard and put helpers; ffi/mig.rs is being reworked for MIG (issue 38)",
+    ),
     (
         "crates/nvml-profile/src/activity.rs",
         "being reworked for MIG (issue 38)",
