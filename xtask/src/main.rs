@@ -31,6 +31,7 @@ mod report_page;
 mod tidy;
 mod tools;
 mod upstream_mock;
+mod version;
 
 pub use xtask_support::{dirs, project_root};
 

@@ -11,6 +11,8 @@
 //!   over today is listed in [`FILE_DEBT`] and [`FN_DEBT`]; the lists may
 //!   only shrink (an entry that is no longer over fails too).
 
+mod cycles;
+
 use std::fs;
 use std::path::{Path, PathBuf};
 

@@ -17,7 +17,7 @@ use std::{
 use anyhow::{bail, Context, Result};
 use xshell::{cmd, Shell};
 
-use crate::doctor::{parse_version, Version};
+use crate::version::{parse_version, Version};
 
 mod host;
 

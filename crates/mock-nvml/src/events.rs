@@ -231,12 +231,17 @@ pub fn wait<T, E>(
 }
 
 /// `nvmlEventSetWait*`'s body after the argument checks: the next event of `handle` within
-/// `timeout`, TIMEOUT if none, UNINITIALIZED or INVALID_ARGUMENT if the library is shut down
-/// or the set freed meanwhile.
-pub fn next_event(handle: usize, timeout: Duration) -> Result<Event, NvmlReturn> {
+/// `timeout`, TIMEOUT if none. Before each look it asks `initialized` (the caller's check that
+/// the library is still initialized: UNINITIALIZED if shut down meanwhile) and the set
+/// (INVALID_ARGUMENT if freed meanwhile); events owns no init state of its own.
+pub fn next_event(
+    handle: usize,
+    timeout: Duration,
+    initialized: impl Fn() -> Result<(), NvmlReturn>,
+) -> Result<Event, NvmlReturn> {
     let path = xid_file();
     let found = wait(timeout, &mut SystemClock, || {
-        crate::state::loaded()?;
+        initialized()?;
         match read_injections(path.as_deref()) {
             Ok(injections) => with_set(handle, |set| set.next(&injections)),
             Err(Unreadable::Skipped) => with_set(handle, |_| None),

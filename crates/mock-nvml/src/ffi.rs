@@ -121,15 +121,15 @@ unsafe fn get_u32(versioned: *const c_void) -> Result<u32, NvmlReturn> {
 
 // ---------------------------------------------------------------- macros defining exports
 
-/// Defines `fn name(device, *mut T)` answering `value` for the device.
+/// Defines `fn name(device, params: c_uint…, *mut T)` answering `value` for the device (and the params).
 macro_rules! getter {
-    ($name:ident, $ty:ty, |$device:ident| $value:expr) => {
+    ($name:ident, $ty:ty, |$device:ident $(, $param:ident)*| $value:expr) => {
         #[doc = concat!("`", stringify!($name), "`.")]
         ///
         /// # Safety
         /// The output pointer must be NULL or valid for writing one value.
         #[no_mangle]
-        pub unsafe extern "C" fn $name(device: nvmlDevice_t, out: *mut $ty) -> NvmlReturn {
+        pub unsafe extern "C" fn $name(device: nvmlDevice_t, $($param: c_uint,)* out: *mut $ty) -> NvmlReturn {
             guard(|| {
                 let value: $ty = with_device(device, |_, $device| {
                     non_null([out.cast_const().cast()])?;
@@ -137,6 +137,34 @@ macro_rules! getter {
                 })?;
                 // SAFETY: forwarded from this function's contract.
                 unsafe { put(out, value) }
+            })
+        }
+    };
+}
+
+/// Defines `fn name(device, *mut c_uint, *mut c_uint)` answering a pair.
+macro_rules! pair_getter {
+    ($name:ident, |$device:ident| $value:expr) => {
+        #[doc = concat!("`", stringify!($name), "`.")]
+        ///
+        /// # Safety
+        /// Both pointers must be NULL or valid for writing an `unsigned int`.
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(
+            device: nvmlDevice_t,
+            first: *mut c_uint,
+            second: *mut c_uint,
+        ) -> NvmlReturn {
+            guard(|| {
+                let (a, b): (c_uint, c_uint) = with_device(device, |_, $device| {
+                    non_null([first.cast_const().cast(), second.cast_const().cast()])?;
+                    $value
+                })?;
+                // SAFETY: forwarded from this function's contract.
+                unsafe {
+                    put(first, a)?;
+                    put(second, b)
+                }
             })
         }
     };

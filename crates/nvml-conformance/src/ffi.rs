@@ -9,7 +9,7 @@
 
 #![allow(unsafe_code)]
 
-use std::ffi::{c_char, c_void, CStr, CString};
+use std::ffi::{c_char, CStr, CString};
 use std::path::Path;
 
 use libloading::Library;
@@ -23,9 +23,6 @@ type GenericStr = unsafe extern "C" fn(usize, usize, usize, usize, usize, usize)
 
 /// Readable memory that is no handle any library issued: the foreign device.
 static FOREIGN: [u64; 512] = [0; 512];
-
-/// Bytes a scalar output or string buffer holds before the call, to tell "unwritten" apart.
-pub const SENTINEL: u8 = 0xAB;
 
 /// A library opened for the run, and its devices once initialised.
 pub struct Runner {
@@ -242,9 +239,4 @@ impl Slot {
             }
         }
     }
-}
-
-/// The address of an output buffer, for [`Output::push_words`].
-pub(crate) fn address(buffer: &[u64]) -> usize {
-    buffer.as_ptr() as *const c_void as usize
 }

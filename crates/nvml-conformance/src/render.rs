@@ -2,8 +2,10 @@
 //! two libraries' answers compare as text. Handles are rendered as the device they name, never as
 //! addresses; bytes the library did not write are told apart by a sentinel.
 
-use crate::ffi::{address, SENTINEL};
 use crate::script::{Scalar, Stability, Token};
+
+/// Bytes a scalar output or string buffer holds before the call, to tell "unwritten" apart.
+pub const SENTINEL: u8 = 0xAB;
 
 /// `sizeof(nvmlFieldValue_t)`.
 const FIELD_VALUE_BYTES: usize = 40;
@@ -103,7 +105,7 @@ impl Output {
         if let Some(count) = self.count {
             words.push(count);
         }
-        words.push(address(&self.words));
+        words.push(self.words.as_ptr() as usize);
         if let Some(length) = self.length {
             words.push(length);
         }

@@ -17,7 +17,7 @@ pub enum Error {
     },
     /// The bytes are not a staged topology of this build's format ([`crate::staged`]).
     #[error("{0}")]
-    Staged(#[from] crate::staged::FormatError),
+    Staged(#[from] crate::staged::format::FormatError),
     /// `version` is not 1, the only version this crate understands.
     #[error("version: unsupported topology version {version}: only version 1 exists")]
     UnsupportedVersion {

@@ -83,12 +83,25 @@ pub unsafe extern "C" fn nvmlDeviceGetHandleByUUID(
     uuid: *const c_char,
     device: *mut nvmlDevice_t,
 ) -> NvmlReturn {
+    // SAFETY: forwarded from this function's contract.
+    unsafe { handle_by(uuid, device, query::find_by_uuid) }
+}
+
+/// A handle looked up by the text `key` with `find` over the devices.
+///
+/// # Safety
+/// `key` must be NULL or NUL-terminated; `device` NULL or valid for writing a handle.
+unsafe fn handle_by(
+    key: *const c_char,
+    device: *mut nvmlDevice_t,
+    find: fn(&[Device], &str) -> Result<usize, NvmlReturn>,
+) -> NvmlReturn {
     guard(|| {
         let loaded = state::loaded()?;
         non_null([device.cast_const().cast()])?;
         // SAFETY: forwarded from this function's contract.
-        let uuid = unsafe { get_str(uuid) }?;
-        let index = query::find_by_uuid(&loaded.devices, uuid)?;
+        let key = unsafe { get_str(key) }?;
+        let index = find(&loaded.devices, key)?;
         // SAFETY: forwarded from this function's contract.
         unsafe { put_handle(&loaded, index, device) }
     })
@@ -103,15 +116,8 @@ pub unsafe extern "C" fn nvmlDeviceGetHandleByPciBusId_v2(
     pci_bus_id: *const c_char,
     device: *mut nvmlDevice_t,
 ) -> NvmlReturn {
-    guard(|| {
-        let loaded = state::loaded()?;
-        non_null([device.cast_const().cast()])?;
-        // SAFETY: forwarded from this function's contract.
-        let text = unsafe { get_str(pci_bus_id) }?;
-        let index = query::find_by_bus_id(&loaded.devices, text)?;
-        // SAFETY: forwarded from this function's contract.
-        unsafe { put_handle(&loaded, index, device) }
-    })
+    // SAFETY: forwarded from this function's contract.
+    unsafe { handle_by(pci_bus_id, device, query::find_by_bus_id) }
 }
 
 /// `nvmlDeviceGetHandleByPciBusId` (v1 symbol): same as v2.
@@ -247,28 +253,11 @@ pub unsafe extern "C" fn nvmlDeviceGetMigMode(
     })
 }
 
-/// `nvmlDeviceGetEccMode`: NOT_SUPPORTED when the profile gives no ECC mode.
-///
-/// # Safety
-/// `current` and `pending` must be NULL or valid for writing an `nvmlEnableState_t`.
-#[no_mangle]
-pub unsafe extern "C" fn nvmlDeviceGetEccMode(
-    device: nvmlDevice_t,
-    current: *mut c_uint,
-    pending: *mut c_uint,
-) -> NvmlReturn {
-    guard(|| {
-        let mode = with_device(device, |_, device| {
-            non_null([current.cast_const().cast(), pending.cast_const().cast()])?;
-            device.ecc.ok_or(abi::ERROR_NOT_SUPPORTED)
-        })?;
-        // SAFETY: forwarded from this function's contract.
-        unsafe {
-            put(current, c_uint::from(mode.current))?;
-            put(pending, c_uint::from(mode.pending))
-        }
-    })
-}
+// `nvmlDeviceGetEccMode`: NOT_SUPPORTED when the profile gives no ECC mode.
+pair_getter!(nvmlDeviceGetEccMode, |device| {
+    let mode = device.ecc.ok_or(abi::ERROR_NOT_SUPPORTED)?;
+    Ok((c_uint::from(mode.current), c_uint::from(mode.pending)))
+});
 
 /// `nvmlDeviceGetTemperature`: only `NVML_TEMPERATURE_GPU` (0).
 ///

@@ -65,7 +65,8 @@ fn next_event(
     state::loaded()?;
     events::with_set(set as usize, |_| ())?;
     non_null([data])?;
-    let event = events::next_event(set as usize, Duration::from_millis(timeout_ms.into()))?;
+    let timeout = Duration::from_millis(timeout_ms.into());
+    let event = events::next_event(set as usize, timeout, || state::loaded().map(drop))?;
     // A set registers only visible GPUs, so the event's host index maps back to a handle.
     let index = u32::try_from(event.gpu)
         .ok()

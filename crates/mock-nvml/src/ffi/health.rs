@@ -25,55 +25,6 @@ fn now_us() -> u64 {
     u64::try_from(since.as_micros()).unwrap_or(u64::MAX)
 }
 
-/// Defines `fn name(device, params…, *mut T)` answering `value`.
-macro_rules! param_getter {
-    ($name:ident, $ty:ty, |$device:ident $(, $param:ident)*| $value:expr) => {
-        #[doc = concat!("`", stringify!($name), "`.")]
-        ///
-        /// # Safety
-        /// The output pointer must be NULL or valid for writing one value.
-        #[no_mangle]
-        pub unsafe extern "C" fn $name(device: nvmlDevice_t, $($param: c_uint,)* out: *mut $ty) -> NvmlReturn {
-            guard(|| {
-                let value: $ty = with_device(device, |_, $device| {
-                    non_null([out.cast_const().cast()])?;
-                    $value
-                })?;
-                // SAFETY: forwarded from this function's contract.
-                unsafe { put(out, value) }
-            })
-        }
-    };
-}
-
-/// Defines `fn name(device, *mut c_uint, *mut c_uint)` answering a pair.
-macro_rules! pair_getter {
-    ($name:ident, |$device:ident| $value:expr) => {
-        #[doc = concat!("`", stringify!($name), "`.")]
-        ///
-        /// # Safety
-        /// Both pointers must be NULL or valid for writing an `unsigned int`.
-        #[no_mangle]
-        pub unsafe extern "C" fn $name(
-            device: nvmlDevice_t,
-            first: *mut c_uint,
-            second: *mut c_uint,
-        ) -> NvmlReturn {
-            guard(|| {
-                let (a, b): (c_uint, c_uint) = with_device(device, |_, $device| {
-                    non_null([first.cast_const().cast(), second.cast_const().cast()])?;
-                    $value
-                })?;
-                // SAFETY: forwarded from this function's contract.
-                unsafe {
-                    put(first, a)?;
-                    put(second, b)
-                }
-            })
-        }
-    };
-}
-
 // ---------------------------------------------------------------- power
 
 getter!(nvmlDeviceGetPowerManagementMode, c_uint, |device| {
@@ -100,7 +51,7 @@ getter!(nvmlDeviceGetTotalEnergyConsumption, u64, |device| {
 getter!(nvmlDeviceGetPerformanceState, c_uint, |device| {
     health::performance_state(device)
 });
-param_getter!(
+getter!(
     nvmlDeviceGetViolationStatus,
     layout::ViolationTime,
     |device, policy| health::violation_status(device, policy, since_start(), now_us())
@@ -117,7 +68,7 @@ getter!(nvmlDeviceGetSupportedClocksThrottleReasons, u64, |device| {
 
 // ---------------------------------------------------------------- thermal and fans
 
-param_getter!(nvmlDeviceGetTemperatureThreshold, c_uint, |device, kind| {
+getter!(nvmlDeviceGetTemperatureThreshold, c_uint, |device, kind| {
     health::temperature_threshold(device, kind)
 });
 
@@ -171,7 +122,7 @@ pub unsafe extern "C" fn nvmlDeviceGetMarginTemperature(
     })
 }
 
-param_getter!(
+getter!(
     nvmlDeviceGetThermalSettings,
     layout::ThermalSettings,
     |device, _sensor_index| health::thermal_settings(device)
@@ -182,16 +133,16 @@ getter!(nvmlDeviceGetNumFans, c_uint, |device| health::num_fans(
 getter!(nvmlDeviceGetFanSpeed, c_uint, |device| health::fan_speed(
     device, None
 ));
-param_getter!(nvmlDeviceGetFanSpeed_v2, c_uint, |device, fan| {
+getter!(nvmlDeviceGetFanSpeed_v2, c_uint, |device, fan| {
     health::fan_speed(device, Some(fan))
 });
 
 // ---------------------------------------------------------------- clocks and memory
 
-param_getter!(nvmlDeviceGetApplicationsClock, c_uint, |device, kind| {
+getter!(nvmlDeviceGetApplicationsClock, c_uint, |device, kind| {
     health::applications_clock(device, kind, false)
 });
-param_getter!(
+getter!(
     nvmlDeviceGetDefaultApplicationsClock,
     c_uint,
     |device, kind| health::applications_clock(device, kind, true)
@@ -211,17 +162,17 @@ getter!(nvmlDeviceGetMemoryBusWidth, c_uint, |device| {
 getter!(nvmlDeviceGetDefaultEccMode, c_uint, |device| {
     ecc::default_mode(device)
 });
-param_getter!(
+getter!(
     nvmlDeviceGetTotalEccErrors,
     u64,
     |device, error, counter| ecc::total(device, error, counter)
 );
-param_getter!(
+getter!(
     nvmlDeviceGetDetailedEccErrors,
     layout::EccErrorCounts,
     |device, error, counter| ecc::detailed(device, error, counter)
 );
-param_getter!(
+getter!(
     nvmlDeviceGetMemoryErrorCounter,
     u64,
     |device, error, counter, location| ecc::memory_error_counter(device, error, counter, location)
