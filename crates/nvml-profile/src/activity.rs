@@ -7,7 +7,7 @@
 use borsh::{BorshDeserialize, BorshSerialize};
 use serde::{Deserialize, Serialize};
 
-use crate::{schema::Document, Error, Result};
+use crate::{Error, Result};
 
 /// `pcie_counters`: PCIe throughput (`nvmlDeviceGetPcieThroughput`) and the replay counter.
 #[derive(
@@ -152,42 +152,6 @@ const CHASSIS_SERIAL_MAX: usize = 15;
 
 /// NVML's process name buffer (`nvmlSystemGetProcessName` callers pass 64 at most).
 const PROCESS_NAME_BUFFER: usize = 64;
-
-/// Validates the sections of this module in `device_defaults` and every `devices[]` entry.
-pub(crate) fn check(doc: &Document) -> Result<()> {
-    let defaults = &doc.device_defaults;
-    let sections = std::iter::once((
-        "device_defaults".to_owned(),
-        &defaults.processes,
-        &defaults.codecs,
-        &defaults.pci_class,
-        &defaults.platform,
-    ))
-    .chain(doc.devices.iter().enumerate().map(|(n, entry)| {
-        (
-            format!("devices[{n}]"),
-            &entry.processes,
-            &entry.codecs,
-            &entry.pci_class,
-            &entry.platform,
-        )
-    }));
-    for (at, processes, codecs, pci_class, platform) in sections {
-        if let Some(platform) = platform {
-            check_platform(&format!("{at}.platform"), platform)?;
-        }
-        if let Some(processes) = processes {
-            check_processes(&format!("{at}.processes"), processes)?;
-        }
-        if let Some(codecs) = codecs {
-            check_codecs(&format!("{at}.codecs"), codecs)?;
-        }
-        if let Some(class) = pci_class {
-            check_pci_class(&format!("{at}.pci_class"), class)?;
-        }
-    }
-    Ok(())
-}
 
 /// Validates one GPU's resolved process list: names fit, percentages are percentages.
 pub(crate) fn check_processes(field: &str, processes: &[Process]) -> Result<()> {

@@ -39,13 +39,12 @@ pub use health::{
     RowRemapperHistogram, SramCounts, SramEcc, SramSources, Thermal, VirtualizationMode,
 };
 pub use ids::{FabricUuid, PciBusId};
-pub use mig::Placements;
+pub use mig::{GpuInstanceProfile, GpuInstanceProfiles, MigMode, Placements, Unknown};
 pub use pcie::{PcieTopology, TopologyLevel};
 pub use schema::{
     AddressingMode, Architecture, Brand, Clocks, ComputeCapability, ComputeMode, Ecc, Fabric,
-    FabricState, GpuInstanceProfile, GpuInstanceProfiles, HealthSummary, Memory, MigMode, NvLink,
-    NvLinkCapability, NvLinkVersion, NvSwitch, Pci, Pcie, System, Unknown, Utilization,
-    HEALTHY_MASK,
+    FabricState, HealthSummary, Memory, NvLink, NvLinkCapability, NvLinkVersion, NvSwitch, Pci,
+    Pcie, System, Utilization, HEALTHY_MASK,
 };
 
 use schema::Document;

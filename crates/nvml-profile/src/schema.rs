@@ -6,7 +6,10 @@
 use borsh::{BorshDeserialize, BorshSerialize};
 use serde::{Deserialize, Serialize};
 
-use crate::ids::FabricUuid;
+use crate::{
+    ids::FabricUuid,
+    mig::{GpuInstanceProfiles, MigMode},
+};
 
 /// The whole profile document.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize)]
@@ -310,86 +313,6 @@ pub struct Clocks {
     pub max_sm: u32,
     pub max_mem: u32,
     pub max_video: u32,
-}
-
-/// MIG mode, current and pending; absent means the GPU has no MIG support.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize,
-)]
-#[serde(deny_unknown_fields)]
-pub struct MigMode {
-    /// Whether MIG is enabled now.
-    pub current: bool,
-    /// Whether MIG will be enabled after the next reset.
-    pub pending: bool,
-    /// How many MIG devices can exist under the GPU while MIG is enabled
-    /// (`nvmlDeviceGetMaxMigDeviceCount`); absent means not known, and only matters when `current`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_devices: Option<u32>,
-}
-
-/// The GPU instance profiles `nvmlDeviceGetGpuInstanceProfileInfo` answers.
-///
-/// Written as an untagged enum (either shape is accepted); with the feature `yaml` its
-/// `Deserialize` is hand-written in `mig.rs` for YAML values, without serde's buffering of the
-/// whole value (without `yaml`, serde's untagged derive, which nothing in the library calls).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, BorshSerialize, BorshDeserialize)]
-#[cfg_attr(not(feature = "yaml"), derive(Deserialize))]
-#[serde(untagged)]
-pub enum GpuInstanceProfiles {
-    /// `unknown`: the part's MIG profile table is not known to the profile's author; every
-    /// profile is answered NOT_SUPPORTED ("profile isn't supported", as nvml.h documents).
-    Unknown(Unknown),
-    /// The table, one entry per supported `NVML_GPU_INSTANCE_PROFILE_*`.
-    Known(Vec<GpuInstanceProfile>),
-}
-
-/// The word `unknown`.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize,
-)]
-#[serde(rename_all = "snake_case")]
-pub enum Unknown {
-    /// Not known.
-    Unknown,
-}
-
-/// One row of `nvmlGpuInstanceProfileInfo_t`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize)]
-#[serde(deny_unknown_fields)]
-pub struct GpuInstanceProfile {
-    /// Which `NVML_GPU_INSTANCE_PROFILE_*` this is (0..=16, the argument callers pass).
-    pub profile: u32,
-    /// The profile id the driver reports.
-    pub id: u32,
-    /// Peer-to-peer support.
-    pub p2p: bool,
-    /// GPU slices.
-    pub slices: u32,
-    /// How many such instances fit.
-    pub instances: u32,
-    /// Streaming multiprocessors.
-    pub multiprocessors: u32,
-    /// Copy engines.
-    pub copy_engines: u32,
-    /// Decoders.
-    pub decoders: u32,
-    /// Encoders.
-    pub encoders: u32,
-    /// JPEG engines.
-    pub jpegs: u32,
-    /// OFA engines.
-    pub ofas: u32,
-    /// Memory in MiB.
-    pub memory_mib: u64,
-    // MIG names and placements (i22-profiles).
-    /// The profile's name (`1g.5gb`) that `nvmlDeviceGetGpuInstanceProfileInfoV` reports; absent:
-    /// the versioned query is NOT_SUPPORTED for this profile.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
-    /// Where its instances can sit; absent: the placement query is NOT_SUPPORTED for it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub placements: Option<crate::mig::Placements>,
 }
 
 /// `nvmlDeviceAddressingModeType_t`: how system memory is addressable from the GPU.

@@ -4,10 +4,8 @@ use crate::seen::Seen;
 
 use crate::{
     ids::{check_gpu_uuid, PciBusId},
-    schema::{
-        Clocks, DeviceDefaults, DeviceEntry, Document, GpuInstanceProfiles, Memory, NvLink, Pcie,
-        Utilization,
-    },
+    mig::GpuInstanceProfiles,
+    schema::{Clocks, DeviceDefaults, DeviceEntry, Document, Memory, NvLink, Pcie, Utilization},
     Error, Result,
 };
 
@@ -67,7 +65,7 @@ pub(crate) fn document(doc: &Document) -> Result<()> {
         }
     }
     nvswitches_are_not_gpus(doc, &bus_ids)?;
-    crate::activity::check(doc)?;
+    activity(doc)?;
     if let Some(topology) = &doc.pcie_topology {
         crate::pcie::resolve(topology, doc.devices.len(), doc.devices.len())?;
     }
@@ -80,6 +78,42 @@ pub(crate) fn document(doc: &Document) -> Result<()> {
                     doc.devices.len()
                 ),
             );
+        }
+    }
+    Ok(())
+}
+
+/// Validates the activity sections (`crate::activity`) in `device_defaults` and every `devices[]` entry.
+fn activity(doc: &Document) -> Result<()> {
+    let defaults = &doc.device_defaults;
+    let sections = std::iter::once((
+        "device_defaults".to_owned(),
+        &defaults.processes,
+        &defaults.codecs,
+        &defaults.pci_class,
+        &defaults.platform,
+    ))
+    .chain(doc.devices.iter().enumerate().map(|(n, entry)| {
+        (
+            format!("devices[{n}]"),
+            &entry.processes,
+            &entry.codecs,
+            &entry.pci_class,
+            &entry.platform,
+        )
+    }));
+    for (at, processes, codecs, pci_class, platform) in sections {
+        if let Some(platform) = platform {
+            crate::activity::check_platform(&format!("{at}.platform"), platform)?;
+        }
+        if let Some(processes) = processes {
+            crate::activity::check_processes(&format!("{at}.processes"), processes)?;
+        }
+        if let Some(codecs) = codecs {
+            crate::activity::check_codecs(&format!("{at}.codecs"), codecs)?;
+        }
+        if let Some(class) = pci_class {
+            crate::activity::check_pci_class(&format!("{at}.pci_class"), class)?;
         }
     }
     Ok(())
