@@ -23,6 +23,10 @@ pub const ERROR_NOT_SUPPORTED: NvmlReturn = 3;
 pub const ERROR_NOT_FOUND: NvmlReturn = 6;
 /// `NVML_ERROR_INSUFFICIENT_SIZE`.
 pub const ERROR_INSUFFICIENT_SIZE: NvmlReturn = 7;
+/// `NVML_ERROR_IN_USE`.
+pub const ERROR_IN_USE: NvmlReturn = 19;
+/// `NVML_ERROR_INSUFFICIENT_RESOURCES`.
+pub const ERROR_INSUFFICIENT_RESOURCES: NvmlReturn = 23;
 /// `NVML_ERROR_DRIVER_NOT_LOADED`.
 pub const ERROR_DRIVER_NOT_LOADED: NvmlReturn = 9;
 /// `NVML_ERROR_TIMEOUT`: `nvmlEventSetWait*` with no event within the timeout.

@@ -27,6 +27,7 @@
 //!   and C2C ([`activity_abi`] their C types); [`fields`] the field values, [`gpm`]
 //!   GPU performance monitoring.
 //! - [`mig`]: MIG profiles by name and their placements (C layouts and answers).
+//! - [`partition`]: the MIG lifecycle, pure functions over one GPU's partition.
 //! - [`abi`]: return codes and `#[repr(C)]` layouts, pinned by tests.
 //! - [`events`]: event sets, Xid delivery from the injection control file, the bounded wait.
 //! - [`config`]: reading and overlaying the profile and topology.
@@ -55,6 +56,7 @@ pub mod gpm;
 pub mod health;
 pub mod locate;
 pub mod mig;
+pub mod partition;
 pub mod query;
 pub mod state;
 pub mod topo;
