@@ -13,6 +13,8 @@ pub const NODE_NAME: &str = "NODE_NAME";
 pub const MOCK_NVML_STRICT: &str = "MOCK_NVML_STRICT";
 /// Overrides the Xid injection control file's path (`driver/config/xid-injections`).
 pub const MOCK_NVML_XID_FILE: &str = "MOCK_NVML_XID_FILE";
+/// Overrides the MIG state file's path (`driver/config/mig-state`, [`crate::mig_state`]).
+pub const MOCK_NVML_MIG_STATE: &str = "MOCK_NVML_MIG_STATE";
 /// The directory holding the GPU device nodes the mock library looks for (`nvidia<minor>`);
 /// unset or empty: `/dev`. Tests point it at a temporary directory, so they need no privileges.
 pub const MOCK_NVML_DEV_ROOT: &str = "MOCK_NVML_DEV_ROOT";

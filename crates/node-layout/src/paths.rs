@@ -72,6 +72,10 @@ pub const IMEX_PAYLOAD_FILES: [&str; 3] = ["nvidia-imex", "nvidia-imex.real", "n
 /// mock library finds from its own location): see [`crate::xid`] for its format.
 pub const XID_INJECTIONS_IN_DRIVER: &str = "config/xid-injections";
 
+/// The MIG state file, relative to the driver root: each GPU's MIG mode and partition, shared by
+/// the processes of a node; see [`crate::mig_state`] for its format.
+pub const MIG_STATE_IN_DRIVER: &str = "config/mig-state";
+
 /// The staged profile, relative to the driver root (what the mock library finds from its own
 /// location): the compact binary form (`nvml_profile::staged`), not YAML.
 pub const PROFILE_IN_DRIVER: &str = "config/profile.bin";
@@ -186,6 +190,12 @@ impl Layout {
     /// ([`crate::xid`]; `MOCK_NVML_XID_FILE` overrides it).
     pub fn xid_injections(&self) -> PathBuf {
         self.driver_dir().join(XID_INJECTIONS_IN_DRIVER)
+    }
+
+    /// `driver/config/mig-state`: the MIG modes and partitions ([`crate::mig_state`];
+    /// `MOCK_NVML_MIG_STATE` overrides it).
+    pub fn mig_state(&self) -> PathBuf {
+        self.driver_dir().join(MIG_STATE_IN_DRIVER)
     }
 
     /// `driver/dev`: the staged device nodes.
@@ -305,10 +315,14 @@ mod tests {
     #[test]
     fn host_layout_matches_the_architecture_table() {
         let layout = Layout::default();
-        let cases: [(PathBuf, &str); 20] = [
+        let cases: [(PathBuf, &str); 21] = [
             (
                 layout.xid_injections(),
                 "/var/lib/nvml-mock/driver/config/xid-injections",
+            ),
+            (
+                layout.mig_state(),
+                "/var/lib/nvml-mock/driver/config/mig-state",
             ),
             (
                 layout.nvidia_smi(),
