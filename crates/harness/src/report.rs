@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+mod files;
 pub mod html;
 pub mod map;
 
@@ -225,7 +226,7 @@ pub struct Tray {
 pub struct Beside {
     /// The JUnit XML (`.xml`).
     pub xml: PathBuf,
-    /// The page of the racks and results (`.html`, [`html::render`]).
+    /// The page of the racks and results (`.html`, the `html` module's `render`).
     pub html: PathBuf,
 }
 
@@ -373,27 +374,6 @@ impl Report {
         }
         out.push_str("</testsuite>\n</testsuites>\n");
         out
-    }
-
-    /// Writes `path` (JSON), the JUnit XML (`.xml`) and the page (`.html`) beside it.
-    pub fn write(&self, path: &Path) -> anyhow::Result<Beside> {
-        if let Some(parent) = path.parent().filter(|it| !it.as_os_str().is_empty()) {
-            std::fs::create_dir_all(parent)
-                .map_err(|err| anyhow::format_err!("cannot create {}: {err}", parent.display()))?;
-        }
-        std::fs::write(path, self.to_json()).map_err(|err| {
-            anyhow::format_err!("cannot write the report {}: {err}", path.display())
-        })?;
-        let xml_path = path.with_extension("xml");
-        std::fs::write(&xml_path, self.to_junit())
-            .map_err(|err| anyhow::format_err!("cannot write {}: {err}", xml_path.display()))?;
-        let html_path = path.with_extension("html");
-        std::fs::write(&html_path, html::render(self))
-            .map_err(|err| anyhow::format_err!("cannot write {}: {err}", html_path.display()))?;
-        Ok(Beside {
-            xml: xml_path,
-            html: html_path,
-        })
     }
 }
 

@@ -51,6 +51,31 @@ pub const BACKOFF_ENV: &str = "IMEX_DOUBLE_BACKOFF_MS";
 /// in tests; unset, the ctl behaves.
 pub const CTL_FAULT_ENV: &str = "IMEX_DOUBLE_CTL_FAULT";
 
+/// Why the double refuses to run without `--nogpu`.
+pub fn no_gpu_mode_required() -> String {
+    let ctl = fixed_path("/dev/nvidiactl");
+    if ctl.exists() {
+        "a GPU is present, but the IMEX test double runs only in NO GPU mode (--nogpu)".to_owned()
+    } else {
+        format!(
+            "no NVIDIA GPU found ({} is absent); run with --nogpu for NO GPU mode",
+            ctl.display()
+        )
+    }
+}
+
+/// `/var/run/nvidia-imex/persist.dat`: the nodes file's digest.
+pub fn write_persist(digest: &str) -> Result<(), String> {
+    let run_dir = fixed_path("/var/run/nvidia-imex");
+    if !run_dir.is_dir() {
+        std::fs::create_dir(&run_dir)
+            .map_err(|e| format!("cannot create {} for persist.dat: {e}", run_dir.display()))?;
+    }
+    let persist = run_dir.join("persist.dat");
+    std::fs::write(&persist, format!("{digest}\n"))
+        .map_err(|e| format!("cannot write {}: {e}", persist.display()))
+}
+
 /// A fixed path of the daemon, below [`ROOT_ENV`] when set.
 pub fn fixed_path(path: &str) -> PathBuf {
     match std::env::var_os(ROOT_ENV).filter(|it| !it.is_empty()) {

@@ -190,7 +190,7 @@ impl Shared {
 fn run(args: Args) -> Result<(), String> {
     let cfg = Config::read(&args.config).map_err(|e| e.to_string())?;
     if !args.nogpu {
-        return Err(no_gpu_mode_required());
+        return Err(imex_double::no_gpu_mode_required());
     }
     if cfg.daemonize().map_err(|e| e.to_string())? && std::env::var_os(DAEMONIZED_ENV).is_none() {
         // DAEMONIZE=1: continue in the background, as the real daemon forks.
@@ -213,7 +213,7 @@ fn run(args: Args) -> Result<(), String> {
         return Err(format!("{msg} {nodes_path}"));
     };
     log.info(&format!("Identified this node as ID {own}"));
-    write_persist(&nodes.digest)?;
+    imex_double::write_persist(&nodes.digest)?;
     let Some(cmd_port) = cmd_port else {
         log.warn("IMEX_CMD_ENABLED=0: nvidia-imex-ctl cannot reach this daemon");
         return Err(
@@ -241,19 +241,6 @@ fn run(args: Args) -> Result<(), String> {
         .build()
         .map_err(|e| format!("cannot start: {e}"))?;
     runtime.block_on(serve(shared, SocketAddr::new(cmd_ip, cmd_port)))
-}
-
-/// Why the double refuses to run without `--nogpu`.
-fn no_gpu_mode_required() -> String {
-    let ctl = imex_double::fixed_path("/dev/nvidiactl");
-    if ctl.exists() {
-        "a GPU is present, but the IMEX test double runs only in NO GPU mode (--nogpu)".to_owned()
-    } else {
-        format!(
-            "no NVIDIA GPU found ({} is absent); run with --nogpu for NO GPU mode",
-            ctl.display()
-        )
-    }
 }
 
 /// Starts this program again in the background, detached from the terminal.
@@ -322,18 +309,6 @@ fn read_nodes(nodes_path: &str, log: &Log) -> Result<(Nodes, HostTable), String>
         }
     }
     Ok((nodes, hosts))
-}
-
-/// `/var/run/nvidia-imex/persist.dat`: the nodes file's digest.
-fn write_persist(digest: &str) -> Result<(), String> {
-    let run_dir = imex_double::fixed_path("/var/run/nvidia-imex");
-    if !run_dir.is_dir() {
-        std::fs::create_dir(&run_dir)
-            .map_err(|e| format!("cannot create {} for persist.dat: {e}", run_dir.display()))?;
-    }
-    let persist = run_dir.join("persist.dat");
-    std::fs::write(&persist, format!("{digest}\n"))
-        .map_err(|e| format!("cannot write {}: {e}", persist.display()))
 }
 
 async fn serve(shared: Arc<Shared>, cmd_addr: SocketAddr) -> Result<(), String> {
