@@ -21,8 +21,8 @@ use std::process::{Command, ExitCode};
 
 fn main() -> ExitCode {
     let caller_args: Vec<OsString> = std::env::args_os().skip(1).collect();
-    let (real, argv0) = match std::env::var_os("IMEX_SHIM_REAL_BIN").filter(|it| !it.is_empty()) {
-        Some(real) => (PathBuf::from(&real), real),
+    let (real, argv0) = match plan::named_binary(std::env::var_os("IMEX_SHIM_REAL_BIN")) {
+        Some(real) => (real.clone(), real.into_os_string()),
         None => match carried::daemon() {
             Ok(Some(fd_path)) => (fd_path, OsString::from(plan::CARRIED_ARGV0)),
             Ok(None) => {

@@ -12,10 +12,12 @@ pub const CARRIED_ARGV0: &str = "nvidia-imex";
 /// The real daemon: `IMEX_SHIM_REAL_BIN` when it is set and non-empty, else
 /// [`DEFAULT_REAL_BIN`].
 pub fn real_binary(env_value: Option<OsString>) -> PathBuf {
-    match env_value {
-        Some(value) if !value.is_empty() => PathBuf::from(value),
-        _ => PathBuf::from(DEFAULT_REAL_BIN),
-    }
+    named_binary(env_value).unwrap_or_else(|| PathBuf::from(DEFAULT_REAL_BIN))
+}
+
+/// The daemon `IMEX_SHIM_REAL_BIN` names, when it is set and non-empty.
+pub fn named_binary(env_value: Option<OsString>) -> Option<PathBuf> {
+    env_value.filter(|it| !it.is_empty()).map(PathBuf::from)
 }
 
 /// The daemon's argv: the real path as `argv[0]`, the caller's arguments
