@@ -6,6 +6,8 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
+use crate::report::Outcome;
+
 /// The rendered config inside each pod.
 pub const CONFIG: &str = "/tmp/imex.cfg";
 /// The nodes file inside each pod.
@@ -193,6 +195,31 @@ impl Domain {
             .values()
             .filter(|it| it.version == "NO_GPU")
             .count()
+    }
+}
+
+/// Which nvidia-imex a run drives, read from the daemon binary itself
+/// (the double carries [`imex_double::MARKER`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Daemon {
+    /// NVIDIA's (no test-double marker in the binary).
+    Nvidia,
+    /// The IMEX test double (`crates/imex-double`).
+    TestDouble,
+}
+
+impl Daemon {
+    /// `outcome` as a result that ran against this daemon says it: a pass
+    /// against the double is [`Outcome::PassedTestDouble`], never plain
+    /// passed, and a failure names the double.
+    pub fn mark(self, outcome: Outcome) -> Outcome {
+        match (outcome, self) {
+            (Outcome::Passed, Daemon::TestDouble) => Outcome::PassedTestDouble,
+            (Outcome::Failed(reason), Daemon::TestDouble) => {
+                Outcome::Failed(format!("(against the IMEX test double) {reason}"))
+            }
+            (other, _) => other,
+        }
     }
 }
 

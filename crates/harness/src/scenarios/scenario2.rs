@@ -7,7 +7,7 @@ use tokio::time::Instant;
 
 use super::poll::{poll_until, Probe, Show, Wait};
 use super::{Limits, Workload};
-use crate::imex;
+use crate::imex::{self, Daemon};
 use crate::k8s::{ExecOutput, PodInfo};
 use crate::report::{round, Outcome, ScenarioResult, WorkerDetail};
 use crate::tracker::Tracker;
@@ -43,15 +43,6 @@ pub(super) const CLEAN: &str =
 
 /// How long one `nvidia-imex-ctl` may take before it counts as hung.
 pub const CTL_LIMIT_SECS: u32 = 10;
-
-/// Which nvidia-imex the workload pods run, read from the daemon itself.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Daemon {
-    /// NVIDIA's (no test-double marker in the binary).
-    Nvidia,
-    /// The IMEX test double (`crates/imex-double`).
-    TestDouble,
-}
 
 /// Scenario 2's two pods (clique 0's first two workers).
 pub async fn scenario2<W: Workload>(
@@ -99,14 +90,7 @@ pub async fn scenario2<W: Workload>(
     };
     stop_daemons(workload, &names).await;
     tracker.imex_pods(&[]);
-    let outcome = match (outcome, daemon) {
-        (Outcome::Passed, Daemon::TestDouble) => Outcome::PassedTestDouble,
-        (Outcome::Failed(reason), Daemon::TestDouble) => {
-            Outcome::Failed(format!("(against the IMEX test double) {reason}"))
-        }
-        (other, _) => other,
-    };
-    finish(result, started, outcome)
+    finish(result, started, daemon.mark(outcome))
 }
 
 /// Which nvidia-imex the pod's image carries; `Err` is the outcome when it
