@@ -329,14 +329,26 @@ fn e2e_demo(sh: &Shell) -> Result<()> {
     let report = "target/ci/demo-report.json";
     sh.create_dir("target/ci")?;
     delete_leftover_cluster(sh)?;
-    let res = cmd!(sh, "cargo xtask demo --offline --report {report}").run();
+    // NVIDIA's nvidia-imex cannot be had here: the IMEX test double stands in,
+    // and every row it made pass must say so.
+    let payload = crate::images::write_imex_double_payload(sh, &imex_double_dir())?;
+    let res = cmd!(
+        sh,
+        "cargo xtask demo --offline --imex {payload} --report {report}"
+    )
+    .run();
     print_report(sh, report);
     res?;
-    // Without a payload scenario 2 is skipped, never passed.
-    let outcome = scenario_outcome(sh, report, "scenario2")?;
+    for name in ["scenario2", "scenario4-imex", "scenario4-rebind"] {
+        let outcome = scenario_outcome(sh, report, name)?;
+        anyhow::ensure!(
+            outcome == "passed (IMEX test double)",
+            "{report}: {name} against the double must pass as the double, was {outcome:?}"
+        );
+    }
     anyhow::ensure!(
-        outcome == "skipped",
-        "{report}: scenario2 without a payload must be skipped, was {outcome:?}"
+        read_report(sh, report)?["imex_payload"]["kind"] == "test_double",
+        "{report}: the payload is not recorded as the IMEX test double"
     );
     // CI has Go: scenario 5 builds NVIDIA's GPU stack images (or reuses them) and runs.
     for row in crate::scenario5::ROWS {
@@ -375,8 +387,7 @@ fn delete_leftover_cluster(sh: &Shell) -> Result<()> {
 /// (the second run proves the rerun cleanup); each report must name the
 /// double, both as the payload and in the outcome.
 fn e2e_scenario2_double(sh: &Shell) -> Result<()> {
-    let payload = crate::project_root().join("target/ci/imex-double");
-    crate::images::write_imex_double_payload(sh, &payload)?;
+    let payload = crate::images::write_imex_double_payload(sh, &imex_double_dir())?;
     for run in 1..=2 {
         let report = format!("target/ci/scenario2-double-{run}.json");
         let res = cmd!(
@@ -435,18 +446,32 @@ fn nix_apps_as_a_user(sh: &Shell) -> Result<()> {
 /// Go build cache, its chart upgraded in place, the ComputeDomain flow rerun.
 fn e2e_scenario4(sh: &Shell) -> Result<()> {
     let report = "target/ci/scenario4-report.json";
-    let res = cmd!(sh, "cargo xtask scenario4 --report {report}").run();
+    let payload = crate::images::write_imex_double_payload(sh, &imex_double_dir())?;
+    let res = cmd!(
+        sh,
+        "cargo xtask scenario4 --imex {payload} --report {report}"
+    )
+    .run();
     print_report(sh, report);
     res?;
     // CI has the DRA snapshot and Go: a SKIPPED scenario 4 here is a failure.
-    for name in ["scenario4", "scenario4-rebind"] {
+    for (name, want) in [
+        ("scenario4", "passed"),
+        ("scenario4-imex", "passed (IMEX test double)"),
+        ("scenario4-rebind", "passed (IMEX test double)"),
+    ] {
         let outcome = scenario_outcome(sh, report, name)?;
         anyhow::ensure!(
-            outcome == "passed",
-            "{report}: {name} must pass in CI, was {outcome:?}"
+            outcome == want,
+            "{report}: {name} must be {want:?} in CI, was {outcome:?}"
         );
     }
     Ok(())
+}
+
+/// Where CI writes the IMEX test double's payload (`--imex`).
+fn imex_double_dir() -> std::path::PathBuf {
+    crate::project_root().join("target/ci/imex-double")
 }
 
 /// Scenarios 1 and 3 again against the running setup: the warm path users rerun.

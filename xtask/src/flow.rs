@@ -27,6 +27,7 @@ use crate::scenarios::{self, Limits, Rebind, Scenario};
 
 mod foreign;
 mod kind;
+mod payload;
 mod status;
 mod target;
 
@@ -126,6 +127,11 @@ pub struct Run<'a> {
 
 /// `demo` and `up`, on the kind cluster or (`--kube-context`) another one.
 pub async fn demo(run: Run<'_>) -> anyhow::Result<()> {
+    // A bad payload is named before anything is built or installed.
+    let payload = match &run.args.imex {
+        Some(path) => Some(payload::checked_payload(path, &run.args.cluster)?),
+        None => None,
+    };
     if run.args.cluster.kube_context.is_some() {
         return foreign::demo(run).await;
     }
@@ -140,6 +146,10 @@ pub async fn demo(run: Run<'_>) -> anyhow::Result<()> {
         ..Report::default()
     };
     report.notes.push(format!("layout: {layout}"));
+    if let Some(identity) = payload {
+        eprintln!("    payload: {}", crate::images::describe(&identity));
+        report.imex_payload = Some(identity);
+    }
     crate::report_page::lay_out(&mut report, &layout.demo(&cluster.workers()), &args.profile);
     let res = demo_inner(run, &cluster, layout, &mut report).await;
     finish_report(&mut report, started, args.report.as_deref())?;
@@ -212,59 +222,6 @@ async fn roll_workload(client: &Client, image: &str, workers: &[String]) -> anyh
     let limit = rollout(workers.len());
     k8s::wait_daemonset(client, WORKLOAD_NS, WORKLOAD_DS, WORKLOAD_SELECTOR, limit).await?;
     heal_workload(client, workers).await.map(|_| ())
-}
-
-/// `scenario2 --imex PATH`: builds the workload image with the payload (its
-/// tag follows its content, so an unchanged payload gives the same image and
-/// the load is skipped), loads it into the kind cluster and rolls the
-/// workload onto it.
-async fn install_payload(
-    sh: &Shell,
-    args: &ScenarioArgs,
-    payload: &Path,
-    tracker: &Tracker,
-    report: &mut Report,
-) -> anyhow::Result<()> {
-    if args.cluster.kube_context.is_some() {
-        anyhow::bail!(
-            "--imex builds and loads the workload image into the kind cluster, which --kube-context \
-             does not name: build it with `cargo xtask images --imex {}`, load it into your \
-             cluster, and rerun without --imex",
-            payload.display()
-        );
-    }
-    let payload =
-        std::path::absolute(payload).with_context(|| format!("resolving {}", payload.display()))?;
-    let identity = crate::images::payload_identity(&payload)?;
-    eprintln!("    payload: {}", crate::images::describe(&identity));
-    report.imex_payload = Some(identity);
-    let cluster = crate::cluster::discover(&docker_only(sh), &args.cluster.cluster_name)?;
-    let built = step(report, tracker, "images", async {
-        crate::images::build_all(
-            sh,
-            &crate::dirs::images_dir()?,
-            Some(&payload),
-            crate::images::CargoProfile::Release,
-        )
-    })
-    .await?;
-    let reference = built.workload.reference.clone();
-    step(report, tracker, "load images", async {
-        let loaded =
-            crate::cluster::load_image(&runner(sh)?, &cluster, &built.workload.path, &reference)?;
-        if loaded.is_empty() {
-            eprintln!("    {reference}: already on every node");
-        } else {
-            eprintln!("    {reference}: loaded into {}", loaded.join(", "));
-        }
-        Ok(())
-    })
-    .await?;
-    let client = k8s::kind_client(&cluster).await?;
-    step(report, tracker, "workload", async {
-        roll_workload(&client, &reference, &cluster.workers()).await
-    })
-    .await
 }
 
 fn images(sh: &Shell, args: &DemoArgs) -> anyhow::Result<ImagePair> {
@@ -545,11 +502,16 @@ pub async fn scenario(
             .name()
             .to_owned(),
     };
-    if let (Scenario::Two, Some(payload)) = (which, &args.imex) {
+    if let Some(payload) = &args.imex {
         // A bad payload is named before anything touches the cluster.
-        let payload = std::path::absolute(payload)
-            .with_context(|| format!("resolving {}", payload.display()))?;
-        crate::images::payload_identity(&payload)?;
+        if !matches!(which, Scenario::Two | Scenario::Four) {
+            anyhow::bail!(
+                "--imex is for scenario 2 (the workload's daemons) and scenario 4 (the driver \
+                 root's nvidia-imex); scenario{} takes none: rerun without it",
+                which.number()
+            );
+        }
+        payload::checked_payload(payload, &args.cluster)?;
     }
     let _lock = take_lock(&lock_name)?;
     let started = Instant::now();
@@ -562,8 +524,10 @@ pub async fn scenario(
         command: command_line(),
         ..Report::default()
     };
-    if let (Scenario::Two, Some(payload)) = (which, &args.imex) {
-        if let Err(err) = install_payload(sh, args, payload, tracker, &mut report).await {
+    if let Some(payload) = &args.imex {
+        if let Err(err) =
+            payload::install_payload(sh, (args, which), payload, tracker, &mut report).await
+        {
             finish_report(&mut report, started, args.report.as_deref())?;
             return Err(err);
         }

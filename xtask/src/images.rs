@@ -223,6 +223,10 @@ pub fn payload_identity(path: &Path) -> Result<PayloadIdentity> {
             format!("the --imex payload {shown} is not an nvidia-imex payload: it lacks {rel}")
         })?;
     }
+    for rel in &PAYLOAD_FILES[..2] {
+        runs_here(&payload.read(rel)?.bytes)
+            .map_err(|why| anyhow::anyhow!("the --imex payload {shown}: its {rel} {why}"))?;
+    }
     if path.is_dir() {
         if imex_double::payload::is_double_dir(path) {
             return Ok(PayloadIdentity::TestDouble { path: shown });
@@ -244,6 +248,26 @@ pub fn payload_identity(path: &Path) -> Result<PayloadIdentity> {
         version: archive_version(&name),
         sha256: hex_sha256(&bytes),
     })
+}
+
+/// Whether a payload binary runs on this machine's nodes: an ELF of the
+/// build host's architecture (kind's nodes share the host's kernel); `Err`
+/// says what it is instead and what to pass.
+fn runs_here(bytes: &[u8]) -> std::result::Result<(), String> {
+    let host = image_builder::build::host_architecture();
+    let fix = format!(
+        "pass NVIDIA's imex-linux-{}-*-archive.tar.xz",
+        std::env::consts::ARCH
+    );
+    let info = image_builder::elf::parse(bytes)
+        .map_err(|err| format!("is not an executable ELF file ({err}): {fix}"))?;
+    match info.oci_architecture() {
+        Some(arch) if arch == host => Ok(()),
+        other => Err(format!(
+            "is built for {}, the nodes here run {host}: {fix}",
+            other.unwrap_or("an unknown machine")
+        )),
+    }
 }
 
 /// One line for messages.
@@ -383,10 +407,36 @@ mod tests {
     }
 
     #[test]
+    fn a_payload_of_another_architecture_or_not_elf_is_refused_naming_it() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut bytes = std::fs::read(std::env::current_exe().expect("exe")).expect("read");
+        // e_machine (offset 18, little endian): the other of x86_64 (62) and aarch64 (183).
+        let other: u16 = if std::env::consts::ARCH == "aarch64" {
+            62
+        } else {
+            183
+        };
+        bytes[18..20].copy_from_slice(&other.to_le_bytes());
+        let foreign = dir.path().join("foreign");
+        std::fs::write(&foreign, &bytes).expect("write");
+        let tree = dir.path().join("tree");
+        imex_double::payload::write_dir(&tree, &foreign, &foreign).expect("payload");
+        let err = format!("{:#}", payload_identity(&tree).expect_err("foreign"));
+        assert!(err.contains(&tree.display().to_string()), "{err}");
+        assert!(err.contains("usr/bin/nvidia-imex is built for"), "{err}");
+        let script = dir.path().join("script");
+        std::fs::write(&script, b"#!/bin/sh\n").expect("write");
+        let text = dir.path().join("text");
+        imex_double::payload::write_dir(&text, &script, &script).expect("payload");
+        let err = format!("{:#}", payload_identity(&text).expect_err("not elf"));
+        assert!(err.contains("is not an executable ELF file"), "{err}");
+    }
+
+    #[test]
     fn the_double_and_a_tree_are_told_apart() {
         let dir = tempfile::tempdir().expect("tempdir");
         let bin = dir.path().join("bin");
-        std::fs::write(&bin, b"\x7fELF").expect("write");
+        std::fs::copy(std::env::current_exe().expect("exe"), &bin).expect("copy");
         let double = dir.path().join("double");
         imex_double::payload::write_dir(&double, &bin, &bin).expect("payload");
         assert!(matches!(

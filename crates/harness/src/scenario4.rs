@@ -9,15 +9,21 @@
 //! ComputeDomainClique object named after the clique, the IMEX config the
 //! daemon writes on both nodes.
 //!
-//! Without an `nvidia-imex` binary in the image the daemons cannot start, so
-//! the ComputeDomain stays NotReady and the workload pods never run: that part
-//! is reported as its own SKIPPED result (`scenario4-imex`), never as passed.
+//! NVIDIA's daemon execs the driver root's `nvidia-imex` (its container gets
+//! it through the compute-domain kubelet plugin's CDI spec). Where the mock's
+//! stager staged one (`--imex`: NVIDIA's payload, or the IMEX test double's),
+//! the IMEX part (`scenario4-imex`) follows the domain to Ready, the
+//! workloads onto their channels, the IMEX domain UP, one daemon deleted and
+//! recovered, and the domain deleted; against the double it reads `passed
+//! (IMEX test double)`. Without one the daemons exit at `exec nvidia-imex`,
+//! the ComputeDomain stays NotReady, and that part is SKIPPED, never passed.
 //!
 //! Here the flow itself; [`image`] the build of the driver and its image,
 //! [`objects`] the pure planning (chart values, objects, parsing), [`api`] the
-//! cluster I/O (apply, the bounded waits, the install, the clean-up). The pure
-//! parts are unit-tested; the build, the install and the waits are the I/O
-//! edge.
+//! cluster I/O (apply, the bounded waits, the install, the clean-up),
+//! [`imex`] the IMEX part's cluster I/O and [`live`] its pure judges. The
+//! pure parts are unit-tested; the build, the install and the waits are the
+//! I/O edge.
 
 use std::path::Path;
 use std::time::Duration;
@@ -28,6 +34,7 @@ use kube::{Client, ResourceExt as _};
 use tokio::time::Instant;
 use xshell::Shell;
 
+use crate::imex::Daemon;
 use crate::names::KindCluster;
 use crate::report::{round, Outcome, ScenarioResult, WorkerDetail};
 use crate::runner::{Cmd, Runner};
@@ -37,6 +44,8 @@ use topology::Layout;
 pub(crate) mod api;
 mod checks;
 pub mod image;
+mod imex;
+pub mod live;
 pub(crate) mod objects;
 
 use api::{apply, cd_resource, clean_up, ensure_namespace, install, pod_resource};
@@ -109,6 +118,8 @@ pub async fn run<R: Runner>(
     let scratch = crate::dirs::scratch_dir("scenario4")?;
     let image = deploy(sh, runner, on.cluster, client, &scratch, &mut laps).await?;
 
+    let daemon = driver_root_imex(runner, client, &plan, on.cluster.worker_count()).await?;
+
     ensure_namespace(client).await?;
     clean_up(client).await?;
     laps.lap("clean");
@@ -123,24 +134,25 @@ pub async fn run<R: Runner>(
         &mut details,
     )
     .await;
-    let cleaned = clean_up(client).await;
     laps.lap("domain");
+    let imex = imex_part(runner, client, &plan, daemon, (&checks, &status)).await;
+    let cleaned = clean_up(client).await;
+    laps.lap("clean up");
 
     let outcome = match (&checks, &cleaned) {
-        (Ok(()), Ok(())) => Outcome::Passed,
+        (Ok(_), Ok(())) => Outcome::Passed,
         (Err(err), _) => Outcome::Failed(format!("{err:#}")),
-        (Ok(()), Err(err)) => Outcome::Failed(format!("cleanup: {err:#}")),
+        (Ok(_), Err(err)) => Outcome::Failed(format!("cleanup: {err:#}")),
     };
     let main = ScenarioResult {
         workers: details,
         timings: laps.timings,
         ..ScenarioResult::new("scenario4", outcome, round(started.elapsed()))
     };
-    let imex = imex_part(&status);
     let rebind = rebind_part(
         runner,
         client,
-        on,
+        (on, daemon),
         &plan,
         &image.image.to_string(),
         &scratch,
@@ -197,21 +209,111 @@ async fn deploy<R: Runner>(
     Ok(image)
 }
 
-/// The IMEX part, SKIPPED: the image has no nvidia-imex, so the domain
-/// never gets past `status`.
-fn imex_part(status: &str) -> ScenarioResult {
+/// Which `nvidia-imex` the domain's trays stage; with one, the
+/// compute-domain kubelet plugin's CDI spec must carry it (the plugin writes
+/// the spec when it starts: one started before the stager staged the
+/// binaries is restarted).
+async fn driver_root_imex<R: Runner>(
+    runner: &R,
+    client: &Client,
+    plan: &DomainPlan,
+    workers: usize,
+) -> Result<Option<Daemon>> {
+    let nodes = plan.nodes();
+    let daemon = imex::detect(runner, &nodes)?;
+    match daemon {
+        None => return Ok(None),
+        Some(Daemon::TestDouble) => {
+            eprintln!("    the driver roots carry the IMEX TEST DOUBLE, not NVIDIA's nvidia-imex")
+        }
+        Some(Daemon::Nvidia) => eprintln!("    the driver roots carry NVIDIA's nvidia-imex"),
+    }
+    let stale = imex::stale_cdi(runner, &nodes)?;
+    if !stale.is_empty() {
+        eprintln!(
+            "    the compute-domain CDI spec on {} predates nvidia-imex: restarting the kubelet plugin",
+            stale.join(", ")
+        );
+        restart_plugin(client, workers).await?;
+        let left = imex::stale_cdi(runner, &nodes)?;
+        if !left.is_empty() {
+            anyhow::bail!(
+                "the compute-domain kubelet plugin's CDI spec on {} still lacks nvidia-imex after a \
+                 restart: see its log (kubectl -n {DRA_NS} logs -l {PLUGIN_SELECTOR})",
+                left.join(", ")
+            );
+        }
+    }
+    Ok(daemon)
+}
+
+/// The IMEX part: SKIPPED without `nvidia-imex` in the driver root (the
+/// domain never gets past `status`); else the live domain's checks, marked
+/// as the double's when the double ran them.
+async fn imex_part<R: Runner>(
+    runner: &R,
+    client: &Client,
+    plan: &DomainPlan,
+    daemon: Option<Daemon>,
+    (up, status): (&Result<DomainUp>, &str),
+) -> ScenarioResult {
+    let Some(daemon) = daemon else {
+        return imex_skipped(status);
+    };
+    let started = Instant::now();
+    let mut details = Vec::new();
+    let checked = async {
+        let up = up
+            .as_ref()
+            .map_err(|err| anyhow::anyhow!("scenario 4's own checks failed first: {err:#}"))?;
+        let live = imex::Live {
+            runner,
+            client,
+            plan,
+            cd_uid: &up.cd_uid,
+            created: up.created,
+        };
+        let mut timings = live.check(&mut details).await?;
+        let deleted = live.delete(&mut details).await?;
+        timings.push(("ComputeDomain deleted, nothing left".to_owned(), deleted));
+        Ok::<_, anyhow::Error>(timings)
+    }
+    .await;
+    let (outcome, timings) = match checked {
+        Ok(timings) => (Outcome::Passed, timings),
+        Err(err) => (Outcome::Failed(format!("{err:#}")), Vec::new()),
+    };
     ScenarioResult {
-        name: "scenario4-imex".to_owned(),
-        outcome: Outcome::Skipped(format!(
-            "the {DRA_IMAGE} image has no nvidia-imex (proprietary; no payload or IMEX double wired into it): \
-             the daemons exit at `exec nvidia-imex`, so the ComputeDomain stays NotReady (status seen: {}) and the \
-             workload pods never run",
+        workers: details,
+        timings,
+        ..ScenarioResult::new(
+            "scenario4-imex",
+            daemon.mark(outcome),
+            round(started.elapsed()),
+        )
+    }
+}
+
+/// The IMEX part, SKIPPED: no nvidia-imex in the staged driver root.
+fn imex_skipped(status: &str) -> ScenarioResult {
+    ScenarioResult::new(
+        "scenario4-imex",
+        Outcome::Skipped(format!(
+            "no nvidia-imex in the staged driver root ({DRIVER_ROOT}/usr/bin; proprietary, not \
+             shipped): NVIDIA's daemons exit at `exec nvidia-imex`, so the ComputeDomain stays \
+             NotReady (status seen: {}) and the workload pods never run; pass --imex with NVIDIA's \
+             imex-linux-x86_64-*-archive.tar.xz (or, to prove the orchestration only, the IMEX test \
+             double's payload from `cargo xtask imex-double-payload --out DIR`)",
             if status.is_empty() { "none" } else { status }
         )),
-        seconds: 0.0,
-        workers: Vec::new(),
-        timings: Vec::new(),
-    }
+        0.0,
+    )
+}
+
+/// A ComputeDomain that was created: its uid and when.
+struct DomainUp {
+    cd_uid: String,
+    created: Instant,
 }
 
 /// Whether the domain flow also checks the IMEX config the plugin and the
@@ -233,9 +335,10 @@ async fn domain_flow<R: Runner>(
     image_ref: &str,
     imex_config: ImexConfig,
     details: &mut Vec<WorkerDetail>,
-) -> (Result<()>, String) {
+) -> (Result<DomainUp>, String) {
     let nodes = plan.nodes();
     let checks = async {
+        let created = Instant::now();
         let cd = apply(client, &cd_resource(), &compute_domain(nodes.len())).await?;
         let cd_uid = cd.uid().context("the ComputeDomain has no uid")?;
         for (index, node) in nodes.iter().enumerate() {
@@ -257,7 +360,7 @@ async fn domain_flow<R: Runner>(
         if imex_config == ImexConfig::Check {
             checks::imex_configs(runner, plan, &cd_uid, details).await?;
         }
-        Ok(())
+        Ok(DomainUp { cd_uid, created })
     }
     .await;
     let status = Api::<DynamicObject>::namespaced_with(client.clone(), S4_NS, &cd_resource())
@@ -292,7 +395,7 @@ async fn restart_plugin(client: &Client, workers: usize) -> Result<()> {
 async fn rebind_part<R: Runner>(
     runner: &R,
     client: &Client,
-    on: &Scenario4On<'_>,
+    (on, daemon): (&Scenario4On<'_>, Option<Daemon>),
     plan: &DomainPlan,
     image_ref: &str,
     dir: &Path,
@@ -304,27 +407,23 @@ async fn rebind_part<R: Runner>(
     let rebind_file = dir.join("rebind-topology.yaml");
     let demo_file = dir.join("demo-topology.yaml");
     let helm = |file: &Path| {
-        crate::plan::helm_topology_args(
-            crate::names::CHART,
-            &cluster.context(),
-            &file.to_string_lossy(),
-        )
+        let args = helm_topology(&cluster.context(), file);
+        crate::apiserver::helm(runner, &Cmd::with_args("helm", args), &cluster.context())
     };
     let mut details = Vec::new();
+    let mut timings = Vec::new();
     let checks = async {
         let rebound = DomainPlan::under(&nodes, &on.layout.rebind(&workers))?;
         std::fs::write(&rebind_file, on.layout.rebind(&workers).helm_values())?;
         std::fs::write(&demo_file, on.layout.demo(&workers).helm_values())?;
-        tracker.restore_topology(Some(Cmd::with_args("helm", helm(&demo_file))));
-        let args = helm(&rebind_file);
-        crate::apiserver::helm(
-            runner,
-            &Cmd::new("helm", &args.iter().map(String::as_str).collect::<Vec<_>>()),
-            &cluster.context(),
-        )?;
+        tracker.restore_topology(Some(Cmd::with_args(
+            "helm",
+            helm_topology(&cluster.context(), &demo_file),
+        )));
+        helm(&rebind_file)?;
         checks::wait_clique_labels(client, &rebound).await?;
         restart_plugin(client, workers.len()).await?;
-        let (checks, _) = domain_flow(
+        let (up, _) = domain_flow(
             runner,
             client,
             &rebound,
@@ -333,18 +432,18 @@ async fn rebind_part<R: Runner>(
             &mut details,
         )
         .await;
-        checks
+        let up = up?;
+        if daemon.is_some() {
+            let ready = live_ready(runner, client, &rebound, &up, &mut details).await?;
+            timings.push(("daemons Ready on the rebind clique".to_owned(), ready));
+        }
+        Ok::<(), anyhow::Error>(())
     }
     .await;
     let cleaned = clean_up(client).await;
     // Restore the demo topology and the plugin's view of it, whatever happened.
     let restored = async {
-        let args = helm(&demo_file);
-        crate::apiserver::helm(
-            runner,
-            &Cmd::new("helm", &args.iter().map(String::as_str).collect::<Vec<_>>()),
-            &cluster.context(),
-        )?;
+        helm(&demo_file)?;
         checks::wait_clique_labels(client, plan).await?;
         restart_plugin(client, workers.len()).await
     }
@@ -356,10 +455,39 @@ async fn rebind_part<R: Runner>(
         (_, Err(err), _) => Outcome::Failed(format!("cleanup: {err:#}")),
         (_, _, Err(err)) => Outcome::Failed(format!("restoring the demo topology: {err:#}")),
     };
+    let outcome = match daemon {
+        Some(daemon) => daemon.mark(outcome),
+        None => outcome,
+    };
     ScenarioResult {
         workers: details,
+        timings,
         ..ScenarioResult::new("scenario4-rebind", outcome, round(started.elapsed()))
     }
+}
+
+/// With live daemons, the domain `up` Ready with every tray of `plan`: the
+/// seconds since it was created.
+async fn live_ready<R: Runner>(
+    runner: &R,
+    client: &Client,
+    plan: &DomainPlan,
+    up: &DomainUp,
+    details: &mut Vec<WorkerDetail>,
+) -> Result<f64> {
+    let live = imex::Live {
+        runner,
+        client,
+        plan,
+        cd_uid: &up.cd_uid,
+        created: up.created,
+    };
+    live.ready(details).await
+}
+
+/// `helm upgrade --reuse-values` of the mock's chart with a topology file.
+fn helm_topology(context: &str, file: &Path) -> Vec<String> {
+    crate::plan::helm_topology_args(crate::names::CHART, context, &file.to_string_lossy())
 }
 
 /// Waits up to `limit` for the driver's kubelet-plugin DaemonSet to roll out.

@@ -29,9 +29,11 @@ pub fn run(sh: &Shell) -> Result<()> {
     // when docker's disk or the memory cannot hold the rack.
     let started = Instant::now();
     let trays = TRAYS.to_string();
+    // The daemons live: the IMEX test double in every tray's driver root.
+    let payload = crate::images::write_imex_double_payload(sh, &super::imex_double_dir())?;
     let res = cmd!(
         sh,
-        "cargo xtask demo --offline --cluster-name {CLUSTER} --trays {trays} --cliques-per-rack 1 --scenarios 1,3,4 --report {report}"
+        "cargo xtask demo --offline --cluster-name {CLUSTER} --trays {trays} --cliques-per-rack 1 --scenarios 1,3,4 --imex {payload} --report {report}"
     )
     .run();
     super::print_report(sh, report);
@@ -63,17 +65,22 @@ fn delete(sh: &Shell, kind: &std::path::Path) -> Result<()> {
 
 /// What the full rack's report must show, one line per check: scenarios 1
 /// and 3 passed on every tray; scenario 4's ComputeDomain had a daemon pod on
-/// every tray labelled with the rack's clique and one ComputeDomainClique,
-/// and its rebind part passed.
+/// every tray labelled with the rack's clique and one ComputeDomainClique;
+/// its rebind part and its IMEX part passed against the IMEX test double,
+/// every tray's daemon READY in an IMEX domain UP.
 pub fn check(doc: &Value) -> Result<Vec<String>> {
     let scenario = |name: &str| -> Result<&Value> {
         let found = doc["scenarios"]
             .as_array()
             .and_then(|all| all.iter().find(|it| it["name"] == name))
             .with_context(|| format!("the report has no {name}"))?;
+        let want = match name {
+            "scenario4-rebind" | "scenario4-imex" => "passed (IMEX test double)",
+            _ => "passed",
+        };
         anyhow::ensure!(
-            found["outcome"] == "passed",
-            "{name} did not pass: {} {}",
+            found["outcome"] == want,
+            "{name} did not pass (wanted {want:?}): {} {}",
             found["outcome"],
             found["reason"]
         );
@@ -133,7 +140,23 @@ pub fn check(doc: &Value) -> Result<Vec<String>> {
     lines.push(format!(
         "scenario4-rebind: the rack moved to {REBIND_CLIQUE}"
     ));
+    lines.push(live_daemons(&details(scenario("scenario4-imex")?))?);
     Ok(lines)
+}
+
+/// Scenario 4's IMEX part: a daemon READY in an IMEX domain UP on every tray.
+fn live_daemons(imex: &[(String, String, bool)]) -> Result<String> {
+    let ready = imex
+        .iter()
+        .filter(|(node, detail, ok)| !node.is_empty() && *ok && detail.starts_with("daemon READY"))
+        .count();
+    anyhow::ensure!(
+        ready == TRAYS,
+        "scenario4-imex: {ready} daemons READY in an IMEX domain UP, {TRAYS} expected"
+    );
+    Ok(format!(
+        "scenario4-imex: the ComputeDomain Ready, {TRAYS} daemons READY in one IMEX domain UP (IMEX test double)"
+    ))
 }
 
 #[cfg(test)]
@@ -155,19 +178,26 @@ mod tests {
         }
         let rebind = json!([{"node": "w1", "pod": "d", "passed": true,
             "detail": format!("daemon pod labelled resource.nvidia.com/computeDomain.cliqueID={REBIND_CLIQUE}")}]);
+        let imex: Vec<Value> = (1..=daemons)
+            .map(|n| {
+                json!({"node": format!("w{n}"), "pod": "d", "passed": true,
+                "detail": "daemon READY; /etc/hosts names the 18 daemons of its clique"})
+            })
+            .collect();
         json!({"scenarios": [
             {"name": "scenario1", "outcome": "passed", "workers": trays},
             {"name": "scenario2", "outcome": "skipped", "reason": "no payload", "workers": []},
             {"name": "scenario3", "outcome": "passed", "workers": trays},
             {"name": "scenario4", "outcome": "passed", "workers": four},
-            {"name": "scenario4-rebind", "outcome": "passed", "workers": rebind},
+            {"name": "scenario4-rebind", "outcome": "passed (IMEX test double)", "workers": rebind},
+            {"name": "scenario4-imex", "outcome": "passed (IMEX test double)", "workers": imex},
         ]})
     }
 
     #[test]
     fn a_full_rack_report_passes_with_18_daemons_in_one_clique() {
         let lines = check(&report(18, &[CLIQUE])).expect("passes");
-        assert_eq!(lines.len(), 4);
+        assert_eq!(lines.len(), 5);
         assert!(lines[2].contains("18 daemon pods labelled"), "{lines:?}");
     }
 

@@ -77,7 +77,7 @@ pub(super) async fn demo_inner(
             &images,
             majors,
             &layout.demo(&cluster.workers()),
-            &args.profile,
+            (&args.profile, args.imex.is_some()),
         );
         install_chart(
             &runner,
@@ -195,20 +195,29 @@ async fn node_image(
     Ok(node_image)
 }
 
-/// The chart's values files: the loaded mock image, the majors, the GPU profile, the demo topology.
+/// The chart's values files: the loaded mock image, the majors, the GPU
+/// profile, the demo topology and, with `--imex`, the driver root's
+/// nvidia-imex from the workload image built with it.
 fn chart_values(
     images: &ImagePair,
     majors: plan::Majors,
     demo: &topology::Topology,
-    profile: &str,
-) -> [(&'static str, String); 2] {
-    [
+    (profile, imex): (&str, bool),
+) -> Vec<(&'static str, String)> {
+    let mut files = vec![
         (
             "values.yaml",
             plan::install_values(&images.mock.1, majors, profile),
         ),
         ("demo-topology.yaml", demo.helm_values()),
-    ]
+    ];
+    if imex {
+        files.push((
+            "imex-driver-root.yaml",
+            plan::imex_driver_root_values(&images.workload.1),
+        ));
+    }
+    files
 }
 
 /// The kind config for `layout` (the template's patches, a worker per tray),
