@@ -27,7 +27,6 @@ const CYCLE_DEBT: &[(&str, &str)] = &[
         "ffi's C `main` calls the crate root's `run`: the no_mangle entry point must stay in the unsafe module",
     ),
     ("crates/harness/src/scenario4.rs", TO_FIX),
-    ("crates/harness/src/scenario5.rs", TO_FIX),
     (
         "crates/mock-nvml/src/ffi.rs",
         "ffi's children share its guard and put helpers; ffi/mig.rs is being reworked for MIG (issue 38)",
