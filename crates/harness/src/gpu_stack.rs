@@ -14,56 +14,21 @@
 pub mod chart;
 mod go;
 pub mod image;
+mod pins;
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, Result};
-use sha2::{Digest as _, Sha256};
 use xshell::Shell;
 
-use crate::plan::ImageRef;
-use crate::scenario4::image::{cached, pinned};
+pub use image::{DEVICE_PLUGIN_IMAGE, NFD_IMAGE};
+pub use pins::Pins;
 
-/// The image of NVIDIA's device plugin, GPU feature discovery included (one
-/// image for both, as NVIDIA ships it; the chart runs both from it).
-pub const DEVICE_PLUGIN_IMAGE: &str = "cdsim-k8s-device-plugin";
-/// The image of node-feature-discovery (`nfd-master`, `nfd-worker`, `nfd-gc`).
-pub const NFD_IMAGE: &str = "cdsim-node-feature-discovery";
-/// Bumped when the recipe changes in a way the pins do not show.
-const RECIPE_VERSION: u32 = 1;
+use crate::plan::ImageRef;
+use crate::scenario4::image::cached;
+
 /// The file in an images directory that lists its references, one per line.
 const INDEX: &str = "images.txt";
-
-/// The two pinned versions.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Pins {
-    /// `github.com/NVIDIA/k8s-device-plugin` (`v0.19.3`).
-    pub device_plugin: String,
-    /// `sigs.k8s.io/node-feature-discovery` (`v0.17.3`).
-    pub nfd: String,
-}
-
-impl Pins {
-    /// The pins from `manifests/versions.toml`.
-    pub fn read() -> Result<Pins> {
-        let versions = xtask_support::tools::read_versions()?;
-        Ok(Pins {
-            device_plugin: pinned(&versions, "k8s_device_plugin")?,
-            nfd: pinned(&versions, "node_feature_discovery")?,
-        })
-    }
-
-    /// The images' cache key: the pins, the recipe version and the architecture.
-    pub fn key(&self) -> String {
-        let text = format!(
-            "recipe {RECIPE_VERSION}\narch {}\nk8s_device_plugin {}\nnode_feature_discovery {}\n",
-            image_builder::build::host_architecture(),
-            self.device_plugin,
-            self.nfd
-        );
-        format!("{:x}", Sha256::digest(text.as_bytes()))[..16].to_owned()
-    }
-}
 
 /// One image archive and its reference.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -267,21 +232,6 @@ mod tests {
         let text = render_index(&[&image(NFD_IMAGE, "ba9876543210")]);
         let err = parse_index(&text, &[DEVICE_PLUGIN_IMAGE, NFD_IMAGE]).expect_err("missing");
         assert!(err.to_string().contains(DEVICE_PLUGIN_IMAGE), "{err}");
-    }
-
-    #[test]
-    fn the_key_follows_each_pin() {
-        let pins = Pins {
-            device_plugin: "v0.19.3".to_owned(),
-            nfd: "v0.17.3".to_owned(),
-        };
-        let mut other = pins.clone();
-        other.nfd = "v0.17.4".to_owned();
-        assert_ne!(pins.key(), other.key());
-        other = pins.clone();
-        other.device_plugin = "v0.19.4".to_owned();
-        assert_ne!(pins.key(), other.key());
-        assert_eq!(pins.key(), pins.clone().key());
     }
 
     #[test]

@@ -18,9 +18,11 @@ use tokio::io::AsyncReadExt;
 use tokio::time::Instant;
 
 mod diagnose;
+mod pod;
 pub mod ride_out;
 
 pub use diagnose::{describe_pod, diagnose};
+pub use pod::{usable_pod, PodInfo};
 pub use ride_out::kind_client;
 
 use crate::names::{FIELD_MANAGER, WORKLOAD_CONTAINER, WORKLOAD_NS, WORKLOAD_SELECTOR};
@@ -112,41 +114,6 @@ pub async fn wait_daemonset(
             last = progress;
         }
     }
-}
-
-/// A workload pod.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PodInfo {
-    /// The pod name.
-    pub name: String,
-    /// Its IP.
-    pub ip: String,
-    /// Its uid (changes when the pod is recreated).
-    pub uid: String,
-}
-
-/// A running, ready, not-terminating pod as [`PodInfo`].
-pub fn usable_pod(pod: &Pod) -> Option<PodInfo> {
-    if pod.metadata.deletion_timestamp.is_some() {
-        return None;
-    }
-    let status = pod.status.as_ref()?;
-    if status.phase.as_deref() != Some("Running") {
-        return None;
-    }
-    let ready = status
-        .conditions
-        .as_ref()?
-        .iter()
-        .any(|it| it.type_ == "Ready" && it.status == "True");
-    if !ready {
-        return None;
-    }
-    Some(PodInfo {
-        name: pod.name_any(),
-        ip: status.pod_ip.clone().unwrap_or_default(),
-        uid: pod.metadata.uid.clone().unwrap_or_default(),
-    })
 }
 
 /// The workload pod on `node`, waiting (bounded) for one to be running and ready.

@@ -49,9 +49,14 @@ pub mod dra_flow;
 pub mod expect;
 pub mod reach;
 mod relabel;
+mod rows;
+
+pub use api::{DP_CONTAINER, DP_DS, DP_NS, DP_RELEASE, GPU_POD_SELECTOR};
+pub use rows::Scenario5On;
 
 use allocation::allocation_row;
 use expect::{allocatable_gpus, expected_labels, label_mismatches};
+use rows::{finish, step, workers, Rows};
 
 /// The report rows scenario 5 gives, in order: install and allocatable, GFD labels, GFD's
 /// relabelling after a rebind, allocation visibility, Xid health, the DRA driver's GPUs and Xid
@@ -67,33 +72,11 @@ pub const ROWS: [&str; 8] = [
     "scenario5-cleanup",
 ];
 
-/// The device plugin's namespace and release.
-pub const DP_NS: &str = "nvidia-device-plugin";
-/// The Helm release (its name is the chart's, so objects are named `nvidia-device-plugin…`).
-pub const DP_RELEASE: &str = "nvidia-device-plugin";
-/// The device plugin's DaemonSet.
-pub const DP_DS: &str = "nvidia-device-plugin";
-/// Its container.
-pub const DP_CONTAINER: &str = "nvidia-device-plugin-ctr";
-/// The scenario's GPU pods.
-pub const GPU_POD_SELECTOR: &str = "app.kubernetes.io/name=cdsim-s5-gpu";
 /// How long an Xid 79 may take to show in allocatable (the bound).
 pub const XID_LIMIT: Duration = Duration::from_secs(30);
 /// The Xid that marks a GPU unhealthy, and one the plugin ignores.
 const FATAL_XID: u64 = 79;
 const IGNORED_XID: u64 = 43;
-
-/// What scenario 5 runs on.
-pub struct Scenario5On<'a> {
-    /// The cluster: how the images reach its nodes, how an Xid is injected.
-    pub cluster: reach::Reach<'a>,
-    /// Each worker and its `<cluster uuid>.<clique id>` in the staged topology.
-    pub cliques: Vec<(String, String)>,
-    /// Scenario 3's rebind and the demo topology, which `scenario5-relabel` swaps.
-    pub rebind: crate::scenarios::Rebind,
-    /// Where the command restoring the demo topology is registered while the rebind is live.
-    pub tracker: &'a crate::tracker::Tracker,
-}
 
 /// Why scenario 5 cannot run here, if it cannot; else how its images come.
 pub fn prerequisite() -> std::result::Result<&'static str, String> {
@@ -171,44 +154,6 @@ pub async fn run<R: Runner>(
     Ok(rows)
 }
 
-/// What a step returns: per-worker details and named timings.
-type Rows = (Vec<WorkerDetail>, Vec<(String, f64)>);
-
-/// A row from a step's result.
-fn finish(name: &str, started: Instant, result: Result<Rows>) -> ScenarioResult {
-    let seconds = round(started.elapsed());
-    match result {
-        Ok((workers, timings)) => ScenarioResult {
-            workers,
-            timings,
-            ..ScenarioResult::new(name, Outcome::Passed, seconds)
-        },
-        Err(err) => ScenarioResult::new(name, Outcome::Failed(format!("{err:#}")), seconds),
-    }
-}
-
-/// Runs a step when the install passed; else it fails as not run.
-async fn step(
-    name: &str,
-    install_ok: bool,
-    body: impl std::future::Future<Output = Result<Rows>>,
-) -> ScenarioResult {
-    let started = Instant::now();
-    if !install_ok {
-        return ScenarioResult::new(
-            name,
-            Outcome::Failed("not run: the install (row scenario5) failed".to_owned()),
-            0.0,
-        );
-    }
-    eprintln!("    {name}");
-    let row = finish(name, started, body.await);
-    if let Outcome::Failed(reason) = &row.outcome {
-        eprintln!("ERROR: {name}: {reason}");
-    }
-    row
-}
-
 /// The profile the mock's release stages on every tray.
 fn mock_profile<R: Runner>(runner: &R, context: &str) -> Result<Profile> {
     let values = api::mock_release_values(runner, context)?;
@@ -231,10 +176,6 @@ async fn allocatable(client: &Client, workers: &[String]) -> Result<Vec<(String,
             (node.clone(), count)
         })
         .collect())
-}
-
-fn workers(on: &Scenario5On<'_>) -> Vec<String> {
-    on.cliques.iter().map(|(node, _)| node.clone()).collect()
 }
 
 /// Polls every second until `want(node)` holds for every worker's allocatable.
@@ -346,18 +287,6 @@ async fn labels_row(client: &Client, on: &Scenario5On<'_>, profile: &Profile) ->
         })
         .collect();
     Ok((details, Vec::new()))
-}
-
-/// The workload image already on the nodes (the demo's), for the GPU pods.
-async fn workload_image(client: &Client) -> Result<String> {
-    let api: kube::Api<k8s_openapi::api::apps::v1::DaemonSet> =
-        kube::Api::namespaced(client.clone(), crate::names::WORKLOAD_NS);
-    let ds = api.get(crate::names::WORKLOAD_DS).await?;
-    ds.spec
-        .and_then(|spec| spec.template.spec)
-        .and_then(|spec| spec.containers.into_iter().next())
-        .and_then(|container| container.image)
-        .context("the demo workload DaemonSet has no image (run `cargo xtask up` first)")
 }
 
 /// Xid 79 on one GPU of one tray, then clear and restart, then Xid 43.

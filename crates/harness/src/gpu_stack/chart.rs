@@ -16,7 +16,7 @@ use anyhow::{bail, Context as _, Result};
 use xshell::{cmd, Shell};
 
 use super::go::{module_dir, DEVICE_PLUGIN_MODULE, NFD_MODULE};
-use super::Pins;
+use super::pins::Pins;
 use crate::scenario4::image::cached;
 
 /// The device plugin chart's directory in its module, and its name.

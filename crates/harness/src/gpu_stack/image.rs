@@ -9,9 +9,13 @@ use std::path::Path;
 use image_builder::spec::{FileSpec, ImageSpec};
 
 use super::go::{DEVICE_PLUGIN_BINARIES, LICENSE, NFD_BINARIES, NFD_WORKER_CONF};
-use super::{DEVICE_PLUGIN_IMAGE, NFD_IMAGE};
 use crate::scenario4::image::host_file;
 
+/// The image of NVIDIA's device plugin, GPU feature discovery included (one
+/// image for both, as NVIDIA ships it; the chart runs both from it).
+pub const DEVICE_PLUGIN_IMAGE: &str = "cdsim-k8s-device-plugin";
+/// The image of node-feature-discovery (`nfd-master`, `nfd-worker`, `nfd-gc`).
+pub const NFD_IMAGE: &str = "cdsim-node-feature-discovery";
 /// `PATH` of both images (a distroless image's).
 const PATH: &str = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 /// Where NFD's image keeps the worker config (its Dockerfile's path; the chart mounts its

@@ -4,7 +4,7 @@ use k8s_openapi::api::core::v1::{Event, Pod};
 use kube::api::{ListParams, LogParams};
 use kube::{Api, Client, ResourceExt};
 
-use super::usable_pod;
+use super::pod::usable_pod;
 
 /// What a user needs when a wait fails: pod phases, conditions and container
 /// states, the namespace's recent events, and log tails of unready pods.

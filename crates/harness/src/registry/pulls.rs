@@ -7,7 +7,7 @@ use k8s_openapi::api::core::v1::Event;
 use kube::api::{Api, ListParams};
 use kube::Client;
 
-use super::Registry;
+use super::address::Registry;
 
 /// One kubelet pull event: where, for which pod, and what it said.
 #[derive(Debug, Clone, PartialEq, Eq)]

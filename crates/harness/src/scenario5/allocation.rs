@@ -11,8 +11,10 @@ use anyhow::{Context as _, Result};
 use kube::Client;
 use nvml_profile::Profile;
 
+use super::api::{self, DP_NS};
+use super::expect;
 use super::expect::{check_allocations, check_pod_gpus, pod_gpus};
-use super::{api, expect, workers, Rows, Scenario5On, DP_NS};
+use super::rows::{workers, Rows, Scenario5On};
 use crate::report::WorkerDetail;
 
 /// The allocation pods on the first tray; their GPUs, checked.
@@ -22,7 +24,7 @@ pub(super) async fn allocation_row(
     profile: &Profile,
 ) -> Result<Rows> {
     let node = workers(on).into_iter().next().context("no worker")?;
-    let image = super::workload_image(client).await?;
+    let image = api::workload_image(client).await?;
     let all: BTreeSet<String> = profile.devices().into_iter().map(|it| it.uuid).collect();
     let sizes = pod_gpus(u32::try_from(all.len())?);
     anyhow::ensure!(!sizes.is_empty(), "the profile lists no GPU");

@@ -13,11 +13,32 @@ use kube::core::{ApiResource, GroupVersionKind};
 use kube::{Client, ResourceExt as _};
 use serde_json::Value;
 
-use super::{DP_CONTAINER, DP_DS, DP_NS, DP_RELEASE, GPU_POD_SELECTOR};
 use crate::gpu_stack::GpuStack;
 use crate::names::{FIELD_MANAGER, MOCK_NS, RELEASE};
 use crate::runner::{Cmd, Runner};
 use crate::scenario4::api::wait_for;
+
+/// The device plugin's namespace and release.
+pub const DP_NS: &str = "nvidia-device-plugin";
+/// The Helm release (its name is the chart's, so objects are named `nvidia-device-plugin…`).
+pub const DP_RELEASE: &str = "nvidia-device-plugin";
+/// The device plugin's DaemonSet.
+pub const DP_DS: &str = "nvidia-device-plugin";
+/// Its container.
+pub const DP_CONTAINER: &str = "nvidia-device-plugin-ctr";
+/// The scenario's GPU pods.
+pub const GPU_POD_SELECTOR: &str = "app.kubernetes.io/name=cdsim-s5-gpu";
+
+/// The workload image already on the nodes (the demo's), for the GPU pods.
+pub async fn workload_image(client: &Client) -> Result<String> {
+    let api: Api<DaemonSet> = Api::namespaced(client.clone(), crate::names::WORKLOAD_NS);
+    let ds = api.get(crate::names::WORKLOAD_DS).await?;
+    ds.spec
+        .and_then(|spec| spec.template.spec)
+        .and_then(|spec| spec.containers.into_iter().next())
+        .and_then(|container| container.image)
+        .context("the demo workload DaemonSet has no image (run `cargo xtask up` first)")
+}
 
 /// The clique label GFD and the stager both set.
 const CLIQUE_LABEL: &str = "nvidia.com/gpu.clique";

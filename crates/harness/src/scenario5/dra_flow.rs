@@ -25,7 +25,7 @@ use tokio::time::Instant;
 use xshell::Shell;
 
 use super::dra::{self, SliceDevice, DRIVER};
-use super::Scenario5On;
+use super::rows::{workers, Scenario5On};
 use crate::inject::XidAction;
 use crate::report::{round, Outcome, ScenarioResult, WorkerDetail};
 use crate::runner::{Cmd, Runner};
@@ -181,7 +181,7 @@ pub async fn dra_row(
     profile: &Profile,
     image: &str,
 ) -> Result<Rows> {
-    let workers = super::workers(on);
+    let workers = workers(on);
     let want = dra::expected_devices(profile);
     let started = Instant::now();
     let seen = wait_slices(client, &workers, &want).await?;
@@ -361,7 +361,7 @@ pub async fn health_row<R: Runner>(
     on: &Scenario5On<'_>,
     profile: &Profile,
 ) -> Result<Rows> {
-    let workers = super::workers(on);
+    let workers = workers(on);
     let node = workers
         .get(1)
         .or(workers.first())
@@ -543,7 +543,7 @@ pub async fn rows<R: Runner>(
         if let Err(err) = &installed {
             bail!("installing the DRA driver with GPU resources: {err:#}");
         }
-        let image = super::workload_image(client).await?;
+        let image = super::api::workload_image(client).await?;
         dra_row(client, on, profile, &image).await
     }
     .await;

@@ -24,7 +24,9 @@ use kube::{Client, ResourceExt as _};
 use nvml_profile::Profile;
 use tokio::time::Instant;
 
-use super::{api, expect, Rows, Scenario5On, DP_NS};
+use super::api::{self, DP_NS};
+use super::expect;
+use super::rows::{Rows, Scenario5On};
 use crate::report::{round, Outcome, ScenarioResult, WorkerDetail};
 use crate::runner::{Cmd, Runner};
 use crate::scenarios::{recycled, upgrade_topology, write_values};
@@ -58,7 +60,7 @@ pub(super) async fn row<R: Runner>(
             0.0,
         );
     }
-    super::step(ROW, install_ok, relabel(runner, client, on)).await
+    super::rows::step(ROW, install_ok, relabel(runner, client, on)).await
 }
 
 /// Rebind, wait for GFD, check its pods, restore, wait for GFD.

@@ -9,15 +9,13 @@ pub mod poll;
 mod scenario1;
 mod scenario2;
 mod scenario3;
+mod seam;
 
-use std::collections::BTreeMap;
-use std::time::Duration;
-
-use crate::k8s::{ExecOutput, PodInfo};
-
+pub use poll::{scaled, Limits};
 pub use scenario1::scenario1;
 pub use scenario2::{scenario2, stop_daemons};
 pub use scenario3::{recycled, scenario3, upgrade_topology, write_values, Rebind};
+pub use seam::Workload;
 
 /// Which scenario to run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -58,65 +56,6 @@ impl Scenario {
     /// `scenarioN`: its step and report name.
     pub fn name(self) -> String {
         format!("scenario{}", self.number())
-    }
-}
-
-/// Exec access to the demo workload pods.
-#[allow(async_fn_in_trait)]
-pub trait Workload {
-    /// The running workload pod on a node (waits, bounded).
-    async fn pod_on_node(&self, node: &str) -> anyhow::Result<PodInfo>;
-    /// Runs a command in a workload pod.
-    async fn exec(&self, pod: &str, argv: &[&str]) -> anyhow::Result<ExecOutput>;
-    /// Uids of the workload and mock-stack pods, by name.
-    async fn pod_uids(&self) -> anyhow::Result<BTreeMap<String, String>>;
-}
-
-/// Bounds of every wait in the scenarios.
-#[derive(Debug, Clone, Copy)]
-pub struct Limits {
-    /// Poll interval.
-    pub poll: Duration,
-    /// Daemon A's `-q` READY, from the start exec's return (60 s: upstream's
-    /// 30 polls at 1 s plus exec latency come to 39–60 s under CI's load;
-    /// BENCHMARKS.md "Scenario 2 transitions").
-    pub local_ready: Duration,
-    /// The domain UP after B starts (reconnect backoff 15 s, 31 s, 62 s, 125 s…).
-    pub domain_up: Duration,
-    /// The domain leaving UP after B stops.
-    pub domain_down: Duration,
-    /// A topology change reaching every worker.
-    pub converge: Duration,
-}
-
-impl Limits {
-    /// The default limits with the topology's convergence scaled to `workers`
-    /// (see [`scaled`]).
-    pub fn for_workers(workers: usize) -> Limits {
-        let default = Limits::default();
-        Limits {
-            converge: scaled(default.converge, workers),
-            ..default
-        }
-    }
-}
-
-/// A wait sized for the demo's 4 workers, grown by 5 s per worker beyond 4:
-/// nodes act in parallel but share the machine's CPUs.
-pub fn scaled(base: Duration, workers: usize) -> Duration {
-    let extra = u64::try_from(workers.saturating_sub(4)).unwrap_or(u64::MAX);
-    base.saturating_add(Duration::from_secs(extra.saturating_mul(5)))
-}
-
-impl Default for Limits {
-    fn default() -> Limits {
-        Limits {
-            poll: Duration::from_secs(1),
-            local_ready: Duration::from_secs(60),
-            domain_up: Duration::from_secs(240),
-            domain_down: Duration::from_secs(60),
-            converge: Duration::from_secs(60),
-        }
     }
 }
 

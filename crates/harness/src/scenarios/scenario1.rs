@@ -4,7 +4,7 @@
 
 use tokio::time::Instant;
 
-use super::Workload;
+use super::seam::Workload;
 use crate::fabric::{self, Expected};
 use crate::report::{round, Outcome, ScenarioResult, WorkerDetail};
 

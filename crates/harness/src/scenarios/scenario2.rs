@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::poll::{poll_until, Probe, Show, Wait};
-use super::{Limits, Workload};
+use super::poll::{poll_until, Limits, Probe, Show, Wait};
+use super::seam::Workload;
 use crate::imex::{self, Daemon};
 use crate::k8s::{ExecOutput, PodInfo};
 use crate::report::{round, Outcome, ScenarioResult, WorkerDetail};

@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::poll::{poll_until, Probe, Show, Wait};
+use super::poll::{poll_until, Limits, Probe, Show, Wait};
 use super::scenario1::check_worker;
-use super::{Limits, Workload};
+use super::seam::Workload;
 use crate::fabric::Expected;
 use crate::report::{round, Outcome, ScenarioResult, WorkerDetail};
 use crate::runner::{Cmd, Runner};

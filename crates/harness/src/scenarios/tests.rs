@@ -1,10 +1,13 @@
+use std::collections::BTreeMap;
 use std::sync::Mutex;
+use std::time::Duration;
 
 use tokio::time::Instant;
 
 use super::scenario2::{CLEAN, STOP_DAEMON};
 use super::*;
 use crate::fabric::Expected;
+use crate::k8s::{ExecOutput, PodInfo};
 use crate::report::{Outcome, ScenarioResult};
 use crate::runner::{Cmd, FakeRunner, Runner};
 use crate::tracker::Tracker;

@@ -1,0 +1,64 @@
+//! What every row of scenario 5 shares: the cluster it runs on
+//! ([`Scenario5On`], its workers) and how a step becomes a report row
+//! ([`Rows`], [`finish`], [`step`]); below the flow and each row's module.
+
+use anyhow::Result;
+use tokio::time::Instant;
+
+use super::reach;
+use crate::report::{round, Outcome, ScenarioResult, WorkerDetail};
+
+/// What scenario 5 runs on.
+pub struct Scenario5On<'a> {
+    /// The cluster: how the images reach its nodes, how an Xid is injected.
+    pub cluster: reach::Reach<'a>,
+    /// Each worker and its `<cluster uuid>.<clique id>` in the staged topology.
+    pub cliques: Vec<(String, String)>,
+    /// Scenario 3's rebind and the demo topology, which `scenario5-relabel` swaps.
+    pub rebind: crate::scenarios::Rebind,
+    /// Where the command restoring the demo topology is registered while the rebind is live.
+    pub tracker: &'a crate::tracker::Tracker,
+}
+
+/// The workers scenario 5 runs on, in order.
+pub fn workers(on: &Scenario5On<'_>) -> Vec<String> {
+    on.cliques.iter().map(|(node, _)| node.clone()).collect()
+}
+
+/// What a step returns: per-worker details and named timings.
+pub type Rows = (Vec<WorkerDetail>, Vec<(String, f64)>);
+
+/// A row from a step's result.
+pub fn finish(name: &str, started: Instant, result: Result<Rows>) -> ScenarioResult {
+    let seconds = round(started.elapsed());
+    match result {
+        Ok((workers, timings)) => ScenarioResult {
+            workers,
+            timings,
+            ..ScenarioResult::new(name, Outcome::Passed, seconds)
+        },
+        Err(err) => ScenarioResult::new(name, Outcome::Failed(format!("{err:#}")), seconds),
+    }
+}
+
+/// Runs a step when the install passed; else it fails as not run.
+pub async fn step(
+    name: &str,
+    install_ok: bool,
+    body: impl std::future::Future<Output = Result<Rows>>,
+) -> ScenarioResult {
+    let started = Instant::now();
+    if !install_ok {
+        return ScenarioResult::new(
+            name,
+            Outcome::Failed("not run: the install (row scenario5) failed".to_owned()),
+            0.0,
+        );
+    }
+    eprintln!("    {name}");
+    let row = finish(name, started, body.await);
+    if let Outcome::Failed(reason) = &row.outcome {
+        eprintln!("ERROR: {name}: {reason}");
+    }
+    row
+}
