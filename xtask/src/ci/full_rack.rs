@@ -30,7 +30,7 @@ pub fn run(sh: &Shell) -> Result<()> {
     let started = Instant::now();
     let trays = TRAYS.to_string();
     // The daemons live: the IMEX test double in every tray's driver root.
-    let payload = crate::images::write_imex_double_payload(sh, &super::imex_double_dir())?;
+    let payload = super::imex_double_payload(sh)?;
     let res = cmd!(
         sh,
         "cargo xtask demo --offline --cluster-name {CLUSTER} --trays {trays} --cliques-per-rack 1 --scenarios 1,3,4 --imex {payload} --report {report}"
