@@ -22,7 +22,7 @@ mod report;
 mod through_registry;
 
 use prepare::{delete_leftover_cluster, imex_double_payload};
-use report::{print_report, read_report, scenario_outcome};
+use report::{check_page, print_report, read_report, scenario_outcome};
 
 /// One CI step: a name, whether it needs a cluster, and what it runs.
 struct Step {
