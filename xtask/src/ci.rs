@@ -360,6 +360,8 @@ fn e2e_demo(sh: &Shell) -> Result<()> {
         let outcome = scenario_outcome(sh, report, row)?;
         anyhow::ensure!(outcome == "passed", "{report}: {row} was {outcome:?}");
     }
+    // The page beside the report, as a browser shows it: the default rack.
+    check_page(sh, report, &topology::Layout::default())?;
     // The demo's workers ran the lean worker image: the pair's contents, checked.
     cmd!(
         sh,
