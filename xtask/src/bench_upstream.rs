@@ -15,11 +15,12 @@
 mod build;
 mod measure;
 mod rows;
+mod sides;
 mod table;
 
 use std::{
     fs,
-    path::{Path, PathBuf},
+    path::Path,
     time::{Duration, Instant, SystemTime},
 };
 
@@ -29,41 +30,11 @@ use xshell::Shell;
 use crate::flags::BenchVsUpstreamArgs;
 use measure::{differences, identity};
 use rows::Bench;
+use sides::{Side, Topologies};
 use table::print_table;
 
 /// The cluster whose worker names the topology lists: the demo's.
 const CLUSTER: &str = harness::names::DEFAULT_CLUSTER;
-
-/// One library under test, with what it needs in its environment.
-struct Side {
-    name: &'static str,
-    library: PathBuf,
-    lib_dir: PathBuf,
-    check_fabric: PathBuf,
-    profile: PathBuf,
-    /// The demo topology in the form this side reads: YAML for upstream, staged for ours.
-    topology: PathBuf,
-}
-
-/// The demo topology as each side reads it.
-struct Topologies {
-    /// YAML, for upstream's mock.
-    yaml: PathBuf,
-    /// Staged (`topology::staged`), for ours.
-    staged: PathBuf,
-}
-
-/// The programs that measure both sides.
-struct Probes {
-    /// `xtask/bench/driver.c`, built.
-    driver: PathBuf,
-    go_probe: PathBuf,
-    python: PathBuf,
-    python_probe: PathBuf,
-    /// The floors: what both sides pay before any NVML (process spawn, the Go runtime's start).
-    floor_c: PathBuf,
-    floor_go: PathBuf,
-}
 
 /// Runs the whole comparison.
 pub fn run(sh: &Shell, args: &BenchVsUpstreamArgs) -> Result<()> {

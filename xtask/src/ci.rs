@@ -17,7 +17,12 @@ mod background;
 mod full_rack;
 mod nix_sandbox;
 mod nonroot;
+mod prepare;
+mod report;
 mod through_registry;
+
+use prepare::{delete_leftover_cluster, imex_double_payload};
+use report::{check_page, print_report, read_report, scenario_outcome};
 
 /// One CI step: a name, whether it needs a cluster, and what it runs.
 struct Step {
@@ -331,7 +336,7 @@ fn e2e_demo(sh: &Shell) -> Result<()> {
     delete_leftover_cluster(sh)?;
     // NVIDIA's nvidia-imex cannot be had here: the IMEX test double stands in,
     // and every row it made pass must say so.
-    let payload = crate::images::write_imex_double_payload(sh, &imex_double_dir())?;
+    let payload = imex_double_payload(sh)?;
     let res = cmd!(
         sh,
         "cargo xtask demo --offline --imex {payload} --report {report}"
@@ -355,6 +360,8 @@ fn e2e_demo(sh: &Shell) -> Result<()> {
         let outcome = scenario_outcome(sh, report, row)?;
         anyhow::ensure!(outcome == "passed", "{report}: {row} was {outcome:?}");
     }
+    // The page beside the report, as a browser shows it: the default rack.
+    check_page(sh, report, &topology::Layout::default())?;
     // The demo's workers ran the lean worker image: the pair's contents, checked.
     cmd!(
         sh,
@@ -364,30 +371,11 @@ fn e2e_demo(sh: &Shell) -> Result<()> {
     Ok(())
 }
 
-/// The demo cluster of an earlier CI run, deleted: the engine's state survives
-/// between runs on the same machine, but a cluster is not a cache (its node
-/// containers do not survive a reboot, and the non-root step leaves one from
-/// the online image), so the demo step always proves a cold create. The
-/// engine and kind are the ones the demo would use, started and installed
-/// first on a fresh machine (where nothing has put kind on `PATH` or in the
-/// cache yet).
-fn delete_leftover_cluster(sh: &Shell) -> Result<()> {
-    let name = crate::names::DEFAULT_CLUSTER;
-    crate::tools::ensure_engine(sh)?;
-    let kind = crate::tools::ensure_tool(sh, crate::tools::Tool::Kind)?;
-    let clusters = cmd!(sh, "{kind} get clusters").quiet().read()?;
-    if clusters.lines().any(|line| line.trim() == name) {
-        eprintln!("    deleting the cluster `{name}` an earlier run left (the demo step proves a cold create)");
-        cmd!(sh, "{kind} delete cluster --name {name}").run()?;
-    }
-    Ok(())
-}
-
 /// The unmodified scenario 2 against the IMEX test double, twice in a row
 /// (the second run proves the rerun cleanup); each report must name the
 /// double, both as the payload and in the outcome.
 fn e2e_scenario2_double(sh: &Shell) -> Result<()> {
-    let payload = crate::images::write_imex_double_payload(sh, &imex_double_dir())?;
+    let payload = imex_double_payload(sh)?;
     for run in 1..=2 {
         let report = format!("target/ci/scenario2-double-{run}.json");
         let res = cmd!(
@@ -412,23 +400,6 @@ fn e2e_scenario2_double(sh: &Shell) -> Result<()> {
     Ok(())
 }
 
-/// A run's JSON report (`--report`), as CI's steps check it.
-fn read_report(sh: &Shell, report: &str) -> Result<serde_json::Value> {
-    serde_json::from_str(&sh.read_file(report)?)
-        .map_err(|err| anyhow::format_err!("{report} is not JSON: {err}"))
-}
-
-/// A scenario's `outcome` in a JSON report.
-fn scenario_outcome(sh: &Shell, report: &str, name: &str) -> Result<String> {
-    let doc = read_report(sh, report)?;
-    doc["scenarios"]
-        .as_array()
-        .and_then(|it| it.iter().find(|s| s["name"] == name))
-        .and_then(|s| s["outcome"].as_str())
-        .map(str::to_owned)
-        .ok_or_else(|| anyhow::format_err!("{report} has no {name} outcome"))
-}
-
 /// The flake's `doctor` and `status` app wrappers as an unprivileged user
 /// against the cluster the demo left up (tests/nix_flake.rs, ignored in the
 /// tests step because it needs that cluster). `--workspace`, as the build
@@ -446,7 +417,7 @@ fn nix_apps_as_a_user(sh: &Shell) -> Result<()> {
 /// Go build cache, its chart upgraded in place, the ComputeDomain flow rerun.
 fn e2e_scenario4(sh: &Shell) -> Result<()> {
     let report = "target/ci/scenario4-report.json";
-    let payload = crate::images::write_imex_double_payload(sh, &imex_double_dir())?;
+    let payload = imex_double_payload(sh)?;
     let res = cmd!(
         sh,
         "cargo xtask scenario4 --imex {payload} --report {report}"
@@ -467,11 +438,6 @@ fn e2e_scenario4(sh: &Shell) -> Result<()> {
         );
     }
     Ok(())
-}
-
-/// Where CI writes the IMEX test double's payload (`--imex`).
-fn imex_double_dir() -> std::path::PathBuf {
-    crate::project_root().join("target/ci/imex-double")
 }
 
 /// Scenarios 1 and 3 again against the running setup: the warm path users rerun.
@@ -522,13 +488,6 @@ fn e2e_kube_context(sh: &Shell) -> Result<()> {
 fn e2e_faults(sh: &Shell) -> Result<()> {
     cmd!(sh, "cargo xtask faults").run()?;
     Ok(())
-}
-
-fn print_report(sh: &Shell, path: &str) {
-    match sh.read_file(path) {
-        Ok(text) => eprintln!("--- {path} ---\n{text}\n--- end of {path} ---"),
-        Err(err) => eprintln!("(no report at {path}: {err})"),
-    }
 }
 
 #[cfg(test)]

@@ -17,9 +17,8 @@
 
 mod heal;
 mod inject;
+mod run;
 
-use std::path::PathBuf;
-use std::process::{Command, Output};
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -30,34 +29,7 @@ use crate::names::{
     KindCluster, MOCK_NS, NRI_DS, NRI_SOCKET, STAGER_DS, WORKLOAD_DS, WORKLOAD_NS,
     WORKLOAD_SELECTOR,
 };
-
-fn xtask(args: &[&str]) -> anyhow::Result<Output> {
-    let exe: PathBuf = std::env::current_exe().context("locating the xtask binary")?;
-    Command::new(&exe)
-        .args(args)
-        .current_dir(crate::project_root())
-        .output()
-        .with_context(|| format!("running {} {}", exe.display(), args.join(" ")))
-}
-
-fn expect_failure(what: &str, out: &Output, needles: &[&str]) -> anyhow::Result<String> {
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    if out.status.success() {
-        anyhow::bail!("{what}: the run succeeded but must fail\n{stderr}");
-    }
-    for needle in needles {
-        if !stderr.contains(needle) {
-            anyhow::bail!("{what}: the error does not mention `{needle}`:\n{stderr}");
-        }
-    }
-    Ok(stderr
-        .lines()
-        .rev()
-        .find(|line| line.contains(needles[0]))
-        .unwrap_or_default()
-        .trim()
-        .to_owned())
-}
+use run::{expect_failure, xtask};
 
 /// Runs every fault check; returns one line per check.
 pub async fn fault_checks(sh: &Shell, cluster_name: &str) -> anyhow::Result<Vec<String>> {
@@ -138,14 +110,7 @@ async fn stopped_worker(sh: &Shell, cluster: &KindCluster) -> anyhow::Result<Vec
     let name = cluster.name();
     eprintln!("\n==> fault: a worker stopped mid-run");
     let victim = cluster.workers()[2].clone();
-    let exe = std::env::current_exe().context("locating the xtask binary")?;
-    let child = Command::new(&exe)
-        .args(["scenario1", "--cluster-name", name])
-        .current_dir(crate::project_root())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .context("starting scenario1")?;
+    let child = run::spawn_xtask(&["scenario1", "--cluster-name", name])?;
     cmd!(sh, "docker pause {victim}")
         .quiet()
         .ignore_stdout()

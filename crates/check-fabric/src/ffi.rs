@@ -1,10 +1,10 @@
 //! The NVML entry points check-fabric adds to the shared loader ([`nvml_dl`]): the UUID, the
-//! driver version and both fabric queries; and the process entry point ([`main`]). All of
-//! check-fabric's `unsafe` is here.
+//! driver version and both fabric queries. All of check-fabric's `unsafe` is here and in
+//! `start.rs` (the process entry point).
 
 #![allow(unsafe_code)]
 
-use std::ffi::{c_char, c_int, c_uint};
+use std::ffi::{c_char, c_uint};
 use std::ops::Deref;
 
 use nvml_dl::{buffer_string, check, Core, Names};
@@ -12,26 +12,6 @@ pub use nvml_dl::{Device, LoadError, LIBRARY};
 
 use crate::query::FabricSource;
 use crate::report::{FabricInfo, Return};
-
-/// `SIGPIPE` (13 on Linux).
-const SIGPIPE: c_int = 13;
-/// `SIG_IGN`, as a `sighandler_t`.
-const SIG_IGN: usize = 1;
-
-extern "C" {
-    /// libc's `signal(2)`; the handler is a `sighandler_t`, pointer-sized.
-    fn signal(signum: c_int, handler: usize) -> usize;
-}
-
-/// The C entry point (the crate is `no_main`; see the crate docs): SIGPIPE ignored, as Rust's
-/// start-up would, then [`crate::run`], a panic becoming exit code 101 as it would there.
-#[cfg_attr(not(test), no_mangle)]
-#[cfg_attr(test, allow(dead_code))]
-pub extern "C" fn main(_argc: c_int, _argv: *const *const c_char) -> c_int {
-    // SAFETY: setting a signal's disposition to SIG_IGN is always sound.
-    unsafe { signal(SIGPIPE, SIG_IGN) };
-    std::panic::catch_unwind(crate::run).map_or(101, c_int::from)
-}
 
 /// `NVML_DEVICE_UUID_V2_BUFFER_SIZE`.
 const UUID_BUFFER: usize = 96;

@@ -8,7 +8,7 @@
 //! or `GetGpuFabricInfo[i]: <err>` on stderr). `--json` prints one document
 //! instead, described at [`report::Run::json`].
 //!
-//! The process starts at the C `main` in [`ffi`], not through Rust's runtime start-up (`no_main`):
+//! The process starts at the C `main` in [`start`], not through Rust's runtime start-up (`no_main`):
 //! that start-up's main-thread stack probe (glibc parsing `/proc/self/maps`) and signal-stack set-up
 //! cost more pages and time than the whole probe's own work. What it did that check-fabric relies
 //! on is done there: SIGPIPE ignored (a closed pipe is a write error, not a kill) and a panic
@@ -21,6 +21,7 @@ mod cli;
 mod ffi;
 mod query;
 mod report;
+mod start;
 
 use std::io::Write;
 

@@ -10,7 +10,7 @@ use std::{
 use anyhow::{ensure, Context as _, Result};
 use xshell::{cmd, Shell};
 
-use super::{Probes, Side, Topologies};
+use super::sides::{Probes, Side, Topologies};
 use crate::flags::BenchVsUpstreamArgs;
 
 /// Builds both sides; upstream's profile sized to 4 GPUs with our memory total.

@@ -6,8 +6,8 @@ use std::{collections::BTreeMap, path::Path};
 use anyhow::{bail, Context as _, Result};
 use xshell::{cmd, Shell};
 
+use super::sides::Side;
 use super::table::parse_pairs;
-use super::Side;
 
 /// Runs the driver with a side's environment; returns its stdout lines.
 pub(super) fn driver(

@@ -7,8 +7,8 @@ use anyhow::Result;
 use xshell::{cmd, Shell};
 
 use super::measure::{driver, driver_pairs, figure, interleaved};
+use super::sides::{Probes, Side};
 use super::table::{parse_pairs, Row, Samples};
-use super::{Probes, Side};
 use crate::flags::BenchVsUpstreamArgs;
 
 /// What every measure runs with.

@@ -1,6 +1,7 @@
 //! CI's "e2e full rack": one GB200 NVL72 rack (18 trays in one NVLink domain,
 //! one clique) end to end on a cluster of its own, the report's per-rack
-//! cliques checked, then the cluster deleted whatever happened.
+//! cliques checked and its page opened in headless Chromium, then the
+//! cluster deleted whatever happened.
 
 use std::time::Instant;
 
@@ -30,7 +31,7 @@ pub fn run(sh: &Shell) -> Result<()> {
     let started = Instant::now();
     let trays = TRAYS.to_string();
     // The daemons live: the IMEX test double in every tray's driver root.
-    let payload = crate::images::write_imex_double_payload(sh, &super::imex_double_dir())?;
+    let payload = super::imex_double_payload(sh)?;
     let res = cmd!(
         sh,
         "cargo xtask demo --offline --cluster-name {CLUSTER} --trays {trays} --cliques-per-rack 1 --scenarios 1,3,4 --imex {payload} --report {report}"
@@ -43,7 +44,13 @@ pub fn run(sh: &Shell) -> Result<()> {
         for line in check(&doc)? {
             eprintln!("    ✓ {line}");
         }
-        Ok(())
+        // The page beside the report, as a browser shows it: the rack's 18
+        // trays in its one clique, each with its rows.
+        super::check_page(
+            sh,
+            report,
+            &topology::Layout::new(TRAYS as u32, 1, Some(1))?,
+        )
     });
     eprintln!(
         "    full rack demo: {:.0} s",
@@ -97,7 +104,7 @@ pub fn check(doc: &Value) -> Result<Vec<String>> {
             })
             .collect()
     };
-    let mut lines = Vec::new();
+    let mut lines = vec![one_rack(doc)?];
     for name in ["scenario1", "scenario3"] {
         let trays = details(scenario(name)?);
         let passed = trays.iter().filter(|(_, _, ok)| *ok).count();
@@ -144,6 +151,26 @@ pub fn check(doc: &Value) -> Result<Vec<String>> {
     Ok(lines)
 }
 
+/// The report's trays (what its page draws): 18 in rack 0's clique 0.
+fn one_rack(doc: &Value) -> Result<String> {
+    let trays = doc["trays"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let placed = trays
+        .iter()
+        .filter(|it| it["rack"] == 0 && it["clique"] == 0)
+        .count();
+    anyhow::ensure!(
+        trays.len() == TRAYS && placed == TRAYS,
+        "the report places {placed} of its {} trays in rack 0's clique 0, {TRAYS} expected",
+        trays.len()
+    );
+    Ok(format!(
+        "the report's {TRAYS} trays are in one rack, one clique"
+    ))
+}
+
 /// Scenario 4's IMEX part: a daemon READY in an IMEX domain UP on every tray.
 fn live_daemons(imex: &[(String, String, bool)]) -> Result<String> {
     let ready = imex
@@ -184,7 +211,13 @@ mod tests {
                 "detail": "daemon READY; /etc/hosts names the 18 daemons of its clique"})
             })
             .collect();
-        json!({"scenarios": [
+        let placed: Vec<Value> = (1..=TRAYS)
+            .map(|n| {
+                json!({"node": format!("w{n}"), "rack": 0, "clique": 0,
+                "cluster_uuid": "00000000-0000-0000-0000-0000000000ab", "gpus": 4})
+            })
+            .collect();
+        json!({"trays": placed, "scenarios": [
             {"name": "scenario1", "outcome": "passed", "workers": trays},
             {"name": "scenario2", "outcome": "skipped", "reason": "no payload", "workers": []},
             {"name": "scenario3", "outcome": "passed", "workers": trays},
@@ -197,8 +230,9 @@ mod tests {
     #[test]
     fn a_full_rack_report_passes_with_18_daemons_in_one_clique() {
         let lines = check(&report(18, &[CLIQUE])).expect("passes");
-        assert_eq!(lines.len(), 5);
-        assert!(lines[2].contains("18 daemon pods labelled"), "{lines:?}");
+        assert_eq!(lines.len(), 6);
+        assert!(lines[0].contains("18 trays are in one rack"), "{lines:?}");
+        assert!(lines[3].contains("18 daemon pods labelled"), "{lines:?}");
     }
 
     #[test]
@@ -212,5 +246,9 @@ mod tests {
         failed["scenarios"][2]["outcome"] = json!("failed");
         let err = check(&failed).expect_err("failed").to_string();
         assert!(err.contains("scenario3 did not pass"), "{err}");
+        let mut split = report(18, &[CLIQUE]);
+        split["trays"][17]["clique"] = json!(1);
+        let err = check(&split).expect_err("split").to_string();
+        assert!(err.contains("places 17 of its 18 trays"), "{err}");
     }
 }

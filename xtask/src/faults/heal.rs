@@ -23,7 +23,7 @@ use kube::api::{Api, ListParams, LogParams};
 use kube::Client;
 use xshell::{cmd, Shell};
 
-use super::xtask;
+use super::run::xtask;
 use crate::names::{KindCluster, MOCK_NS, RELEASE, WORKLOAD_NS};
 use crate::runner::{Cmd, Runner as _};
 

@@ -8,7 +8,7 @@ use anyhow::Context as _;
 use node_layout::{paths::Layout, xid};
 use xshell::{cmd, Shell};
 
-use super::{expect_failure, xtask};
+use super::run::{expect_failure, xtask};
 use crate::names::KindCluster;
 
 /// The injections in `node`'s control file (none when it does not exist).
