@@ -33,6 +33,14 @@ const BUSYBOX_LINKS: [&str; 20] = [
     "mount", "printf", "rm", "sed", "sh", "sleep", "test", "true",
 ];
 
+/// The shared libraries `gcr.io/distroless/cc` (NVIDIA's base image) has
+/// beyond what the Go binaries' closure brings, with the Debian package of each.
+const DISTROLESS_CC_LIBS: [(&str, &str); 3] = [
+    ("libgcc_s.so.1", "libgcc-s1"),
+    ("libm.so.6", "libc6"),
+    ("libstdc++.so.6", "libstdc++6"),
+];
+
 // ---------------------------------------------------------------- pure planning
 
 /// Everything the image is made of, on the build host.
@@ -395,14 +403,21 @@ pub fn build(sh: &Shell, out_dir: &Path) -> Result<DraImage> {
         busybox,
     });
     let cache = image_builder::host::read_ld_cache()?;
-    // The init script runs the driver root's nvidia-smi (Rust: needs libgcc_s)
-    // with this image's loader and libraries; no Go binary pulls it in.
-    let gcc_s = cache
-        .iter()
-        .find(|it| it.soname == "libgcc_s.so.1")
-        .context("libgcc_s.so.1 is not in the host's loader cache: apt-get install libgcc-s1")?;
-    spec.files
-        .push(host_file(&gcc_s.path, Path::new(&gcc_s.path), 0o644, &[]));
+    // NVIDIA's image is gcr.io/distroless/cc:debug (its Dockerfile): glibc,
+    // libgcc_s and libstdc++ whatever its own binaries need. The driver-root
+    // programs its containers run with this image's loader and libraries (the
+    // init script's nvidia-smi, the daemon's nvidia-imex through the CDI
+    // spec) rely on them; no Go binary pulls them in.
+    for (soname, package) in DISTROLESS_CC_LIBS {
+        let lib = cache
+            .iter()
+            .find(|it| it.soname == soname)
+            .with_context(|| {
+                format!("{soname} is not in the host's loader cache: apt-get install {package}")
+            })?;
+        spec.files
+            .push(host_file(&lib.path, Path::new(&lib.path), 0o644, &[]));
+    }
     let root = crate::project_root();
     let inputs = image_builder::build::Inputs::host_files(&root);
     let built =
