@@ -279,8 +279,8 @@ mod tests {
         assert!(judge_channels(&[], 3, 510).is_err(), "none");
         let odd = listed_devices("-rw-r--r-- 1 0 0 12 Dec  5 23:00 notes\n");
         assert!(odd.expect_err("file").contains("not a character device"));
-        let proc = "Character devices:\n  1 mem\n510 nvidia-caps-imex-channels\n511 nvidia-caps\n";
-        assert_eq!(channels_major(proc), Some(510));
+        let proc = "Character devices:\n  1 mem\n240 nvidia-caps-imex-channels\n241 nvidia-caps\n\nBlock devices:\n  7 loop\n";
+        assert_eq!(channels_major(proc), Some(240));
         assert_eq!(channels_major("Character devices:\n  1 mem\n"), None);
     }
 
