@@ -107,6 +107,21 @@ fn non_executable_daemon_exits_127() {
 /// The shim as the stager stages it in the driver root: the daemon appended
 /// (`node_layout::imex_bundle`), found at its own end and executed from a
 /// memfd, with `--nogpu` added; nothing beside it is needed.
+/// Runs a program this test just wrote. A child that another test forks
+/// meanwhile may still hold the write descriptor for a moment (ETXTBSY,
+/// "Text file busy"): retried briefly, as the kernel documents the race.
+fn run_fresh(command: &mut Command) -> std::process::Output {
+    for _ in 0..50 {
+        match command.output() {
+            Err(err) if err.raw_os_error() == Some(26) => {
+                std::thread::sleep(std::time::Duration::from_millis(20))
+            }
+            other => return other.expect("run the written program"),
+        }
+    }
+    panic!("the written program stayed busy (ETXTBSY) for a second");
+}
+
 #[test]
 fn a_shim_carrying_its_daemon_execs_it_from_its_own_end() {
     let dir = tempfile::tempdir().expect("temp dir");
@@ -116,11 +131,11 @@ fn a_shim_carrying_its_daemon_execs_it_from_its_own_end() {
     let staged = dir.path().join("nvidia-imex");
     fs::write(&staged, node_layout::imex_bundle::bundle(&shim, &daemon)).expect("bundle");
     fs::set_permissions(&staged, fs::Permissions::from_mode(0o755)).expect("chmod");
-    let output = Command::new(&staged)
-        .args(["-c", "/imexd/imexd.cfg"])
-        .env_remove("IMEX_SHIM_REAL_BIN")
-        .output()
-        .expect("run the staged shim");
+    let output = run_fresh(
+        Command::new(&staged)
+            .args(["-c", "/imexd/imexd.cfg"])
+            .env_remove("IMEX_SHIM_REAL_BIN"),
+    );
     assert!(output.status.success(), "{output:?}");
     assert_eq!(
         String::from_utf8_lossy(&output.stdout),
@@ -130,10 +145,7 @@ fn a_shim_carrying_its_daemon_execs_it_from_its_own_end() {
     let plain = dir.path().join("plain");
     fs::write(&plain, &shim).expect("copy");
     fs::set_permissions(&plain, fs::Permissions::from_mode(0o755)).expect("chmod");
-    let output = Command::new(&plain)
-        .env_remove("IMEX_SHIM_REAL_BIN")
-        .output()
-        .expect("run");
+    let output = run_fresh(Command::new(&plain).env_remove("IMEX_SHIM_REAL_BIN"));
     assert_eq!(output.status.code(), Some(127), "{output:?}");
     assert!(
         String::from_utf8_lossy(&output.stderr)
