@@ -266,13 +266,7 @@ async fn imex_part<R: Runner>(
         let up = up
             .as_ref()
             .map_err(|err| anyhow::anyhow!("scenario 4's own checks failed first: {err:#}"))?;
-        let live = imex::Live {
-            runner,
-            client,
-            plan,
-            cd_uid: &up.cd_uid,
-            created: up.created,
-        };
+        let live = up.live(runner, client, plan);
         let mut timings = live.check(&mut details).await?;
         let deleted = live.delete(&mut details).await?;
         timings.push(("ComputeDomain deleted, nothing left".to_owned(), deleted));
@@ -314,6 +308,24 @@ fn imex_skipped(status: &str) -> ScenarioResult {
 struct DomainUp {
     cd_uid: String,
     created: Instant,
+}
+
+impl DomainUp {
+    /// The live checks of this domain over `plan`'s trays.
+    fn live<'a, R: Runner>(
+        &'a self,
+        runner: &'a R,
+        client: &'a Client,
+        plan: &'a DomainPlan,
+    ) -> imex::Live<'a, R> {
+        imex::Live {
+            runner,
+            client,
+            plan,
+            cd_uid: &self.cd_uid,
+            created: self.created,
+        }
+    }
 }
 
 /// Whether the domain flow also checks the IMEX config the plugin and the
@@ -475,14 +487,7 @@ async fn live_ready<R: Runner>(
     up: &DomainUp,
     details: &mut Vec<WorkerDetail>,
 ) -> Result<f64> {
-    let live = imex::Live {
-        runner,
-        client,
-        plan,
-        cd_uid: &up.cd_uid,
-        created: up.created,
-    };
-    live.ready(details).await
+    up.live(runner, client, plan).ready(details).await
 }
 
 /// `helm upgrade --reuse-values` of the mock's chart with a topology file.
