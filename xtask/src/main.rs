@@ -36,8 +36,8 @@ mod version;
 pub use xtask_support::{dirs, project_root};
 
 use harness::{
-    cluster, fabric, inject, k8s, kind_config, names, plan, registry, report, runner, scenario4,
-    scenario5, scenarios, workers,
+    cluster, fabric, gpu_source, inject, k8s, kind_config, names, plan, registry, report, runner,
+    scenario4, scenario5, scenarios, workers,
 };
 
 use std::process::ExitCode;
