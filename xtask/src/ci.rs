@@ -15,6 +15,7 @@ use crate::flags::CiArgs;
 
 mod background;
 mod full_rack;
+mod mirror;
 mod nix_sandbox;
 mod nonroot;
 mod prepare;

@@ -32,7 +32,7 @@ use crate::tools::{ensure_tool, Tool};
 const PREFIX: &str = "cdsim-ci";
 
 /// A registry process, stopped on drop.
-struct Server {
+pub(super) struct Server {
     child: Child,
 }
 
@@ -44,7 +44,7 @@ impl Drop for Server {
 }
 
 /// Starts `registry serve` on every address at `port`, storing under `dir`.
-fn start_registry(binary: &Path, port: u16, dir: &Path) -> Result<Server> {
+pub(super) fn start_registry(binary: &Path, port: u16, dir: &Path) -> Result<Server> {
     std::fs::create_dir_all(dir.join("storage"))?;
     let config = dir.join("config.yml");
     std::fs::write(
@@ -77,12 +77,12 @@ fn start_registry(binary: &Path, port: u16, dir: &Path) -> Result<Server> {
     Ok(server)
 }
 
-fn free_port() -> Result<u16> {
+pub(super) fn free_port() -> Result<u16> {
     Ok(TcpListener::bind(("0.0.0.0", 0))?.local_addr()?.port())
 }
 
 /// The IPv4 gateway of the kind Docker network: this machine as the nodes see it.
-fn kind_gateway(sh: &Shell) -> Result<String> {
+pub(super) fn kind_gateway(sh: &Shell) -> Result<String> {
     let out = cmd!(
         sh,
         "docker network inspect kind -f '{{range .IPAM.Config}}{{.Gateway}} {{end}}'"
