@@ -152,12 +152,43 @@ pub async fn pods(client: &Client, ns: &str) -> Result<Vec<Value>> {
         .collect()
 }
 
-/// Looks at the pods of `ns` every [`EVERY`] until one cannot pull its
-/// image; returns that failure (never returns otherwise: race it against the rollout).
+/// How long a pull must keep failing before it fails the install: a single
+/// failed attempt the kubelet's retry gets past (a slow mirror) is not one.
+pub const PERSIST: Duration = Duration::from_secs(6);
+
+/// The failures of `now` that have lasted [`PERSIST`] since first seen (in
+/// `seen`, which keeps the ones still failing, by pod and image).
+pub fn lasting(
+    seen: &mut Vec<(String, String, tokio::time::Instant)>,
+    now: Vec<PullFailure>,
+    at: tokio::time::Instant,
+) -> Option<PullFailure> {
+    seen.retain(|(pod, image, _)| now.iter().any(|it| &it.pod == pod && &it.image == image));
+    let mut lasted = None;
+    for failure in now {
+        match seen
+            .iter()
+            .find(|(pod, image, _)| pod == &failure.pod && image == &failure.image)
+        {
+            Some((_, _, since)) if at.duration_since(*since) >= PERSIST => {
+                lasted.get_or_insert(failure);
+            }
+            Some(_) => {}
+            None => seen.push((failure.pod.clone(), failure.image.clone(), at)),
+        }
+    }
+    lasted
+}
+
+/// Looks at the pods of `ns` every [`EVERY`] until one has failed to pull its
+/// image for [`PERSIST`]; returns that failure (never returns otherwise: race
+/// it against the rollout).
 pub async fn first_failure(client: &Client, ns: &str) -> PullFailure {
+    let mut seen = Vec::new();
     loop {
         if let Ok(pods) = pods(client, ns).await {
-            if let Some(failure) = pull_failures(&pods).into_iter().next() {
+            let now = tokio::time::Instant::now();
+            if let Some(failure) = lasting(&mut seen, pull_failures(&pods), now) {
                 return failure;
             }
         }
@@ -205,6 +236,45 @@ mod tests {
             "nvcr.io/nvidia/k8s-device-plugin:v0.19.3"
         );
         assert!(pull_failures(&[json!({})]).is_empty());
+    }
+
+    #[test]
+    fn a_pull_fails_the_install_only_once_it_has_kept_failing() {
+        let failure = |pod: &str| PullFailure {
+            pod: pod.to_owned(),
+            node: "w1".to_owned(),
+            image: "nvcr.io/nvidia/k8s-device-plugin:v0.19.3".to_owned(),
+            reason: "ErrImagePull".to_owned(),
+            message: "i/o timeout".to_owned(),
+        };
+        let start = tokio::time::Instant::now();
+        let mut seen = Vec::new();
+        assert_eq!(lasting(&mut seen, vec![failure("a")], start), None);
+        // The retry got the image: forgotten.
+        assert_eq!(lasting(&mut seen, Vec::new(), start + EVERY), None);
+        assert!(seen.is_empty());
+        assert_eq!(
+            lasting(&mut seen, vec![failure("a")], start + EVERY * 2),
+            None
+        );
+        assert_eq!(
+            lasting(
+                &mut seen,
+                vec![failure("a"), failure("b")],
+                start + EVERY * 3
+            ),
+            None
+        );
+        let lasted = lasting(
+            &mut seen,
+            vec![failure("a"), failure("b")],
+            start + EVERY * 2 + PERSIST,
+        );
+        assert_eq!(lasted.map(|it| it.pod), Some("a".to_owned()));
+        assert!(
+            EVERY + PERSIST < Duration::from_secs(60),
+            "the issue's bound"
+        );
     }
 
     #[test]
