@@ -18,6 +18,7 @@ mod full_rack;
 mod mirror;
 mod nix_sandbox;
 mod nonroot;
+mod online_faults;
 mod prepare;
 mod report;
 mod through_registry;

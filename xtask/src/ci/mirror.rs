@@ -37,6 +37,12 @@ pub struct Mirror {
     _files: FileServer,
     /// The `CDSIM_MIRRORS` value.
     pub rules: String,
+    /// The registry's `host:port`.
+    pub registry: String,
+    /// The Helm repositories' base URL.
+    pub files: String,
+    /// The kind network's gateway (this machine as the nodes see it).
+    pub gateway: String,
 }
 
 /// The mirror's repository of a public image: its whole name, host first
@@ -146,6 +152,9 @@ pub fn start(sh: &Shell) -> Result<Mirror> {
         _registry: server,
         _files: files,
         rules,
+        registry: host,
+        files: files_url,
+        gateway,
     })
 }
 

@@ -301,6 +301,30 @@ pub fn mirror_rows_missing(doc: &serde_json::Value) -> Vec<String> {
     missing
 }
 
+/// `cargo xtask ARGS…` as the user with `env`, in the clone; (passed, stderr).
+pub(super) fn as_user(sh: &Shell, env: &[String], args: &[&str]) -> Result<(bool, String)> {
+    let _dir = sh.push_dir(user_clone());
+    let out = cmd!(
+        sh,
+        "runuser -u {USER} -- env -i {env...} cargo xtask {args...}"
+    )
+    .ignore_status()
+    .output()?;
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    eprintln!("{}", stderr.trim_end());
+    Ok((out.status.success(), stderr))
+}
+
+/// The user's environment with `CDSIM_MIRRORS` set to `rules`.
+pub(super) fn env_with_mirrors(rules: &str) -> Vec<String> {
+    let mut env = env_assignments();
+    env.push(format!(
+        "{}={rules}",
+        crate::gpu_source::mirror::MIRRORS_ENV
+    ));
+    env
+}
+
 /// The user's demo report passes scenario 4 and every scenario 5 row through the mirror.
 fn through_the_mirror(sh: &Shell, report: &str) -> Result<()> {
     let missing = super::read_report(sh, report)
@@ -360,13 +384,7 @@ pub fn user(sh: &Shell) -> Result<()> {
         before.push(tree_listing(sh, dir)?);
     }
     let _dir = sh.push_dir(&clone);
-    let mut env = env_assignments();
-    env.push(format!(
-        "{}={}",
-        crate::gpu_source::mirror::MIRRORS_ENV,
-        mirror.rules
-    ));
-    let env = &env;
+    let env = &env_with_mirrors(&mirror.rules);
     let report = format!("{USER_HOME}/.cache/cdsim/demo-report.json");
     let mut res: Result<()> = Ok(());
     for line in USER_COMMANDS {
@@ -389,6 +407,9 @@ pub fn user(sh: &Shell) -> Result<()> {
     }
     if res.is_ok() {
         res = imex_refused(sh, env);
+    }
+    if res.is_ok() {
+        res = super::online_faults::run(sh, &mirror);
     }
     for (dir, before) in watched.iter().zip(&before) {
         let changed = listing_diff(before, &tree_listing(sh, dir)?);
