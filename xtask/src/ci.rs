@@ -183,6 +183,15 @@ fn ended(step: &Step, res: Result<()>, started: Instant, beside: bool) -> Outcom
     }
 }
 
+/// `serve-mirror`: CI's local stand-in for the public hosts, for `minutes`.
+pub fn serve_mirror(sh: &Shell, minutes: u64) -> Result<()> {
+    let served = mirror::start(sh)?;
+    println!("export CDSIM_MIRRORS=\"{}\"", served.rules);
+    eprintln!("    serving for {minutes} min (Ctrl-C stops it)");
+    std::thread::sleep(std::time::Duration::from_secs(minutes * 60));
+    Ok(())
+}
+
 /// Runs every check and fails when any of them failed.
 pub fn run(sh: &Shell, args: &CiArgs) -> Result<()> {
     let steps: Vec<&Step> = STEPS

@@ -132,6 +132,7 @@ fn run(flags: flags::Xtask) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Ci(args) => ci::run(&sh, &args),
+        Command::ServeMirror => ci::serve_mirror(&sh, 120),
         Command::HostSetup => doctor::host_setup(&sh),
         Command::NodeImage(args) => node_image::run(&sh, &args),
         Command::Images(args) => images::run(&sh, &args),
