@@ -28,6 +28,11 @@ const USER_RUST: &str = "/opt/cdsim-rust";
 /// kind, helm and kubectl for the user's PATH.
 const USER_TOOLS: &str = "/opt/cdsim-tools/bin";
 
+/// The user's kubeconfig, where its demo put the cluster's context.
+pub(super) fn user_kubeconfig() -> PathBuf {
+    Path::new(USER_HOME).join(".kube/config")
+}
+
 fn user_clone() -> PathBuf {
     Path::new(USER_HOME).join("cdsim")
 }

@@ -12,7 +12,7 @@ use anyhow::{Context as _, Result};
 use xshell::{cmd, Shell};
 
 use super::mirror::{rules, Mirror};
-use super::nonroot::{as_user, env_with_mirrors};
+use super::nonroot::{as_user, env_with_mirrors, user_kubeconfig};
 use super::through_registry::free_port;
 use crate::gpu_source::Released;
 
@@ -54,9 +54,11 @@ fn no_release(sh: &Shell) -> Result<()> {
     let ns = crate::scenario5::api::DP_NS;
     let release = crate::scenario5::api::DP_RELEASE;
     let helm = crate::tools::ensure_tool(sh, crate::tools::Tool::Helm)?;
+    // The user's demo made the cluster: its context is in the user's kubeconfig.
+    let kubeconfig = user_kubeconfig();
     let listed = cmd!(
         sh,
-        "{helm} list --namespace {ns} --kube-context {context} --short"
+        "{helm} list --namespace {ns} --kube-context {context} --kubeconfig {kubeconfig} --short"
     )
     .read()?;
     anyhow::ensure!(
