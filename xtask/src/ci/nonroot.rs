@@ -414,7 +414,13 @@ pub fn user(sh: &Shell) -> Result<()> {
         res = imex_refused(sh, env);
     }
     if res.is_ok() {
-        res = super::online_faults::run(sh, &mirror);
+        let xtask = |env: &[String], args: &[&str]| as_user(sh, env, args);
+        let user = super::online_faults::User {
+            xtask: &xtask,
+            env: &env_with_mirrors,
+            kubeconfig: user_kubeconfig(),
+        };
+        res = super::online_faults::run(sh, &mirror, &user);
     }
     for (dir, before) in watched.iter().zip(&before) {
         let changed = listing_diff(before, &tree_listing(sh, dir)?);
