@@ -64,12 +64,14 @@ let
     };
 in
 rec {
-  demo = app "demo" "The whole demo: cluster, chart, Nix-built images, the three scenarios" true;
+  demo = app "demo" "The whole demo: cluster, chart, Nix-built images, the five scenarios (4 and 5 with NVIDIA's released charts and images)" true;
   up = app "up" "Create or reuse the kind cluster and install the chart with the Nix-built images" true;
   down = app "down" "Delete the demo's kind cluster" false;
   scenario1 = app "scenario1" "Scenario 1 on the running setup: per-node fabric identity" false;
   scenario2 = app "scenario2" "Scenario 2 on the running setup: a real IMEX domain in no-GPU mode (needs --imex)" false;
   scenario3 = app "scenario3" "Scenario 3 on the running setup: live topology rebinding" false;
+  scenario4 = app "scenario4" "Scenario 4 on the running setup: NVIDIA's ComputeDomain flow with its released DRA driver" false;
+  scenario5 = app "scenario5" "Scenario 5 on the running setup: NVIDIA's released device plugin, GFD and NFD, and the DRA driver's GPUs" false;
   doctor = app "doctor" "Check this machine for what the demo needs" false;
   status = app "status" "What is deployed and whether it is healthy" false;
   default = demo;

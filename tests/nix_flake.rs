@@ -200,6 +200,8 @@ fn flake_shows_every_output_for_both_systems() {
                 "scenario1",
                 "scenario2",
                 "scenario3",
+                "scenario4",
+                "scenario5",
                 "status",
                 "up"
             ]
@@ -287,6 +289,8 @@ fn apps_hand_nix_built_images_to_xtask() {
         "scenario1",
         "scenario2",
         "scenario3",
+        "scenario4",
+        "scenario5",
         "doctor",
         "status",
     ] {

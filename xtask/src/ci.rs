@@ -15,8 +15,10 @@ use crate::flags::CiArgs;
 
 mod background;
 mod full_rack;
+mod mirror;
 mod nix_sandbox;
 mod nonroot;
+mod online_faults;
 mod prepare;
 mod report;
 mod through_registry;
@@ -179,6 +181,15 @@ fn ended(step: &Step, res: Result<()>, started: Instant, beside: bool) -> Outcom
         took: started.elapsed(),
         beside,
     }
+}
+
+/// `serve-mirror`: CI's local stand-in for the public hosts, for `minutes`.
+pub fn serve_mirror(sh: &Shell, minutes: u64) -> Result<()> {
+    let served = mirror::start(sh)?;
+    println!("export CDSIM_MIRRORS=\"{}\"", served.rules);
+    eprintln!("    serving for {minutes} min (Ctrl-C stops it)");
+    std::thread::sleep(std::time::Duration::from_secs(minutes * 60));
+    Ok(())
 }
 
 /// Runs every check and fails when any of them failed.

@@ -1,6 +1,8 @@
 //! `cargo xtask doctor`: the prerequisites, their versions, and what to do
 //! about each one that is missing or old.
 
+mod scenarios;
+
 use xshell::{cmd, Shell};
 
 use crate::tools::{inotify_needed, Tool};
@@ -251,6 +253,7 @@ pub fn run(sh: &Shell, args: &crate::flags::DoctorArgs) -> anyhow::Result<()> {
         Err(err) => println!("! host     cannot check: {err:#}"),
     }
     print_room(sh, args.trays);
+    scenarios::print();
     match crate::dirs::cache_dir() {
         Ok(dir) => println!(
             "✓ cache    {} (locks, scratch files, image archives, built tools)",

@@ -136,6 +136,9 @@ pub enum Command {
     ImexDoublePayload(ImexDoublePayloadArgs),
     /// The project's whole test suite, as .ci/run runs it.
     Ci(CiArgs),
+    /// As root, for two hours: CI's local mirror of NVIDIA's hosts (the offline builds under the
+    /// public names), printing the CDSIM_MIRRORS value that rehearses scenarios 4 and 5 online.
+    ServeMirror,
     /// As root: prepare this host for kind (start dockerd, install the
     /// capability-filtering runc wrapper, raise the inotify limits), each only
     /// when its check shows it is needed. Other commands print this command

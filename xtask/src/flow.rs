@@ -28,6 +28,7 @@ use crate::scenarios::{self, Limits, Rebind, Scenario};
 mod foreign;
 mod kind;
 mod payload;
+mod source;
 mod status;
 mod target;
 
@@ -378,14 +379,16 @@ async fn run_scenario4<R: Runner>(
 ) -> anyhow::Result<()> {
     let (Some(cluster), Some(layout)) = (&target.kind, target.layout) else {
         anyhow::bail!(
-            "scenario 4 loads NVIDIA's DRA driver image with `kind load`: run it on the kind cluster (without --kube-context)"
+            "scenario 4 reads the IMEX configs and rebinds through the kind nodes: run it on the kind cluster (without --kube-context)"
         );
     };
     let started = Instant::now();
+    let source = source::of(sh, target)?;
     let on = crate::scenario4::Scenario4On {
         cluster,
         layout,
         tracker,
+        source: &source,
     };
     let results = match runner {
         Some(runner) => crate::scenario4::run(sh, runner, &on, &target.client).await,
@@ -418,17 +421,17 @@ async fn run_scenario5<R: Runner>(
     tracker: &Tracker,
     report: &mut Report,
 ) -> anyhow::Result<()> {
-    let cluster = match (&target.kind, &target.registry) {
-        (Some(cluster), _) => crate::scenario5::reach::Reach::Kind(cluster),
-        (None, Some(registry)) => crate::scenario5::reach::Reach::Registry {
+    let cluster = match &target.kind {
+        Some(cluster) => crate::scenario5::reach::Reach::Kind(cluster),
+        None => crate::scenario5::reach::Reach::Api {
             context: &target.context,
-            registry,
         },
-        (None, None) => anyhow::bail!("{}", scenario5_needs_registry(&target.context)),
     };
     let started = Instant::now();
+    let source = source::of(sh, target)?;
     let on = crate::scenario5::Scenario5On {
         cluster,
+        source: &source,
         cliques: target
             .demo_expected()
             .into_iter()
@@ -459,15 +462,6 @@ async fn run_scenario5<R: Runner>(
     Ok(())
 }
 
-/// Why scenario 5 cannot run on `context` without `--registry`.
-fn scenario5_needs_registry(context: &str) -> String {
-    format!(
-        "`scenario5 --kube-context {context}` needs --registry HOST[:PORT][/PREFIX] (and --plain-http for a registry \
-         without TLS): a cluster that is not kind pulls the device plugin and NFD images from a registry its nodes \
-         can reach (docs/own-cluster.md)"
-    )
-}
-
 /// Prints and reports a multi-row scenario's rows.
 fn report_rows(results: Vec<ScenarioResult>, report: &mut Report) {
     for result in results {
@@ -493,9 +487,6 @@ pub async fn scenario(
     registry: Option<crate::registry::Registry>,
     tracker: &Tracker,
 ) -> anyhow::Result<()> {
-    if let (Scenario::Five, Some(context), None) = (which, &args.cluster.kube_context, &registry) {
-        anyhow::bail!("{}", scenario5_needs_registry(context));
-    }
     let lock_name = match &args.cluster.kube_context {
         Some(context) => context_lock_name(context),
         None => KindCluster::new(&args.cluster.cluster_name, 0)?

@@ -36,8 +36,8 @@ mod version;
 pub use xtask_support::{dirs, project_root};
 
 use harness::{
-    cluster, fabric, inject, k8s, kind_config, names, plan, registry, report, runner, scenario4,
-    scenario5, scenarios, workers,
+    cluster, fabric, gpu_source, inject, k8s, kind_config, names, plan, registry, report, runner,
+    scenario4, scenario5, scenarios, workers,
 };
 
 use std::process::ExitCode;
@@ -132,6 +132,7 @@ fn run(flags: flags::Xtask) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Ci(args) => ci::run(&sh, &args),
+        Command::ServeMirror => ci::serve_mirror(&sh, 120),
         Command::HostSetup => doctor::host_setup(&sh),
         Command::NodeImage(args) => node_image::run(&sh, &args),
         Command::Images(args) => images::run(&sh, &args),

@@ -16,6 +16,7 @@
 pub mod apiserver;
 pub mod cluster;
 pub mod fabric;
+pub mod gpu_source;
 pub mod gpu_stack;
 pub mod imex;
 pub mod inject;

@@ -49,11 +49,9 @@ pub mod live;
 pub(crate) mod objects;
 
 use api::{apply, cd_resource, clean_up, ensure_namespace, install, pod_resource};
-use image::{build, missing_prerequisite};
 use objects::{cd_status, compute_domain, workload_pod, DomainPlan};
 
-/// The image's repository name; the tag is derived from its content.
-pub const DRA_IMAGE: &str = "cdsim-dra-driver";
+pub use image::DRA_IMAGE;
 /// The driver's namespace (the chart refuses `default`).
 pub const DRA_NS: &str = "nvidia-dra-driver";
 /// The Helm release (its name makes the chart's object names `dra-driver-nvidia-gpu-…`).
@@ -91,6 +89,8 @@ pub struct Scenario4On<'a> {
     pub layout: Layout,
     /// What an interrupt restores.
     pub tracker: &'a crate::tracker::Tracker,
+    /// Where the DRA driver's chart and image come from.
+    pub source: &'a crate::gpu_source::Source,
 }
 
 /// Runs scenario 4 on the kind cluster; returns its result, the SKIPPED
@@ -107,7 +107,7 @@ pub async fn run<R: Runner>(
         timings: Vec::new(),
     };
 
-    if let Some(reason) = missing_prerequisite() {
+    if let Some(reason) = on.source.dra_missing() {
         return Ok(vec![ScenarioResult::new(
             "scenario4",
             Outcome::Skipped(reason),
@@ -116,7 +116,7 @@ pub async fn run<R: Runner>(
     }
     let plan = DomainPlan::clique0_of_each_rack(on.layout, &on.cluster.workers())?;
     let scratch = crate::dirs::scratch_dir("scenario4")?;
-    let image = deploy(sh, runner, on.cluster, client, &scratch, &mut laps).await?;
+    let image = deploy(sh, runner, on, client, &scratch, &mut laps).await?;
 
     let daemon = driver_root_imex(runner, client, &plan, on.cluster.worker_count()).await?;
 
@@ -124,7 +124,8 @@ pub async fn run<R: Runner>(
     clean_up(client).await?;
     laps.lap("clean");
 
-    let mut details = Vec::new();
+    let mut details =
+        crate::gpu_source::resolved_details(client, DRA_NS, on.source, &[&image.image]).await?;
     let (checks, status) = domain_flow(
         runner,
         client,
@@ -184,27 +185,26 @@ impl Laps {
     }
 }
 
-/// Builds the DRA image, loads it into the cluster and installs the chart.
+/// Gets the DRA driver's chart and image from the run's source
+/// (`crate::gpu_source`) and installs the chart; a failed install is uninstalled.
 async fn deploy<R: Runner>(
     sh: &Shell,
     runner: &R,
-    cluster: &KindCluster,
+    on: &Scenario4On<'_>,
     client: &Client,
     scratch: &Path,
     laps: &mut Laps,
 ) -> Result<image::DraImage> {
-    let image = build(sh, &crate::dirs::images_dir()?)?;
-    eprintln!("    {} ({})", image.image, image.archive.display());
-    laps.lap("build");
-    let loaded =
-        crate::cluster::load_image(runner, cluster, &image.archive, &image.image.to_string())?;
-    if loaded.is_empty() {
-        eprintln!("    {}: already on every node", image.image);
-    } else {
-        eprintln!("    {}: loaded into {}", image.image, loaded.join(", "));
-    }
-    laps.lap("load");
-    install(runner, client, &cluster.context(), &image, scratch).await?;
+    let image = crate::gpu_source::dra(sh, runner, on.source, Some(on.cluster)).await?;
+    laps.lap("images");
+    let context = on.cluster.context();
+    let release = crate::gpu_source::fetch::Release {
+        name: DRA_RELEASE,
+        namespace: DRA_NS,
+        context: &context,
+    };
+    let installed = install(runner, client, &context, &image, scratch);
+    crate::gpu_source::install_guarded(runner, client, on.source, release, installed).await?;
     laps.lap("install");
     Ok(image)
 }
@@ -648,7 +648,7 @@ mod tests {
         assert_eq!(values["resources"]["computeDomains"]["enabled"], true);
         assert_eq!(values["image"]["repository"], "cdsim-dra-driver");
         assert_eq!(values["image"]["tag"], "abc123");
-        assert_eq!(values["image"]["pullPolicy"], "Never");
+        assert_eq!(values["image"]["pullPolicy"], "IfNotPresent");
         let term = &values["kubeletPlugin"]["affinity"]["nodeAffinity"]
             ["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0]
             ["matchExpressions"][0];

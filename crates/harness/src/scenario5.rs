@@ -23,11 +23,12 @@
 //! allocated GPU) and `scenario5-dra-health` (Xid 79 as a device taint in the
 //! tray's ResourceSlice; SKIPPED on a cluster without `DRADeviceTaints`).
 //!
-//! The images come from [`crate::gpu_stack`]: from the cache, or built with
-//! Go; with neither the scenario is SKIPPED with what to do. They reach the
-//! nodes by `kind load`, or on any other cluster through a registry
-//! ([`reach`], which also injects the Xids). Here the flow; [`expect`] the
-//! pure expectations, [`api`] the cluster I/O.
+//! The charts and images come from [`crate::gpu_source`]: NVIDIA's released
+//! ones (online, the default), or the same releases built from source (the
+//! offline kind cluster: `kind load`; `--registry`: pushed there); an offline
+//! build with neither cache nor Go is SKIPPED with what to do. [`reach`]
+//! injects the Xids. Here the flow; [`expect`] the pure expectations, [`api`]
+//! the cluster I/O.
 
 use std::future::Future;
 use std::time::Duration;
@@ -78,20 +79,6 @@ pub const XID_LIMIT: Duration = Duration::from_secs(30);
 const FATAL_XID: u64 = 79;
 const IGNORED_XID: u64 = 43;
 
-/// Why scenario 5 cannot run here, if it cannot; else how its images come.
-pub fn prerequisite() -> std::result::Result<&'static str, String> {
-    if crate::gpu_stack::images_cached() {
-        return Ok("images from the cache");
-    }
-    if xtask_support::tools::find_on_path("go").is_some() {
-        return Ok("images not cached: building them with Go (cold: about 16 min)");
-    }
-    Err("NVIDIA's device plugin, GFD and node-feature-discovery are built from the Go module proxy \
-         and neither the images are cached nor is `go` on PATH: install Go (or use `nix develop`) and \
-         run `cargo xtask gpu-stack-images`, then `cargo xtask scenario5`"
-        .to_owned())
-}
-
 /// Runs scenario 5; returns its rows.
 pub async fn run<R: Runner>(
     sh: &Shell,
@@ -100,7 +87,7 @@ pub async fn run<R: Runner>(
     client: &Client,
 ) -> Result<Vec<ScenarioResult>> {
     let started = Instant::now();
-    let how = match prerequisite() {
+    let how = match on.source.stack_prerequisite() {
         Ok(how) => how,
         Err(reason) => {
             return Ok(vec![ScenarioResult::new(
@@ -111,15 +98,25 @@ pub async fn run<R: Runner>(
         }
     };
     eprintln!("    {how}");
-    let stack = crate::gpu_stack::ensure(sh)?;
-    let images = on.cluster.deliver(runner, &stack).await?;
     let context = on.cluster.context();
     let profile = mock_profile(runner, &context)?;
-    let values = expect::chart_values(&images.device_plugin, &images.nfd, images.pull);
     let install = async {
-        api::install(runner, client, &context, &stack, &values).await?;
+        let images = crate::gpu_source::gpu_stack(sh, runner, on.source, on.cluster.kind()).await?;
+        let values = expect::chart_values(&images.device_plugin, &images.nfd, images.pull);
+        let release = crate::gpu_source::fetch::Release {
+            name: DP_RELEASE,
+            namespace: DP_NS,
+            context: &context,
+        };
+        let installed = api::install(runner, client, &context, &images.chart, &values);
+        crate::gpu_source::install_guarded(runner, client, on.source, release, installed).await?;
         let (mut details, timings) = allocatable_row(client, on, &profile).await?;
-        details.extend(on.cluster.pulls(client, DP_NS, &images).await?);
+        let shown = [&images.device_plugin, &images.nfd];
+        details
+            .extend(crate::gpu_source::resolved_details(client, DP_NS, on.source, &shown).await?);
+        if let crate::gpu_source::Source::Registry(registry) = on.source {
+            details.extend(reach::registry_pulls(client, registry, DP_NS, &images).await?);
+        }
         Ok((details, timings))
     }
     .await;

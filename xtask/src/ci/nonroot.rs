@@ -28,6 +28,11 @@ const USER_RUST: &str = "/opt/cdsim-rust";
 /// kind, helm and kubectl for the user's PATH.
 const USER_TOOLS: &str = "/opt/cdsim-tools/bin";
 
+/// The user's kubeconfig, where its demo put the cluster's context.
+pub(super) fn user_kubeconfig() -> PathBuf {
+    Path::new(USER_HOME).join(".kube/config")
+}
+
 fn user_clone() -> PathBuf {
     Path::new(USER_HOME).join("cdsim")
 }
@@ -264,9 +269,110 @@ pub fn listing_diff(before: &[String], after: &[String]) -> Vec<String> {
         .collect()
 }
 
-/// As the non-root user, in its fresh clone: README.md's quick start (the
-/// online-path demo, rehearsed), then `scenario2 --imex /nonexistent`, which
-/// must fail naming the path. Neither /var/cache/cdsim nor the clone may change.
+/// The report rows the user's demo must pass through the mirror: scenario 4
+/// (but its IMEX part) and every row of scenario 5.
+fn mirrored_rows() -> Vec<&'static str> {
+    let mut rows = vec!["scenario4", "scenario4-rebind"];
+    rows.extend(crate::scenario5::ROWS);
+    rows
+}
+
+/// What the user's demo report lacks: a row of [`mirrored_rows`] not passed,
+/// or scenario 4's or 5's install naming no image through the mirror.
+pub fn mirror_rows_missing(doc: &serde_json::Value) -> Vec<String> {
+    let rows = doc["scenarios"].as_array().cloned().unwrap_or_default();
+    let row = |name: &str| rows.iter().find(|it| it["name"] == name).cloned();
+    let mut missing: Vec<String> = mirrored_rows()
+        .into_iter()
+        .filter_map(|name| {
+            let outcome = row(name).and_then(|it| it["outcome"].as_str().map(str::to_owned));
+            (outcome.as_deref() != Some("passed"))
+                .then(|| format!("{name}: {}", outcome.unwrap_or_else(|| "absent".to_owned())))
+        })
+        .collect();
+    for name in ["scenario4", crate::scenario5::ROWS[0]] {
+        let named = row(name)
+            .and_then(|it| it["workers"].as_array().cloned())
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|it| it["detail"].as_str().map(str::to_owned))
+            .any(|it| it.contains("released, through the mirror"));
+        if !named {
+            missing.push(format!(
+                "{name}: no image named as released, through the mirror"
+            ));
+        }
+    }
+    missing
+}
+
+/// `cargo xtask ARGS…` as the user with `env`, in the clone; (passed, stderr).
+pub(super) fn as_user(sh: &Shell, env: &[String], args: &[&str]) -> Result<(bool, String)> {
+    let _dir = sh.push_dir(user_clone());
+    let out = cmd!(
+        sh,
+        "runuser -u {USER} -- env -i {env...} cargo xtask {args...}"
+    )
+    .ignore_status()
+    .output()?;
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    eprintln!("{}", stderr.trim_end());
+    Ok((out.status.success(), stderr))
+}
+
+/// The user's environment with `CDSIM_MIRRORS` set to `rules`.
+pub(super) fn env_with_mirrors(rules: &str) -> Vec<String> {
+    let mut env = env_assignments();
+    env.push(format!(
+        "{}={rules}",
+        crate::gpu_source::mirror::MIRRORS_ENV
+    ));
+    env
+}
+
+/// The user's demo report passes scenario 4 and every scenario 5 row through the mirror.
+fn through_the_mirror(sh: &Shell, report: &str) -> Result<()> {
+    let missing = super::read_report(sh, report)
+        .map(|doc| mirror_rows_missing(&doc))
+        .unwrap_or_else(|err| vec![format!("{err:#}")]);
+    anyhow::ensure!(
+        missing.is_empty(),
+        "{report}: not every row passed through the mirror: {}",
+        missing.join("; ")
+    );
+    eprintln!("    the user's demo passed scenario 4 and every scenario 5 row through the mirror");
+    Ok(())
+}
+
+/// As the user, `scenario2 --imex /nonexistent` fails naming the path.
+fn imex_refused(sh: &Shell, env: &[String]) -> Result<()> {
+    eprintln!(
+        "
+==> as {USER}: cargo xtask scenario2 --imex /nonexistent (must fail naming the path)"
+    );
+    let out = cmd!(
+        sh,
+        "runuser -u {USER} -- env -i {env...} cargo xtask scenario2 --imex /nonexistent"
+    )
+    .ignore_status()
+    .output()?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    eprintln!("{}", stderr.trim());
+    anyhow::ensure!(
+        !out.status.success() && stderr.contains("/nonexistent"),
+        "`scenario2 --imex /nonexistent` should fail naming the path; it exited {} saying: {}",
+        out.status,
+        stderr.trim()
+    );
+    Ok(())
+}
+
+/// As the non-root user, in its fresh clone, with a local mirror standing in
+/// for the public hosts (`CDSIM_MIRRORS`, [`super::mirror`]): README.md's
+/// quick start (the online-path demo: its report must pass scenario 4 and
+/// every scenario 5 row through the mirror), then `scenario2 --imex
+/// /nonexistent`, which must fail naming the path. Neither /var/cache/cdsim
+/// nor the clone may change.
 pub fn user(sh: &Shell) -> Result<()> {
     if let Some(ended) = background::wait(BUILD_JOB, "the user's commands reuse its build") {
         let verdict = if ended.passed { "done" } else { "FAILED" };
@@ -275,6 +381,7 @@ pub fn user(sh: &Shell) -> Result<()> {
             ended.took.as_secs_f64()
         );
     }
+    let mirror = super::mirror::start(sh)?;
     let clone = user_clone();
     let watched = [PathBuf::from(crate::dirs::ROOT_CACHE_DIR), clone.clone()];
     let mut before = Vec::new();
@@ -282,7 +389,7 @@ pub fn user(sh: &Shell) -> Result<()> {
         before.push(tree_listing(sh, dir)?);
     }
     let _dir = sh.push_dir(&clone);
-    let env = &env_assignments();
+    let env = &env_with_mirrors(&mirror.rules);
     let report = format!("{USER_HOME}/.cache/cdsim/demo-report.json");
     let mut res: Result<()> = Ok(());
     for line in USER_COMMANDS {
@@ -301,25 +408,19 @@ pub fn user(sh: &Shell) -> Result<()> {
     }
     super::print_report(sh, &report);
     if res.is_ok() {
-        eprintln!(
-            "
-==> as {USER}: cargo xtask scenario2 --imex /nonexistent (must fail naming the path)"
-        );
-        let out = cmd!(
-            sh,
-            "runuser -u {USER} -- env -i {env...} cargo xtask scenario2 --imex /nonexistent"
-        )
-        .ignore_status()
-        .output()?;
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        eprintln!("{}", stderr.trim());
-        if out.status.success() || !stderr.contains("/nonexistent") {
-            res = Err(anyhow::format_err!(
-                "`scenario2 --imex /nonexistent` should fail naming the path; it exited {} saying: {}",
-                out.status,
-                stderr.trim()
-            ));
-        }
+        res = through_the_mirror(sh, &report);
+    }
+    if res.is_ok() {
+        res = imex_refused(sh, env);
+    }
+    if res.is_ok() {
+        let xtask = |env: &[String], args: &[&str]| as_user(sh, env, args);
+        let user = super::online_faults::User {
+            xtask: &xtask,
+            env: &env_with_mirrors,
+            kubeconfig: user_kubeconfig(),
+        };
+        res = super::online_faults::run(sh, &mirror, &user);
     }
     for (dir, before) in watched.iter().zip(&before) {
         let changed = listing_diff(before, &tree_listing(sh, dir)?);
@@ -369,6 +470,38 @@ mod tests {
         )];
         expected.extend(USER_COMMANDS.iter().map(|it| (*it).to_owned()));
         assert_eq!(commands, expected);
+    }
+
+    #[test]
+    fn the_users_demo_must_pass_scenarios_4_and_5_through_the_mirror() {
+        let through = serde_json::json!([{"node": "w1", "pod": "p", "passed": true,
+            "detail": "x:1 resolved to sha256:aa (released, through the mirror http://m/x standing in for x)"}]);
+        let mut rows: Vec<serde_json::Value> = mirrored_rows()
+            .iter()
+            .map(|name| serde_json::json!({"name": name, "outcome": "passed", "workers": []}))
+            .collect();
+        rows.push(serde_json::json!({"name": "scenario4-imex", "outcome": "skipped"}));
+        rows[0]["workers"] = through.clone();
+        rows[2]["workers"] = through;
+        let doc = serde_json::json!({ "scenarios": rows });
+        assert!(
+            mirror_rows_missing(&doc).is_empty(),
+            "{:?}",
+            mirror_rows_missing(&doc)
+        );
+        let mut skipped = doc.clone();
+        skipped["scenarios"][1]["outcome"] = "skipped".into();
+        skipped["scenarios"][2]["workers"] = serde_json::json!([]);
+        assert_eq!(
+            mirror_rows_missing(&skipped),
+            [
+                "scenario4-rebind: skipped".to_owned(),
+                format!(
+                    "{}: no image named as released, through the mirror",
+                    crate::scenario5::ROWS[0]
+                )
+            ]
+        );
     }
 
     #[test]

@@ -8,8 +8,9 @@
 //! - `up --kube-context … --registry …` pushes, probes, installs, and the
 //!   nodes pull both images from the registry (the pull events say so);
 //! - `scenario1` and `scenario3 --kube-context …` pass;
-//! - `scenario5 --kube-context … --registry …` pushes the device plugin's and
-//!   NFD's images there too, every row passes (the Xids injected through the
+//! - `scenario5 --kube-context … --registry …` pushes the device plugin's,
+//!   NFD's and the DRA driver's images (built from source) there too, every
+//!   row passes, the two DRA rows included (the Xids injected through the
 //!   API), and the install row lists the nodes' pulls of both images;
 //! - a registry the nodes cannot reach (`127.0.0.1`, the node itself) and a
 //!   node whose NRI socket is gone each fail within 60 s, naming the node;
@@ -31,7 +32,7 @@ use crate::tools::{ensure_tool, Tool};
 const PREFIX: &str = "cdsim-ci";
 
 /// A registry process, stopped on drop.
-struct Server {
+pub(super) struct Server {
     child: Child,
 }
 
@@ -43,7 +44,7 @@ impl Drop for Server {
 }
 
 /// Starts `registry serve` on every address at `port`, storing under `dir`.
-fn start_registry(binary: &Path, port: u16, dir: &Path) -> Result<Server> {
+pub(super) fn start_registry(binary: &Path, port: u16, dir: &Path) -> Result<Server> {
     std::fs::create_dir_all(dir.join("storage"))?;
     let config = dir.join("config.yml");
     std::fs::write(
@@ -76,12 +77,12 @@ fn start_registry(binary: &Path, port: u16, dir: &Path) -> Result<Server> {
     Ok(server)
 }
 
-fn free_port() -> Result<u16> {
+pub(super) fn free_port() -> Result<u16> {
     Ok(TcpListener::bind(("0.0.0.0", 0))?.local_addr()?.port())
 }
 
 /// The IPv4 gateway of the kind Docker network: this machine as the nodes see it.
-fn kind_gateway(sh: &Shell) -> Result<String> {
+pub(super) fn kind_gateway(sh: &Shell) -> Result<String> {
     let out = cmd!(
         sh,
         "docker network inspect kind -f '{{range .IPAM.Config}}{{.Gateway}} {{end}}'"
@@ -288,30 +289,20 @@ fn scenario5_via(sh: &Shell, context: &str, host: &str) -> Result<()> {
         "{report}: scenario5's rows do not all pass, or its install row shows no pull from {registry}: {}",
         missing.join("; ")
     );
-    eprintln!(
-        "    scenario 5 through the registry: every row passed (the DRA rows skipped, saying why) in {seconds:.1} s"
-    );
+    eprintln!("    scenario 5 through the registry: every row passed in {seconds:.1} s");
     Ok(())
 }
 
 /// What a scenario 5 report lacks: a row of [`crate::scenario5::ROWS`] not
-/// passed (the DRA rows not skipped: the DRA driver's image is not pushed
-/// through a registry yet, and they say so), or an image of the GPU stack no
-/// node pulled from `registry`.
+/// passed (the DRA rows included), or an image of the GPU stack no node
+/// pulled from `registry`.
 fn scenario5_unpulled(doc: &serde_json::Value, registry: &str) -> Vec<String> {
     let rows = doc["scenarios"].as_array().cloned().unwrap_or_default();
     let row = |name: &str| rows.iter().find(|it| it["name"] == name);
-    let want = |name: &str| {
-        if harness::scenario5::dra_flow::DRA_ROWS.contains(&name) {
-            "skipped"
-        } else {
-            "passed"
-        }
-    };
     let mut missing: Vec<String> = crate::scenario5::ROWS
         .iter()
-        .filter(|name| row(name).and_then(|it| it["outcome"].as_str()) != Some(want(name)))
-        .map(|name| format!("{name} not {}", want(name)))
+        .filter(|name| row(name).and_then(|it| it["outcome"].as_str()) != Some("passed"))
+        .map(|name| format!("{name} not passed"))
         .collect();
     let details: Vec<&str> = row(crate::scenario5::ROWS[0])
         .and_then(|it| it["workers"].as_array())
@@ -407,14 +398,7 @@ mod tests {
         };
         let mut rows: Vec<serde_json::Value> = crate::scenario5::ROWS
             .iter()
-            .map(|name| {
-                let outcome = if harness::scenario5::dra_flow::DRA_ROWS.contains(name) {
-                    "skipped"
-                } else {
-                    "passed"
-                };
-                serde_json::json!({"name": name, "outcome": outcome, "workers": []})
-            })
+            .map(|name| serde_json::json!({"name": name, "outcome": "passed", "workers": []}))
             .collect();
         rows[0]["workers"] = serde_json::json!([
             pulled(harness::gpu_stack::DEVICE_PLUGIN_IMAGE),
@@ -422,6 +406,16 @@ mod tests {
         ]);
         let doc = serde_json::json!({ "scenarios": rows });
         assert!(scenario5_unpulled(&doc, registry).is_empty());
+        let mut dra_skipped = doc.clone();
+        dra_skipped["scenarios"][5]["outcome"] = "skipped".into();
+        assert_eq!(
+            scenario5_unpulled(&dra_skipped, registry),
+            [format!(
+                "{} not passed",
+                harness::scenario5::dra_flow::DRA_ROWS[0]
+            )],
+            "a DRA row skipped through the registry is not passed"
+        );
         let mut failed = doc.clone();
         failed["scenarios"][3]["outcome"] = "failed".into();
         failed["scenarios"][0]["workers"] =

@@ -10,8 +10,10 @@ use sha2::{Digest as _, Sha256};
 use tokio::time::Instant;
 use xshell::{cmd, Shell};
 
-use super::DRA_IMAGE;
 use crate::plan::ImageRef;
+
+/// The offline build's image repository; the tag is derived from its content.
+pub const DRA_IMAGE: &str = "cdsim-dra-driver";
 
 /// The DRA binaries built from the snapshot (one `go build`): the compute-domain
 /// ones (scenario 4) and the GPU kubelet plugin (scenario 5's DRA rows).
@@ -348,13 +350,26 @@ fn existing(path: &str, fix: &str) -> Result<PathBuf> {
 }
 
 /// The built image and the chart directory of the same snapshot.
-pub struct DraImage {
+pub struct BuiltDra {
     /// The archive for `kind load image-archive`.
     pub archive: PathBuf,
     /// Its reference (content tag).
     pub image: ImageRef,
     /// The snapshot's chart.
     pub chart: PathBuf,
+}
+
+/// NVIDIA's DRA driver as a run installs it, from whichever source
+/// (`crate::gpu_source`): the image as the chart names it, the chart, and
+/// where the image came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DraImage {
+    /// The image the chart points at.
+    pub image: ImageRef,
+    /// The chart: the snapshot's directory, or the released archive.
+    pub chart: PathBuf,
+    /// Where the image came from, for the report.
+    pub origin: String,
 }
 
 /// The directory of [`DRA_BINARIES`] built from the pinned snapshot (once per snapshot, in the
@@ -377,7 +392,7 @@ pub fn prebuild(sh: &Shell) -> Result<PathBuf> {
 }
 
 /// Builds (or reuses) the binaries and writes the image archive into `out_dir`.
-pub fn build(sh: &Shell, out_dir: &Path) -> Result<DraImage> {
+pub fn build(sh: &Shell, out_dir: &Path) -> Result<BuiltDra> {
     let bash = existing(
         "/bin/bash-static",
         "apt-get install bash-static (the chart runs bash)",
@@ -425,7 +440,7 @@ pub fn build(sh: &Shell, out_dir: &Path) -> Result<DraImage> {
             .context("cannot build the DRA driver image")?;
     let archive = image_builder::build::write_archive_file(&built, out_dir)?;
     let image = ImageRef::parse(&built.reference())?;
-    Ok(DraImage {
+    Ok(BuiltDra {
         archive,
         image,
         chart: tree.join("deployments/helm/dra-driver-nvidia-gpu"),
@@ -435,7 +450,7 @@ pub fn build(sh: &Shell, out_dir: &Path) -> Result<DraImage> {
 /// Why scenario 4 cannot run here, if it cannot: NVIDIA's DRA driver is built
 /// from its source snapshot (no registry serves it), which needs the snapshot
 /// and, until the build is cached, Go.
-pub(super) fn missing_prerequisite() -> Option<String> {
+pub(crate) fn missing_prerequisite() -> Option<String> {
     let snapshot = match snapshot() {
         Ok(snapshot) => snapshot,
         Err(err) => return Some(format!("{err:#}")),

@@ -26,7 +26,8 @@ pub fn chart_values(image: &ImageRef) -> String {
         "image": {
             "repository": image.repository,
             "tag": image.tag,
-            "pullPolicy": "Never",
+            // The released image is pulled; an offline build is already on the nodes.
+            "pullPolicy": "IfNotPresent",
         },
         "kubeletPlugin": {
             "affinity": {

@@ -13,7 +13,6 @@ use kube::core::{ApiResource, GroupVersionKind};
 use kube::{Client, ResourceExt as _};
 use serde_json::Value;
 
-use crate::gpu_stack::GpuStack;
 use crate::names::{FIELD_MANAGER, MOCK_NS, RELEASE};
 use crate::runner::{Cmd, Runner};
 use crate::scenario4::api::wait_for;
@@ -68,10 +67,10 @@ pub async fn install<R: Runner>(
     runner: &R,
     client: &Client,
     context: &str,
-    stack: &GpuStack,
+    chart: &std::path::Path,
     values: &[(String, String)],
 ) -> Result<()> {
-    let chart = stack.chart.to_string_lossy().into_owned();
+    let chart = chart.to_string_lossy().into_owned();
     let mut args: Vec<String> = [
         "upgrade",
         "--install",

@@ -66,36 +66,42 @@ fn claim_resource() -> ApiResource {
     resource("resource.k8s.io", "v1", "ResourceClaim")
 }
 
-/// Builds (or reuses) scenario 4's image, loads it and upgrades (or installs)
-/// the DRA release with GPU resources and the NVML health check on.
+/// NVIDIA's DRA driver from the run's source (scenario 4's), its release
+/// upgraded (or installed) with GPU resources and the NVML health check on; a
+/// failed install is uninstalled.
 pub async fn install<R: Runner>(
     sh: &Shell,
     runner: &R,
-    cluster: &crate::names::KindCluster,
+    on: &Scenario5On<'_>,
     client: &Client,
 ) -> Result<Installed> {
-    let image = crate::scenario4::image::build(sh, &crate::dirs::images_dir()?)?;
-    let reference = image.image.to_string();
-    let loaded = crate::cluster::load_image(runner, cluster, &image.archive, &reference)?;
-    eprintln!("    {reference}: loaded into {} node(s)", loaded.len());
+    let image = crate::gpu_source::dra(sh, runner, on.source, on.cluster.kind()).await?;
     let daemonsets: Api<k8s_openapi::api::apps::v1::DaemonSet> =
         Api::namespaced(client.clone(), DRA_NS);
     let existed = daemonsets.get_opt(PLUGIN_DS).await?.is_some();
     let values = dra::chart_values(&crate::scenario4::objects::chart_values(&image.image))?;
     let file = crate::dirs::scratch_dir("scenario5")?.join("dra-gpu-values.yaml");
     std::fs::write(&file, values).with_context(|| format!("writing {}", file.display()))?;
-    let context = cluster.context();
+    let context = on.cluster.context();
     let args = crate::scenario4::objects::helm_args(&image.chart, &context, &file);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    crate::apiserver::helm(runner, &Cmd::new("helm", &args), &context)?;
-    crate::k8s::wait_daemonset(
-        client,
-        DRA_NS,
-        PLUGIN_DS,
-        PLUGIN_SELECTOR,
-        Duration::from_secs(240),
-    )
-    .await?;
+    let release = crate::gpu_source::fetch::Release {
+        name: DRA_RELEASE,
+        namespace: DRA_NS,
+        context: &context,
+    };
+    let installed = async {
+        crate::apiserver::helm(runner, &Cmd::new("helm", &args), &context)?;
+        crate::k8s::wait_daemonset(
+            client,
+            DRA_NS,
+            PLUGIN_DS,
+            PLUGIN_SELECTOR,
+            Duration::from_secs(240),
+        )
+        .await
+    };
+    crate::gpu_source::install_guarded(runner, client, on.source, release, installed).await?;
     Ok(Installed { image, existed })
 }
 
@@ -370,18 +376,16 @@ pub async fn health_row<R: Runner>(
     let gpu = u32::from(profile.devices().len() > 1);
     let target = profile.device(gpu as usize).context("no such GPU")?;
     let device = dra::device_name(&target);
-    let super::reach::Reach::Kind(cluster) = on.cluster else {
-        bail!("the DRA rows run on the kind cluster only");
-    };
-    let inject = |action| crate::inject::run(runner, cluster, &node, action);
-    inject(XidAction::Clear)?;
+    let inject = |action| on.cluster.inject(runner, client, &node, action);
+    inject(XidAction::Clear).await?;
     if !dra::tainted(&published(client, &workers).await?).is_empty() {
         restore(client, &workers, &node).await?;
     }
     inject(XidAction::Inject {
         gpu,
         xid: FATAL_XID,
-    })?;
+    })
+    .await?;
     let injected = Instant::now();
     let shown = wait_for(
         &format!("Xid {FATAL_XID} as a taint on {node}/{device}"),
@@ -394,7 +398,7 @@ pub async fn health_row<R: Runner>(
     )
     .await;
     let taint_secs = round(injected.elapsed());
-    let cleared = inject(XidAction::Clear);
+    let cleared = inject(XidAction::Clear).await;
     let seen = shown.with_context(|| format!("GPU {gpu} ({}) of {node}", target.uuid))?;
     cleared?;
     let taints = dra::tainted(&seen).join(", ");
@@ -521,24 +525,9 @@ pub async fn rows<R: Runner>(
         };
         return (vec![not_run(dra_name), not_run(health_name)], None);
     }
-    let super::reach::Reach::Kind(cluster) = on.cluster else {
-        let skipped = |name: &str| {
-            ScenarioResult::new(
-                name,
-                Outcome::Skipped(
-                    "NVIDIA's DRA driver image reaches the nodes with `kind load`, as scenario 4's \
-                     does, and is not pushed through --registry yet: run `cargo xtask scenario5` on \
-                     the kind cluster for the DRA rows"
-                        .to_owned(),
-                ),
-                0.0,
-            )
-        };
-        return (vec![skipped(dra_name), skipped(health_name)], None);
-    };
     eprintln!("    {dra_name}");
     let started = Instant::now();
-    let installed = install(sh, runner, cluster, client).await;
+    let installed = install(sh, runner, on, client).await;
     let body = async {
         if let Err(err) = &installed {
             bail!("installing the DRA driver with GPU resources: {err:#}");

@@ -1,19 +1,17 @@
-//! How scenario 5 reaches the cluster's nodes: how its two images (the
-//! device plugin with GFD, and node-feature-discovery) get onto them, and how
-//! an Xid is injected on one.
+//! How scenario 5 reaches the cluster's nodes, as far as it is not just the
+//! API: how an Xid is injected on one, and, for images pushed to a registry,
+//! the kubelets' pull events that show the nodes took them from there.
+//! Where the images come from is [`crate::gpu_source`]'s.
 //!
-//! On the kind cluster xtask made, `kind load` and `docker exec` into the
-//! nodes. On any other cluster (`--kube-context CTX --registry R`), nothing
-//! of kind or docker: the images are pushed through the OCI distribution API
-//! as `up --kube-context` pushes the mock's ([`crate::registry`]), the chart
-//! points at the registry with pull policy `IfNotPresent`, the kubelets' pull
-//! events join the install row, and an Xid is injected by an exec in the
-//! node's stager pod through the API ([`crate::inject::run_api`]).
+//! On the kind cluster xtask made, `docker exec` into the nodes. On any other
+//! cluster (`--kube-context CTX`), nothing of kind or docker: an Xid is
+//! injected by an exec in the node's stager pod through the API
+//! ([`crate::inject::run_api`]).
 
 use anyhow::Result;
 use kube::Client;
 
-use crate::gpu_stack::{GpuStack, PullPolicy};
+use crate::gpu_source::StackImages;
 use crate::inject::XidAction;
 use crate::names::KindCluster;
 use crate::plan::ImageRef;
@@ -24,26 +22,13 @@ use crate::runner::Runner;
 /// The cluster scenario 5 runs on, as far as it is not just the API.
 #[derive(Debug, Clone, Copy)]
 pub enum Reach<'a> {
-    /// The kind cluster xtask made: `kind load`, `docker exec`.
+    /// The kind cluster xtask made: `docker exec`.
     Kind(&'a KindCluster),
-    /// Any cluster through `--kube-context`: the images through `--registry`.
-    Registry {
+    /// Any cluster through `--kube-context`: the API only.
+    Api {
         /// The kube context.
         context: &'a str,
-        /// Where the images are pushed and the nodes pull them from.
-        registry: &'a Registry,
     },
-}
-
-/// The images as the chart names them, and how the nodes get them.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Delivered {
-    /// The device plugin and GFD image.
-    pub device_plugin: ImageRef,
-    /// The node-feature-discovery image.
-    pub nfd: ImageRef,
-    /// The chart's pull policy for both.
-    pub pull: PullPolicy,
 }
 
 impl Reach<'_> {
@@ -51,44 +36,15 @@ impl Reach<'_> {
     pub fn context(&self) -> String {
         match self {
             Reach::Kind(cluster) => cluster.context(),
-            Reach::Registry { context, .. } => (*context).to_owned(),
+            Reach::Api { context } => (*context).to_owned(),
         }
     }
 
-    /// Puts both images where the nodes take them from.
-    pub async fn deliver<R: Runner>(&self, runner: &R, stack: &GpuStack) -> Result<Delivered> {
-        let archives = [&stack.device_plugin, &stack.nfd];
+    /// The kind cluster, if it is one.
+    pub fn kind(&self) -> Option<&KindCluster> {
         match self {
-            Reach::Kind(cluster) => {
-                for archive in archives {
-                    let image = archive.image.to_string();
-                    let loaded =
-                        crate::cluster::load_image(runner, cluster, &archive.path, &image)?;
-                    eprintln!("    {image}: loaded into {} node(s)", loaded.len());
-                }
-                Ok(Delivered {
-                    device_plugin: stack.device_plugin.image.clone(),
-                    nfd: stack.nfd.image.clone(),
-                    pull: PullPolicy::Never,
-                })
-            }
-            Reach::Registry { registry, .. } => {
-                let mut pushed = Vec::new();
-                for archive in archives {
-                    pushed.push(
-                        crate::registry::push_archive(registry, &archive.path, &archive.image)
-                            .await?,
-                    );
-                }
-                let [device_plugin, nfd]: [ImageRef; 2] = pushed
-                    .try_into()
-                    .map_err(|_| anyhow::anyhow!("pushed other than two images"))?;
-                Ok(Delivered {
-                    device_plugin,
-                    nfd,
-                    pull: PullPolicy::IfNotPresent,
-                })
-            }
+            Reach::Kind(cluster) => Some(cluster),
+            Reach::Api { .. } => None,
         }
     }
 
@@ -102,32 +58,28 @@ impl Reach<'_> {
     ) -> Result<String> {
         match self {
             Reach::Kind(cluster) => crate::inject::run(runner, cluster, node, action),
-            Reach::Registry { .. } => crate::inject::run_api(client, node, action).await,
+            Reach::Api { .. } => crate::inject::run_api(client, node, action).await,
         }
     }
+}
 
-    /// Through a registry: the kubelets' pulls of `images` in namespace
-    /// `ns`, as details of the install row, failing when an image shows no
-    /// pull from the registry. On kind: none.
-    pub async fn pulls(
-        &self,
-        client: &Client,
-        ns: &str,
-        images: &Delivered,
-    ) -> Result<Vec<WorkerDetail>> {
-        let Reach::Registry { registry, .. } = self else {
-            return Ok(Vec::new());
-        };
-        let pulls = crate::registry::pull_events(client, registry, &[ns]).await?;
-        let missing = unpulled(&pulls, &[&images.device_plugin, &images.nfd]);
-        anyhow::ensure!(
-            missing.is_empty(),
-            "no kubelet pulled {} from {registry} (pull events in {ns}: {})",
-            missing.join(", "),
-            crate::registry::pulls_note(registry, &pulls)
-        );
-        Ok(pulls.into_iter().map(pull_detail).collect())
-    }
+/// The kubelets' pulls of `images` from `registry` in namespace `ns`, as
+/// details of the install row, failing when an image shows no pull from it.
+pub async fn registry_pulls(
+    client: &Client,
+    registry: &Registry,
+    ns: &str,
+    images: &StackImages,
+) -> Result<Vec<WorkerDetail>> {
+    let pulls = crate::registry::pull_events(client, registry, &[ns]).await?;
+    let missing = unpulled(&pulls, &[&images.device_plugin, &images.nfd]);
+    anyhow::ensure!(
+        missing.is_empty(),
+        "no kubelet pulled {} from {registry} (pull events in {ns}: {})",
+        missing.join(", "),
+        crate::registry::pulls_note(registry, &pulls)
+    );
+    Ok(pulls.into_iter().map(pull_detail).collect())
 }
 
 /// The images among `images` that no successful pull event names.
@@ -207,11 +159,9 @@ mod tests {
     fn helm_gets_the_context_of_either_cluster() {
         let cluster = KindCluster::new("demo", 2).unwrap_or_else(|err| panic!("{err:#}"));
         assert_eq!(Reach::Kind(&cluster).context(), "kind-demo");
-        let registry = Registry::parse("r:5000", true).unwrap_or_else(|err| panic!("{err}"));
-        let reach = Reach::Registry {
-            context: "prod",
-            registry: &registry,
-        };
+        assert!(Reach::Kind(&cluster).kind().is_some());
+        let reach = Reach::Api { context: "prod" };
         assert_eq!(reach.context(), "prod");
+        assert!(reach.kind().is_none());
     }
 }

@@ -10,8 +10,10 @@ use crate::report::{round, Outcome, ScenarioResult, WorkerDetail};
 
 /// What scenario 5 runs on.
 pub struct Scenario5On<'a> {
-    /// The cluster: how the images reach its nodes, how an Xid is injected.
+    /// The cluster: kind or the API alone, how an Xid is injected.
     pub cluster: reach::Reach<'a>,
+    /// Where the charts and images come from.
+    pub source: &'a crate::gpu_source::Source,
     /// Each worker and its `<cluster uuid>.<clique id>` in the staged topology.
     pub cliques: Vec<(String, String)>,
     /// Scenario 3's rebind and the demo topology, which `scenario5-relabel` swaps.
