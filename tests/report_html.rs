@@ -288,7 +288,13 @@ fn check_tray(dom: &str, report: &Report, tray: &Tray) {
         assert_eq!(card.matches("class=\"gpu\"").count() as u32, gpus, "{card}");
     }
     let member = report.compute_domain.contains(&tray.node);
-    assert_eq!(card.contains("ComputeDomain"), member, "{card}");
+    let marked = format!("<article class=\"tray member\" data-node=\"{}\"", tray.node);
+    assert_eq!(
+        dom.contains(&marked),
+        member,
+        "{}'s ComputeDomain mark: {card}",
+        tray.node
+    );
     let rows: Vec<&str> = card.split("<li class=\"row ").skip(1).collect();
     assert_eq!(
         rows.len(),
@@ -322,9 +328,14 @@ fn check_tray(dom: &str, report: &Report, tray: &Tray) {
             result.name
         );
         if let (Outcome::Skipped(reason), true) = (&result.outcome, details.is_empty()) {
+            // As the DOM serializes text: only `&`, `<` and `>` escaped.
             let first = reason.lines().next().unwrap_or_default();
+            let shown = first
+                .replace('&', "&amp;")
+                .replace('<', "&lt;")
+                .replace('>', "&gt;");
             assert!(
-                row.contains(first),
+                row.contains(&shown),
                 "{}: {}'s reason: {row}",
                 tray.node,
                 result.name
@@ -423,6 +434,20 @@ fn chromium_shows_a_full_rack_as_ci_writes_it() {
     };
     let refused = std::panic::catch_unwind(|| check_run_page(&json, wrong));
     assert!(refused.is_err(), "two cliques accepted for one");
+}
+
+#[test]
+fn the_run_page_check_takes_failed_rows_and_escaped_reasons() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let json = dir.path().join("report.json");
+    let mut report = sample();
+    report.scenario(ScenarioResult::new(
+        "scenario5",
+        Outcome::Skipped("NVIDIA's images <not cached> & no `go`".to_owned()),
+        0.0,
+    ));
+    report.write(&json).expect("written");
+    check_run_page(&json, Layout::parse("racks=2,trays=2,cliques=2"));
 }
 
 /// The page of a run CI made: `CDSIM_REPORT` its JSON report (the page
