@@ -90,6 +90,24 @@ fn chromium(args: &[&str], page: &Path) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// Chromium's screenshot of `page` at `shot`, in a window of `size` (`W,H`):
+/// more than a blank image.
+fn screenshot(page: &Path, shot: &Path, size: &str) {
+    chromium(
+        &[
+            &format!("--screenshot={}", shot.display()),
+            &format!("--window-size={size}"),
+        ],
+        page,
+    );
+    let bytes = std::fs::metadata(shot).map(|it| it.len()).unwrap_or(0);
+    assert!(
+        bytes > 10_000,
+        "the screenshot {} is {bytes} bytes",
+        shot.display()
+    );
+}
+
 /// The text of the element with `attr`=`value`, up to its closing `tag`.
 fn element<'a>(dom: &'a str, attr: &str, value: &str, tag: &str) -> &'a str {
     let needle = format!("{attr}=\"{value}\"");
@@ -130,19 +148,7 @@ fn chromium_shows_racks_cliques_trays_and_the_reasons() {
     assert!(worker3.contains("ComputeDomain"), "{worker3}");
     assert!(!worker4.contains("ComputeDomain"), "{worker4}");
     let shot = dir.path().join("report.png");
-    chromium(
-        &[
-            &format!("--screenshot={}", shot.display()),
-            "--window-size=1400,900",
-        ],
-        &page,
-    );
-    let size = std::fs::metadata(&shot).map(|it| it.len()).unwrap_or(0);
-    assert!(
-        size > 10_000,
-        "the screenshot {} is {size} bytes",
-        shot.display()
-    );
+    screenshot(&page, &shot, "1400,900");
     if let Some(keep) = std::env::var_os("CDSIM_REPORT_SCREENSHOT") {
         std::fs::copy(&shot, &keep).expect("keeping the screenshot");
     }
@@ -214,19 +220,7 @@ fn check_run_page(json: &Path, layout: Layout) -> PathBuf {
         check_tray(&dom, &report, tray);
     }
     let shot = json.with_extension("png");
-    chromium(
-        &[
-            &format!("--screenshot={}", shot.display()),
-            "--window-size=1400,1000",
-        ],
-        &page,
-    );
-    let size = std::fs::metadata(&shot).map(|it| it.len()).unwrap_or(0);
-    assert!(
-        size > 10_000,
-        "the screenshot {} is {size} bytes",
-        shot.display()
-    );
+    screenshot(&page, &shot, "1400,1000");
     shot
 }
 
