@@ -159,9 +159,7 @@ fn mock_profile<R: Runner>(runner: &R, context: &str) -> Result<Profile> {
     let values = api::mock_release_values(runner, context)?;
     let choice = expect::profile_choice(&values, "gb200")?;
     expect::resolve_profile(&choice, |name| {
-        let path = crate::project_root()
-            .join(crate::names::CHART)
-            .join(format!("profiles/{name}.yaml"));
+        let path = crate::profiles::path(name);
         std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))
     })
 }
