@@ -25,7 +25,7 @@ use tokio::time::Instant;
 use xshell::Shell;
 
 use super::dra::{self, SliceDevice, DRIVER};
-use super::rows::{workers, Scenario5On};
+use super::rows::{wait_every_tray, workers, Scenario5On};
 use crate::inject::XidAction;
 use crate::report::{round, Outcome, ScenarioResult, WorkerDetail};
 use crate::runner::{Cmd, Runner};
@@ -125,7 +125,7 @@ async fn wait_slices(
     workers: &[String],
     want: &BTreeMap<String, SliceDevice>,
 ) -> Result<BTreeMap<String, BTreeMap<String, SliceDevice>>> {
-    wait_for(
+    wait_every_tray(
         "every tray's gpu.nvidia.com ResourceSlice equal to the profile",
         Duration::from_secs(180),
         || async {
@@ -136,13 +136,8 @@ async fn wait_slices(
                 .filter(|(_, off)| !off.is_empty())
                 .map(|(node, off)| format!("{node}: {}", off.join(", ")))
                 .collect();
-            Ok(if off.is_empty() {
-                Ok(seen)
-            } else {
-                Err(off.join("; "))
-            })
+            Ok((seen, off))
         },
-        || async { String::new() },
     )
     .await
 }

@@ -26,7 +26,7 @@ use tokio::time::Instant;
 
 use super::api::{self, DP_NS};
 use super::expect;
-use super::rows::{Rows, Scenario5On};
+use super::rows::{wait_every_tray, Rows, Scenario5On};
 use crate::report::{round, Outcome, ScenarioResult, WorkerDetail};
 use crate::runner::{Cmd, Runner};
 use crate::scenarios::{recycled, upgrade_topology, write_values};
@@ -166,7 +166,7 @@ async fn wait_cliques(
 ) -> Result<BTreeMap<String, Duration>> {
     let done: RefCell<BTreeMap<String, Duration>> = RefCell::new(BTreeMap::new());
     let limit = crate::scenarios::scaled(RELABEL_LIMIT, want.len());
-    crate::scenario4::api::wait_for(
+    wait_every_tray(
         &format!("GFD's {CLIQUE_LABEL} on every tray: {what}"),
         limit,
         || async {
@@ -188,13 +188,8 @@ async fn wait_cliques(
                     got => off.push(format!("{node}: {got:?}, want {clique}")),
                 }
             }
-            Ok(if off.is_empty() {
-                Ok(())
-            } else {
-                Err(off.join("; "))
-            })
+            Ok(((), off))
         },
-        || async { String::new() },
     )
     .await?;
     Ok(done.into_inner())
