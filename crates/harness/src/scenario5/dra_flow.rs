@@ -88,14 +88,7 @@ pub async fn install<R: Runner>(
     let args = crate::scenario4::objects::helm_args(&image.chart, &context, &file);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     crate::apiserver::helm(runner, &Cmd::new("helm", &args), &context)?;
-    crate::k8s::wait_daemonset(
-        client,
-        DRA_NS,
-        PLUGIN_DS,
-        PLUGIN_SELECTOR,
-        Duration::from_secs(240),
-    )
-    .await?;
+    wait_plugin(client, Duration::from_secs(240)).await?;
     Ok(Installed { image, existed })
 }
 
@@ -140,6 +133,11 @@ async fn wait_slices(
         },
     )
     .await
+}
+
+/// Waits (bounded) until the DRA driver's GPU kubelet plugin has rolled out.
+async fn wait_plugin(client: &Client, limit: Duration) -> Result<()> {
+    crate::k8s::wait_daemonset(client, DRA_NS, PLUGIN_DS, PLUGIN_SELECTOR, limit).await
 }
 
 /// Applies an object server-side.
@@ -429,14 +427,7 @@ async fn restore(client: &Client, workers: &[String], node: &str) -> Result<()> 
         crate::k8s::delete_pod(client, DRA_NS, &pod.name_any()).await?;
     }
     tokio::time::sleep(Duration::from_secs(2)).await;
-    crate::k8s::wait_daemonset(
-        client,
-        DRA_NS,
-        PLUGIN_DS,
-        PLUGIN_SELECTOR,
-        Duration::from_secs(180),
-    )
-    .await?;
+    wait_plugin(client, Duration::from_secs(180)).await?;
     wait_for(
         "no tainted gpu.nvidia.com device",
         Duration::from_secs(120),
