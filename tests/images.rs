@@ -269,16 +269,7 @@ fn ldd_closure(path: &Path) -> BTreeSet<String> {
     if !output.status.success() || text.contains("statically linked") {
         return BTreeSet::new();
     }
-    text.lines()
-        .filter_map(|line| {
-            let line = line.trim();
-            let path = match line.split_once(" => ") {
-                Some((_, rest)) => rest.split(" (").next()?,
-                None => line.split(" (").next()?,
-            };
-            path.starts_with('/').then(|| path.to_owned())
-        })
-        .collect()
+    test_support::ldd_paths(&text)
 }
 
 /// Checks an archive's layer against the spec: every entry present with its

@@ -283,21 +283,26 @@ fn shipped_profile(name: &str) -> (PathBuf, Profile) {
 
 /// `manifests/helm/nvml-mock/profiles/<name>.yaml`.
 fn profile_path(name: &str) -> PathBuf {
-    repo_root().join(format!("manifests/helm/nvml-mock/profiles/{name}.yaml"))
+    harness::profiles::path(name)
+}
+
+/// The go-nvlib client's JSON report on the mock library in `lib_dir`
+/// serving the staged profile `profile`; `what` names the run in a failure.
+fn nvlib_report(client: &Path, lib_dir: &Path, profile: &Path, what: &str) -> Value {
+    let output = checked(
+        Command::new(client)
+            .env_clear()
+            .env("LD_LIBRARY_PATH", lib_dir)
+            .env("MOCK_NVML_CONFIG", profile)
+            .output(),
+        what,
+    );
+    serde_json::from_slice(&output.stdout).unwrap_or_else(|err| panic!("{what}: not JSON ({err})"))
 }
 
 /// The names of the shipped profiles (`manifests/helm/nvml-mock/profiles/<name>.yaml`).
 fn shipped_profiles() -> Vec<String> {
-    let dir = repo_root().join("manifests/helm/nvml-mock/profiles");
-    let mut names: Vec<String> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|err| panic!("cannot list {}: {err}", dir.display()))
-        .filter_map(|entry| entry.ok())
-        .filter_map(|entry| {
-            let name = entry.file_name().to_string_lossy().into_owned();
-            name.strip_suffix(".yaml").map(str::to_owned)
-        })
-        .collect();
-    names.sort();
+    let names = harness::profiles::names().expect("listing the shipped profiles");
     assert_eq!(names.len(), 7, "the seven profiles: {names:?}");
     names
 }
@@ -313,16 +318,8 @@ fn go_nvlib_v0_13_and_v0_10_enumerate_every_shipped_profile() {
         let client = nvlib_client(&version);
         for name in shipped_profiles() {
             let (path, profile) = shipped_profile(&name);
-            let output = checked(
-                Command::new(&client)
-                    .env_clear()
-                    .env("LD_LIBRARY_PATH", lib_dir.path())
-                    .env("MOCK_NVML_CONFIG", &path)
-                    .output(),
-                &format!("the go-nvlib {version} client on {name}"),
-            );
-            let report: Value = serde_json::from_slice(&output.stdout)
-                .unwrap_or_else(|err| panic!("{name}: not JSON ({err})"));
+            let what = format!("the go-nvlib {version} client on {name}");
+            let report = nvlib_report(&client, lib_dir.path(), &path, &what);
             let gpus = report["gpus"].as_array().cloned().unwrap_or_default();
             assert_eq!(
                 gpus.len(),
@@ -369,16 +366,8 @@ fn go_nvlib_v0_13_lists_the_mig_profiles_of_the_table() {
     for name in shipped_profiles() {
         let name = name.as_str();
         let (path, profile) = shipped_profile(name);
-        let output = checked(
-            Command::new(&client)
-                .env_clear()
-                .env("LD_LIBRARY_PATH", lib_dir.path())
-                .env("MOCK_NVML_CONFIG", &path)
-                .output(),
-            &format!("the go-nvlib client on {name}"),
-        );
-        let report: Value = serde_json::from_slice(&output.stdout)
-            .unwrap_or_else(|err| panic!("{name}: not JSON ({err})"));
+        let what = format!("the go-nvlib client on {name}");
+        let report = nvlib_report(&client, lib_dir.path(), &path, &what);
         let gpus = report["gpus"].as_array().cloned().unwrap_or_default();
         assert_eq!(gpus.len(), profile.device_count(), "{name}: {report}");
         for (gpu, device) in gpus.iter().zip(profile.devices()) {

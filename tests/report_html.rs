@@ -90,6 +90,24 @@ fn chromium(args: &[&str], page: &Path) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// Chromium's screenshot of `page` at `shot`, in a window of `size` (`W,H`):
+/// more than a blank image.
+fn screenshot(page: &Path, shot: &Path, size: &str) {
+    chromium(
+        &[
+            &format!("--screenshot={}", shot.display()),
+            &format!("--window-size={size}"),
+        ],
+        page,
+    );
+    let bytes = std::fs::metadata(shot).map(|it| it.len()).unwrap_or(0);
+    assert!(
+        bytes > 10_000,
+        "the screenshot {} is {bytes} bytes",
+        shot.display()
+    );
+}
+
 /// The text of the element with `attr`=`value`, up to its closing `tag`.
 fn element<'a>(dom: &'a str, attr: &str, value: &str, tag: &str) -> &'a str {
     let needle = format!("{attr}=\"{value}\"");
@@ -130,19 +148,7 @@ fn chromium_shows_racks_cliques_trays_and_the_reasons() {
     assert!(worker3.contains("ComputeDomain"), "{worker3}");
     assert!(!worker4.contains("ComputeDomain"), "{worker4}");
     let shot = dir.path().join("report.png");
-    chromium(
-        &[
-            &format!("--screenshot={}", shot.display()),
-            "--window-size=1400,900",
-        ],
-        &page,
-    );
-    let size = std::fs::metadata(&shot).map(|it| it.len()).unwrap_or(0);
-    assert!(
-        size > 10_000,
-        "the screenshot {} is {size} bytes",
-        shot.display()
-    );
+    screenshot(&page, &shot, "1400,900");
     if let Some(keep) = std::env::var_os("CDSIM_REPORT_SCREENSHOT") {
         std::fs::copy(&shot, &keep).expect("keeping the screenshot");
     }
@@ -214,19 +220,7 @@ fn check_run_page(json: &Path, layout: Layout) -> PathBuf {
         check_tray(&dom, &report, tray);
     }
     let shot = json.with_extension("png");
-    chromium(
-        &[
-            &format!("--screenshot={}", shot.display()),
-            "--window-size=1400,1000",
-        ],
-        &page,
-    );
-    let size = std::fs::metadata(&shot).map(|it| it.len()).unwrap_or(0);
-    assert!(
-        size > 10_000,
-        "the screenshot {} is {size} bytes",
-        shot.display()
-    );
+    screenshot(&page, &shot, "1400,1000");
     shot
 }
 
@@ -288,7 +282,13 @@ fn check_tray(dom: &str, report: &Report, tray: &Tray) {
         assert_eq!(card.matches("class=\"gpu\"").count() as u32, gpus, "{card}");
     }
     let member = report.compute_domain.contains(&tray.node);
-    assert_eq!(card.contains("ComputeDomain"), member, "{card}");
+    let marked = format!("<article class=\"tray member\" data-node=\"{}\"", tray.node);
+    assert_eq!(
+        dom.contains(&marked),
+        member,
+        "{}'s ComputeDomain mark: {card}",
+        tray.node
+    );
     let rows: Vec<&str> = card.split("<li class=\"row ").skip(1).collect();
     assert_eq!(
         rows.len(),
@@ -322,9 +322,14 @@ fn check_tray(dom: &str, report: &Report, tray: &Tray) {
             result.name
         );
         if let (Outcome::Skipped(reason), true) = (&result.outcome, details.is_empty()) {
+            // As the DOM serializes text: only `&`, `<` and `>` escaped.
             let first = reason.lines().next().unwrap_or_default();
+            let shown = first
+                .replace('&', "&amp;")
+                .replace('<', "&lt;")
+                .replace('>', "&gt;");
             assert!(
-                row.contains(first),
+                row.contains(&shown),
                 "{}: {}'s reason: {row}",
                 tray.node,
                 result.name
@@ -423,6 +428,20 @@ fn chromium_shows_a_full_rack_as_ci_writes_it() {
     };
     let refused = std::panic::catch_unwind(|| check_run_page(&json, wrong));
     assert!(refused.is_err(), "two cliques accepted for one");
+}
+
+#[test]
+fn the_run_page_check_takes_failed_rows_and_escaped_reasons() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let json = dir.path().join("report.json");
+    let mut report = sample();
+    report.scenario(ScenarioResult::new(
+        "scenario5",
+        Outcome::Skipped("NVIDIA's images <not cached> & no `go`".to_owned()),
+        0.0,
+    ));
+    report.write(&json).expect("written");
+    check_run_page(&json, Layout::parse("racks=2,trays=2,cliques=2"));
 }
 
 /// The page of a run CI made: `CDSIM_REPORT` its JSON report (the page

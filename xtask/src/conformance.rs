@@ -105,7 +105,7 @@ fn profiles(args: &ConformanceArgs) -> Result<Vec<String>> {
     if let Some(names) = &args.profile {
         for name in names {
             ensure!(
-                profile_path(name).is_file(),
+                harness::profiles::path(name).is_file(),
                 "no profile `{name}`: the shipped ones are {}",
                 shipped_profiles()?.join(", ")
             );
@@ -115,30 +115,14 @@ fn profiles(args: &ConformanceArgs) -> Result<Vec<String>> {
     shipped_profiles()
 }
 
+/// The shipped profiles' names.
 fn shipped_profiles() -> Result<Vec<String>> {
-    let dir = crate::project_root().join("manifests/helm/nvml-mock/profiles");
-    let mut names: Vec<String> = fs::read_dir(&dir)
-        .with_context(|| format!("listing {}", dir.display()))?
-        .filter_map(|entry| entry.ok())
-        .filter_map(|entry| {
-            let name = entry.file_name().to_string_lossy().into_owned();
-            name.strip_suffix(".yaml").map(str::to_owned)
-        })
-        .collect();
-    names.sort();
-    Ok(names)
+    let dir = harness::profiles::dir();
+    harness::profiles::names().with_context(|| format!("listing {}", dir.display()))
 }
 
-fn profile_path(name: &str) -> PathBuf {
-    crate::project_root()
-        .join("manifests/helm/nvml-mock/profiles")
-        .join(format!("{name}.yaml"))
-}
-
-/// Our shipped profile `name` staged as the stager stages it (the library reads only the staged
-/// form), in `work`.
 fn staged_profile(name: &str, work: &Path) -> Result<PathBuf> {
-    let yaml = profile_path(name);
+    let yaml = harness::profiles::path(name);
     let text = fs::read_to_string(&yaml).with_context(|| format!("reading {}", yaml.display()))?;
     let profile = nvml_profile::Profile::parse(&text)
         .with_context(|| format!("{} is not a valid profile", yaml.display()))?;

@@ -41,10 +41,7 @@ pub fn lay_out(report: &mut Report, topology: &topology::Topology, profile: &str
 
 /// The GPUs a node staged with the chart's profile `name` shows.
 fn profile_gpus(name: &str) -> Option<u32> {
-    let path = crate::project_root()
-        .join(crate::names::CHART)
-        .join(format!("profiles/{name}.yaml"));
-    let text = std::fs::read_to_string(path).ok()?;
+    let text = std::fs::read_to_string(harness::profiles::path(name)).ok()?;
     let profile = nvml_profile::Profile::parse(&text).ok()?;
     u32::try_from(profile.device_count()).ok()
 }

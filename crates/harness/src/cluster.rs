@@ -603,11 +603,25 @@ mod tests {
         KindCluster::new("c", 4).expect("valid")
     }
 
+    /// Scripts `kind get clusters` listing `clusters` and `c`'s four-worker node containers.
+    fn expect_existing(fake: &FakeRunner, clusters: &str) {
+        fake.expect("kind get clusters", true, clusters).expect(
+            "docker ps -a --filter label=io.x-k8s.kind.cluster=c",
+            true,
+            FOUR,
+        );
+    }
+
     fn expect_node(fake: &FakeRunner, node: &str, config: &str) {
+        expect_node_started(fake, node, "2026-12-02T21:00:02Z", config);
+    }
+
+    /// Scripts a running node last started at `started`, its containerd config `config`.
+    fn expect_node_started(fake: &FakeRunner, node: &str, started: &str, config: &str) {
         fake.expect(
             &format!("docker inspect -f {} {node}", plan::CONTAINER_TEMPLATE),
             true,
-            "running|cdsim/kind-node:v1|2026-12-02T21:00:00Z|2026-12-02T21:00:02Z\n",
+            &format!("running|cdsim/kind-node:v1|2026-12-02T21:00:00Z|{started}\n"),
         )
         .expect(
             &format!("docker exec {node} containerd config dump"),
@@ -619,23 +633,9 @@ mod tests {
     /// Scripts a restarted cluster: every node started again, NRI on, then the
     /// health probe, with `worker_ready` for the first worker.
     fn restarted_cluster(fake: &FakeRunner, worker_ready: &str) {
-        fake.expect("kind get clusters", true, "c\n");
-        fake.expect(
-            "docker ps -a --filter label=io.x-k8s.kind.cluster=c",
-            true,
-            FOUR,
-        );
+        expect_existing(fake, "c\n");
         for node in cluster().nodes() {
-            fake.expect(
-                &format!("docker inspect -f {} {node}", plan::CONTAINER_TEMPLATE),
-                true,
-                "running|cdsim/kind-node:v1|2026-12-02T21:00:00Z|2026-12-03T08:00:00Z\n",
-            )
-            .expect(
-                &format!("docker exec {node} containerd config dump"),
-                true,
-                NRI_ON,
-            );
+            expect_node_started(fake, &node, "2026-12-03T08:00:00Z", NRI_ON);
         }
         let mut items = Vec::new();
         for (idx, node) in cluster().nodes().iter().enumerate() {
@@ -694,12 +694,7 @@ mod tests {
     #[test]
     fn a_compatible_cluster_is_reused() {
         let fake = FakeRunner::default();
-        fake.expect("kind get clusters", true, "other\nc\n");
-        fake.expect(
-            "docker ps -a --filter label=io.x-k8s.kind.cluster=c",
-            true,
-            FOUR,
-        );
+        expect_existing(&fake, "other\nc\n");
         for node in cluster().nodes() {
             expect_node(&fake, &node, NRI_ON);
         }
@@ -714,12 +709,7 @@ mod tests {
     #[test]
     fn a_cluster_of_another_node_image_than_asked_is_rejected_not_reused() {
         let fake = FakeRunner::default();
-        fake.expect("kind get clusters", true, "c\n");
-        fake.expect(
-            "docker ps -a --filter label=io.x-k8s.kind.cluster=c",
-            true,
-            FOUR,
-        );
+        expect_existing(&fake, "c\n");
         for _ in cluster().nodes() {
             // The image is checked first: no containerd probe follows.
             fake.expect(
@@ -753,11 +743,7 @@ mod tests {
     #[test]
     fn a_cluster_of_another_worker_count_is_refused_saying_both_counts() {
         let fake = FakeRunner::default();
-        fake.expect("kind get clusters", true, "c\n").expect(
-            "docker ps -a --filter label=io.x-k8s.kind.cluster=c",
-            true,
-            FOUR,
-        );
+        expect_existing(&fake, "c\n");
         let big = cluster().with_workers(18);
         let err = ensure(&fake, &big, "/s/kind.yaml", false, None, None)
             .expect_err("4 workers, 18 asked")
@@ -804,12 +790,7 @@ mod tests {
     #[test]
     fn an_incompatible_cluster_is_rejected_with_the_fix_and_left_alone() {
         let fake = FakeRunner::default();
-        fake.expect("kind get clusters", true, "c\n");
-        fake.expect(
-            "docker ps -a --filter label=io.x-k8s.kind.cluster=c",
-            true,
-            FOUR,
-        );
+        expect_existing(&fake, "c\n");
         for node in cluster().nodes() {
             let config = if node == "c-worker3" {
                 "version = 3\n"

@@ -25,6 +25,7 @@ pub mod kind_config;
 pub mod kind_images;
 pub mod names;
 pub mod plan;
+pub mod profiles;
 pub mod registry;
 pub mod report;
 pub mod restart;

@@ -9,6 +9,9 @@ use serde::{Deserialize, Serialize};
 mod files;
 pub mod html;
 pub mod map;
+mod markup;
+
+use markup::escape as xml;
 
 /// How a scenario ended.
 ///
@@ -384,23 +387,6 @@ fn first_line(text: &str) -> &str {
 /// Seconds with millisecond precision.
 pub fn round(took: Duration) -> f64 {
     (took.as_secs_f64() * 1000.0).round() / 1000.0
-}
-
-fn xml(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&apos;"),
-            '\n' => out.push_str("&#10;"),
-            c if (c as u32) < 0x20 && c != '\t' => {}
-            c => out.push(c),
-        }
-    }
-    out
 }
 
 #[cfg(test)]

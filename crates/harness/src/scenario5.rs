@@ -57,7 +57,7 @@ pub use rows::Scenario5On;
 
 use allocation::allocation_row;
 use expect::{allocatable_gpus, expected_labels, label_mismatches};
-use rows::{finish, step, workers, Rows};
+use rows::{finish, step, wait_every_tray, workers, Rows};
 
 /// The report rows scenario 5 gives, in order: install and allocatable, GFD labels, GFD's
 /// relabelling after a rebind, allocation visibility, Xid health, the DRA driver's GPUs and Xid
@@ -156,9 +156,7 @@ fn mock_profile<R: Runner>(runner: &R, context: &str) -> Result<Profile> {
     let values = api::mock_release_values(runner, context)?;
     let choice = expect::profile_choice(&values, "gb200")?;
     expect::resolve_profile(&choice, |name| {
-        let path = crate::project_root()
-            .join(crate::names::CHART)
-            .join(format!("profiles/{name}.yaml"));
+        let path = crate::profiles::path(name);
         std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))
     })
 }
@@ -184,24 +182,15 @@ async fn wait_allocatable(
     want: impl Fn(&str) -> u32,
 ) -> Result<Vec<(String, u32)>> {
     let workers = workers(on);
-    crate::scenario4::api::wait_for(
-        what,
-        limit,
-        || async {
-            let seen = allocatable(client, &workers).await?;
-            let off: Vec<String> = seen
-                .iter()
-                .filter(|(node, count)| *count != want(node))
-                .map(|(node, count)| format!("{node}: {count}, want {}", want(node)))
-                .collect();
-            Ok(if off.is_empty() {
-                Ok(seen)
-            } else {
-                Err(off.join("; "))
-            })
-        },
-        || async { String::new() },
-    )
+    wait_every_tray(what, limit, || async {
+        let seen = allocatable(client, &workers).await?;
+        let off: Vec<String> = seen
+            .iter()
+            .filter(|(node, count)| *count != want(node))
+            .map(|(node, count)| format!("{node}: {count}, want {}", want(node)))
+            .collect();
+        Ok((seen, off))
+    })
     .await
 }
 
@@ -239,7 +228,7 @@ async fn labels_row(client: &Client, on: &Scenario5On<'_>, profile: &Profile) ->
         .iter()
         .map(|(node, clique)| Ok((node.clone(), expected_labels(profile, Some(clique))?)))
         .collect::<Result<Vec<_>>>()?;
-    let seen = crate::scenario4::api::wait_for(
+    let seen = wait_every_tray(
         "GFD's labels on every tray",
         Duration::from_secs(240),
         || async {
@@ -261,13 +250,8 @@ async fn labels_row(client: &Client, on: &Scenario5On<'_>, profile: &Profile) ->
                     off.push(format!("{node}: {}", wrong.join(", ")));
                 }
             }
-            Ok(if off.is_empty() {
-                Ok(seen)
-            } else {
-                Err(off.join("; "))
-            })
+            Ok((seen, off))
         },
-        || async { String::new() },
     )
     .await?;
     let details = seen

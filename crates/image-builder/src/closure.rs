@@ -254,21 +254,9 @@ mod tests {
             .output()
             .expect("ldd is not installed (Debian package libc-bin)");
         let text = String::from_utf8_lossy(&output.stdout);
-        // ldd prints `name => /path (addr)` and the interpreter as `/path (addr)`.
-        let mut expected: Vec<String> = text
-            .lines()
-            .filter_map(|line| {
-                let line = line.trim();
-                let path = match line.split_once(" => ") {
-                    Some((_, rest)) => rest.split(" (").next()?,
-                    None => line.split(" (").next()?,
-                };
-                path.starts_with('/').then(|| path.to_owned())
-            })
-            .collect();
-        expected.sort();
-        let mut actual: Vec<String> = files.iter().map(|file| file.path.clone()).collect();
-        actual.sort();
+        let expected = test_support::ldd_paths(&text);
+        let actual: BTreeSet<String> = files.iter().map(|file| file.path.clone()).collect();
+        assert_eq!(actual.len(), files.len(), "a library resolved twice");
         assert_eq!(actual, expected, "ldd said:\n{text}");
         for file in &files {
             assert_eq!(

@@ -112,21 +112,12 @@ pub fn cgroup_names_container(cgroup: &str, container_id: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeSet;
-    use std::path::PathBuf;
 
     use super::*;
     use crate::proto::Mount;
 
     fn policy() -> Policy {
-        Policy {
-            overlay_host: PathBuf::from("/var/lib/nvml-mock"),
-            overlay_mount: PathBuf::from("/opt/nvml-mock"),
-            node_name: "worker".to_owned(),
-            opt_out_annotation: "nvml-mock.nvidia.com/inject".to_owned(),
-            device_annotation: "nvml-mock.nvidia.com/devices".to_owned(),
-            imex_channel_annotation: "nvml-mock.nvidia.com/imex-channels".to_owned(),
-            excluded_namespaces: Policy::parse_excluded_namespaces("nvml-mock"),
-        }
+        Policy::for_tests("worker", "nvml-mock")
     }
 
     fn pod(id: &str, namespace: &str, annotations: &[(&str, &str)]) -> PodSandbox {

@@ -371,6 +371,23 @@ fn linux_device(node: &DeviceNode) -> LinuxDevice {
     }
 }
 
+#[cfg(test)]
+impl Policy {
+    /// The chart's policy (its overlay paths and annotations) on `node`,
+    /// `excluded` the excluded namespaces' flag value; the tests' one policy.
+    pub(crate) fn for_tests(node: &str, excluded: &str) -> Policy {
+        Policy {
+            overlay_host: PathBuf::from("/var/lib/nvml-mock"),
+            overlay_mount: PathBuf::from("/opt/nvml-mock"),
+            node_name: node.to_owned(),
+            opt_out_annotation: "nvml-mock.nvidia.com/inject".to_owned(),
+            device_annotation: "nvml-mock.nvidia.com/devices".to_owned(),
+            imex_channel_annotation: "nvml-mock.nvidia.com/imex-channels".to_owned(),
+            excluded_namespaces: Policy::parse_excluded_namespaces(excluded),
+        }
+    }
+}
+
 fn path_string(path: PathBuf) -> String {
     path.to_string_lossy().into_owned()
 }
@@ -381,15 +398,7 @@ mod tests {
     use crate::proto::{CdiDevice, LinuxContainer};
 
     fn policy() -> Policy {
-        Policy {
-            overlay_host: PathBuf::from("/var/lib/nvml-mock"),
-            overlay_mount: PathBuf::from("/opt/nvml-mock"),
-            node_name: "worker2".to_owned(),
-            opt_out_annotation: "nvml-mock.nvidia.com/inject".to_owned(),
-            device_annotation: "nvml-mock.nvidia.com/devices".to_owned(),
-            imex_channel_annotation: "nvml-mock.nvidia.com/imex-channels".to_owned(),
-            excluded_namespaces: Policy::parse_excluded_namespaces("mokka"),
-        }
+        Policy::for_tests("worker2", "mokka")
     }
 
     fn pod(namespace: &str, annotations: &[(&str, &str)]) -> PodSandbox {

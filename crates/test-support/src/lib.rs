@@ -77,6 +77,22 @@ pub fn assert_contains(text: &str, part: &str) {
     assert!(text.contains(part), "{part:?} is not in:\n{text}");
 }
 
+/// The libraries in `ldd`'s output `text` (the host loader's view of what a
+/// program loads): `name => /path (addr)` lines and the interpreter's
+/// `/path (addr)`, as absolute paths; no vDSO, nothing for a static program.
+pub fn ldd_paths(text: &str) -> std::collections::BTreeSet<String> {
+    text.lines()
+        .filter_map(|line| {
+            let line = line.trim();
+            let path = match line.split_once(" => ") {
+                Some((_, rest)) => rest.split(" (").next()?,
+                None => line.split(" (").next()?,
+            };
+            path.starts_with('/').then(|| path.to_owned())
+        })
+        .collect()
+}
+
 /// How many runs a bench takes: `BENCH_RUNS` when it is a number, else
 /// `default`; at least one.
 pub fn bench_runs(default: usize) -> usize {
@@ -98,6 +114,20 @@ mod tests {
     /// non-zero for a flag it does not know.
     fn this_binary() -> Command {
         Command::new(std::env::current_exe().expect("the test binary's path"))
+    }
+
+    #[test]
+    fn ldd_paths_are_the_absolute_libraries_and_the_interpreter() {
+        let text = "\tlinux-vdso.so.1 (0x00007ffd)\n\tlibc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x00007f)\n\t/lib64/ld-linux-x86-64.so.2 (0x00007f)\n";
+        let paths: Vec<String> = ldd_paths(text).into_iter().collect();
+        assert_eq!(
+            paths,
+            [
+                "/lib/x86_64-linux-gnu/libc.so.6",
+                "/lib64/ld-linux-x86-64.so.2"
+            ]
+        );
+        assert!(ldd_paths("\tstatically linked\n").is_empty());
     }
 
     #[test]

@@ -204,31 +204,10 @@ fn count_value(arg: &str, flag: &str) -> Result<u32, String> {
         .map_err(|_| format!("{flag} {arg:?}: pass a whole number"))
 }
 
-/// The directory of the profiles the chart ships (`<chart>/profiles`).
-pub fn profiles_dir() -> PathBuf {
-    crate::project_root()
-        .join(crate::names::CHART)
-        .join("profiles")
-}
-
 /// A `--profile` value: a profile the chart ships, checked at parse time so an
 /// unknown name fails before anything is created.
 fn profile_value(arg: &str) -> Result<String, String> {
-    check_profile(arg, &shipped_profiles(&profiles_dir()))
-}
-
-/// The names of the `<name>.yaml` files in `dir`, sorted (none if unreadable).
-pub fn shipped_profiles(dir: &std::path::Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .into_iter()
-        .flatten()
-        .filter_map(|entry| {
-            let name = entry.ok()?.file_name().into_string().ok()?;
-            Some(name.strip_suffix(".yaml")?.to_owned())
-        })
-        .collect();
-    names.sort();
-    names
+    check_profile(arg, &harness::profiles::names().unwrap_or_default())
 }
 
 /// `name` if it is one of `shipped`, else an error listing them.

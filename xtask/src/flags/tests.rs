@@ -1,7 +1,7 @@
 //! The command line as clap parses it: defaults, the checks made at parse
 //! time and what a refused value says.
 
-use super::cluster::{check_profile, imex_path, profiles_dir, shipped_profiles};
+use super::cluster::{check_profile, imex_path};
 use super::*;
 
 fn parse(args: &[&str]) -> Xtask {
@@ -43,7 +43,7 @@ fn profile_defaults_to_gb200_and_takes_any_shipped_one() {
         };
         assert_eq!(parsed.profile, "gb200", "{command}");
     }
-    let shipped = shipped_profiles(&profiles_dir());
+    let shipped = harness::profiles::names().expect("the shipped profiles");
     assert_eq!(
         shipped,
         ["a100", "b200", "gb200", "gb300", "h100", "l40s", "t4"],

@@ -8,6 +8,7 @@
 use std::fmt::Write as _;
 
 use super::map::{CliqueGroup, Rack, RackMap, Row, Scope, TrayCard};
+use super::markup::escape;
 use super::{Outcome, PayloadIdentity, Report, StepStatus, Verdict};
 
 /// Clique colours: clique `id` takes `id % CLIQUE_COLOURS` (its CSS class `c<n>`).
@@ -335,22 +336,6 @@ fn notes(report: &Report) -> String {
     out
 }
 
-/// `text` safe in HTML text and in a quoted attribute.
-pub fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -415,10 +400,5 @@ mod tests {
         assert_contains(&page, "This report records no racks");
         assert_contains(&page, "data-scenario=\"scenario2\"");
         assert!(!page.contains("class=\"rack\""));
-    }
-
-    #[test]
-    fn escape_covers_text_and_attributes() {
-        assert_eq!(escape("a<b>&\"c'"), "a&lt;b&gt;&amp;&quot;c&#39;");
     }
 }

@@ -25,7 +25,7 @@ use tokio::time::Instant;
 use xshell::Shell;
 
 use super::dra::{self, SliceDevice, DRIVER};
-use super::rows::{workers, Scenario5On};
+use super::rows::{wait_every_tray, workers, Scenario5On};
 use crate::inject::XidAction;
 use crate::report::{round, Outcome, ScenarioResult, WorkerDetail};
 use crate::runner::{Cmd, Runner};
@@ -92,14 +92,7 @@ pub async fn install<R: Runner>(
     };
     let installed = async {
         crate::apiserver::helm(runner, &Cmd::new("helm", &args), &context)?;
-        crate::k8s::wait_daemonset(
-            client,
-            DRA_NS,
-            PLUGIN_DS,
-            PLUGIN_SELECTOR,
-            Duration::from_secs(240),
-        )
-        .await
+        wait_plugin(client, Duration::from_secs(240)).await
     };
     crate::gpu_source::install_guarded(runner, client, on.source, release, installed).await?;
     Ok(Installed { image, existed })
@@ -131,7 +124,7 @@ async fn wait_slices(
     workers: &[String],
     want: &BTreeMap<String, SliceDevice>,
 ) -> Result<BTreeMap<String, BTreeMap<String, SliceDevice>>> {
-    wait_for(
+    wait_every_tray(
         "every tray's gpu.nvidia.com ResourceSlice equal to the profile",
         Duration::from_secs(180),
         || async {
@@ -142,15 +135,15 @@ async fn wait_slices(
                 .filter(|(_, off)| !off.is_empty())
                 .map(|(node, off)| format!("{node}: {}", off.join(", ")))
                 .collect();
-            Ok(if off.is_empty() {
-                Ok(seen)
-            } else {
-                Err(off.join("; "))
-            })
+            Ok((seen, off))
         },
-        || async { String::new() },
     )
     .await
+}
+
+/// Waits (bounded) until the DRA driver's GPU kubelet plugin has rolled out.
+async fn wait_plugin(client: &Client, limit: Duration) -> Result<()> {
+    crate::k8s::wait_daemonset(client, DRA_NS, PLUGIN_DS, PLUGIN_SELECTOR, limit).await
 }
 
 /// Applies an object server-side.
@@ -438,14 +431,7 @@ async fn restore(client: &Client, workers: &[String], node: &str) -> Result<()> 
         crate::k8s::delete_pod(client, DRA_NS, &pod.name_any()).await?;
     }
     tokio::time::sleep(Duration::from_secs(2)).await;
-    crate::k8s::wait_daemonset(
-        client,
-        DRA_NS,
-        PLUGIN_DS,
-        PLUGIN_SELECTOR,
-        Duration::from_secs(180),
-    )
-    .await?;
+    wait_plugin(client, Duration::from_secs(180)).await?;
     wait_for(
         "no tainted gpu.nvidia.com device",
         Duration::from_secs(120),

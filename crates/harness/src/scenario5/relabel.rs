@@ -26,9 +26,9 @@ use tokio::time::Instant;
 
 use super::api::{self, DP_NS};
 use super::expect;
-use super::rows::{Rows, Scenario5On};
+use super::rows::{wait_every_tray, Rows, Scenario5On};
 use crate::report::{round, Outcome, ScenarioResult, WorkerDetail};
-use crate::runner::{Cmd, Runner};
+use crate::runner::Runner;
 use crate::scenarios::{recycled, upgrade_topology, write_values};
 
 /// The row's name.
@@ -79,14 +79,8 @@ async fn relabel<R: Runner>(runner: &R, client: &Client, on: &Scenario5On<'_>) -
     let (rebind_file, demo_file) = write_values(rebind).map_err(anyhow::Error::msg)?;
     let upgrade = |file: &Path| upgrade_topology(runner, rebind, file).map_err(anyhow::Error::msg);
     eprintln!("    helm upgrade --reuse-values with scenario 3's rebind topology");
-    on.tracker.restore_topology(Some(Cmd::with_args(
-        "helm",
-        crate::plan::helm_topology_args(
-            &rebind.chart,
-            &rebind.context,
-            &demo_file.to_string_lossy(),
-        ),
-    )));
+    on.tracker
+        .restore_topology(Some(rebind.helm_upgrade(&demo_file)));
     let since = Instant::now();
     let rebound = match upgrade(&rebind_file) {
         Ok(()) => wait_cliques(client, &moved, since, "the rebind cliques").await,
@@ -166,7 +160,7 @@ async fn wait_cliques(
 ) -> Result<BTreeMap<String, Duration>> {
     let done: RefCell<BTreeMap<String, Duration>> = RefCell::new(BTreeMap::new());
     let limit = crate::scenarios::scaled(RELABEL_LIMIT, want.len());
-    crate::scenario4::api::wait_for(
+    wait_every_tray(
         &format!("GFD's {CLIQUE_LABEL} on every tray: {what}"),
         limit,
         || async {
@@ -188,13 +182,8 @@ async fn wait_cliques(
                     got => off.push(format!("{node}: {got:?}, want {clique}")),
                 }
             }
-            Ok(if off.is_empty() {
-                Ok(())
-            } else {
-                Err(off.join("; "))
-            })
+            Ok(((), off))
         },
-        || async { String::new() },
     )
     .await?;
     Ok(done.into_inner())

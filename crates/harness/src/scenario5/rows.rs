@@ -1,6 +1,11 @@
 //! What every row of scenario 5 shares: the cluster it runs on
 //! ([`Scenario5On`], its workers) and how a step becomes a report row
-//! ([`Rows`], [`finish`], [`step`]); below the flow and each row's module.
+//! ([`Rows`], [`finish`], [`step`]), and the wait until every tray shows
+//! what a row expects ([`wait_every_tray`]); below the flow and each row's
+//! module.
+
+use std::future::Future;
+use std::time::Duration;
 
 use anyhow::Result;
 use tokio::time::Instant;
@@ -63,4 +68,31 @@ pub async fn step(
         eprintln!("ERROR: {name}: {reason}");
     }
     row
+}
+
+/// Waits, up to `limit` and with progress named `what`, until a probe finds
+/// no tray off: the probe returns what it saw and one line per tray that is
+/// not there yet (joined with `; ` as the progress).
+pub async fn wait_every_tray<T, P, F>(what: &str, limit: Duration, mut probe: P) -> Result<T>
+where
+    P: FnMut() -> F,
+    F: Future<Output = Result<(T, Vec<String>)>>,
+{
+    crate::scenario4::api::wait_for(
+        what,
+        limit,
+        || {
+            let probed = probe();
+            async move {
+                let (seen, off) = probed.await?;
+                Ok(if off.is_empty() {
+                    Ok(seen)
+                } else {
+                    Err(off.join("; "))
+                })
+            }
+        },
+        || async { String::new() },
+    )
+    .await
 }

@@ -141,6 +141,15 @@ pub struct Rebind {
 }
 
 impl Rebind {
+    /// The helm upgrade that stages the topology values in `file` on the
+    /// chart's release (the rebind, or the demo's restored, also on Ctrl-C).
+    pub fn helm_upgrade(&self, file: &Path) -> Cmd {
+        Cmd::with_args(
+            "helm",
+            crate::plan::helm_topology_args(&self.chart, &self.context, &file.to_string_lossy()),
+        )
+    }
+
     /// What `node` reports under the demo topology (an identity no worker
     /// reports when the node is not one of the demo's).
     fn demo_for(&self, node: &str) -> Expected {
@@ -266,10 +275,7 @@ pub fn recycled(before: &BTreeMap<String, String>, after: &BTreeMap<String, Stri
 
 /// `helm upgrade --reuse-values` with the topology values `file`.
 pub fn upgrade_topology<R: Runner>(runner: &R, rebind: &Rebind, file: &Path) -> Result<(), String> {
-    let args =
-        crate::plan::helm_topology_args(&rebind.chart, &rebind.context, &file.to_string_lossy());
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    crate::apiserver::helm(runner, &Cmd::new("helm", &args), &rebind.context)
+    crate::apiserver::helm(runner, &rebind.helm_upgrade(file), &rebind.context)
         .map(|_| ())
         .map_err(|err| format!("{err:#}"))
 }
@@ -293,14 +299,7 @@ async fn scenario3_inner<W: Workload, R: Runner>(
         "    helm upgrade --reuse-values with the rebind topology ({})",
         rebind.rebind_summary()
     );
-    tracker.restore_topology(Some(Cmd::with_args(
-        "helm",
-        crate::plan::helm_topology_args(
-            &rebind.chart,
-            &rebind.context,
-            &demo_file.to_string_lossy(),
-        ),
-    )));
+    tracker.restore_topology(Some(rebind.helm_upgrade(&demo_file)));
     let since = Instant::now();
     upgrade(&rebind_file)?;
     let helm_took = since.elapsed();
