@@ -6,7 +6,7 @@ mod cluster;
 mod local;
 
 pub use cluster::{
-    ClusterArgs, DemoArgs, DownArgs, InjectArgs, KindArgs, Scenario5Args, ScenarioArgs,
+    ClusterArgs, DemoArgs, DownArgs, InjectArgs, KindArgs, NvidiaScenarioArgs, ScenarioArgs,
 };
 pub use local::{
     BenchVsUpstreamArgs, CiArgs, ConformanceArgs, DoctorArgs, GpuStackImagesArgs, ImagesArgs,
@@ -70,14 +70,16 @@ pub enum Command {
     /// `helm upgrade --reuse-values` moves every worker to clique 99, uuid …00ff;
     /// the stager restages live, so no pod is recycled.
     Scenario3(ScenarioArgs),
-    /// Scenario 4: NVIDIA's own ComputeDomain flow (its DRA driver, built from
-    /// the snapshot, installed with its chart on the staged driver root).
+    /// Scenario 4: NVIDIA's own ComputeDomain flow (its DRA driver v0.4.1,
+    /// released, or built from source with --offline or --registry,
+    /// installed with its chart on the staged driver root).
     ///
-    /// A ComputeDomain for the two clique-0 workers: the daemon pods carry the
-    /// mock's clique, the ComputeDomainClique is named after it, the IMEX config
-    /// is written on both nodes. Without nvidia-imex the domain stays NotReady:
+    /// A ComputeDomain over the first clique of each rack: the daemon pods
+    /// carry the mock's clique, one ComputeDomainClique per clique, the IMEX
+    /// config written on every tray; then scenario 3's rebind. Without
+    /// nvidia-imex in the driver root (--imex) the domain stays NotReady:
     /// that part is SKIPPED with the reason, never passed.
-    Scenario4(ScenarioArgs),
+    Scenario4(NvidiaScenarioArgs),
     /// Scenario 5: NVIDIA's device plugin and GPU feature discovery (issue 23),
     /// installed with the device plugin's own chart on the staged driver root.
     ///
@@ -86,7 +88,7 @@ pub enum Command {
     /// Xid 79 taking a GPU out of allocatable within 30 s (Xid 43 ignored),
     /// then the release removed. Images from the cache or built with Go;
     /// with neither, SKIPPED with what to do.
-    Scenario5(Scenario5Args),
+    Scenario5(NvidiaScenarioArgs),
     /// Delete the cluster (and with --images, the images).
     Down(DownArgs),
     /// Check prerequisites and their versions, with what to do about each,
@@ -167,11 +169,10 @@ impl Command {
     pub fn kube_context(&self) -> String {
         let cluster = match self {
             Command::Demo(args) | Command::Up(args) => &args.cluster,
-            Command::Scenario1(args)
-            | Command::Scenario2(args)
-            | Command::Scenario3(args)
-            | Command::Scenario4(args) => &args.cluster,
-            Command::Scenario5(args) => &args.scenario.cluster,
+            Command::Scenario1(args) | Command::Scenario2(args) | Command::Scenario3(args) => {
+                &args.cluster
+            }
+            Command::Scenario4(args) | Command::Scenario5(args) => &args.scenario.cluster,
             _ => return String::new(),
         };
         cluster

@@ -369,7 +369,7 @@ fn rebind_of(target: &Target) -> anyhow::Result<Rebind> {
     })
 }
 
-/// Scenario 4 (NVIDIA's DRA driver): its result and the SKIPPED IMEX part.
+/// Scenario 4 (NVIDIA's DRA driver): its result, the IMEX part and the rebind part.
 async fn run_scenario4<R: Runner>(
     sh: &Shell,
     target: &Target,
@@ -377,21 +377,20 @@ async fn run_scenario4<R: Runner>(
     tracker: &Tracker,
     report: &mut Report,
 ) -> anyhow::Result<()> {
-    let (Some(cluster), Some(layout)) = (&target.kind, target.layout) else {
-        anyhow::bail!(
-            "scenario 4 reads the IMEX configs and rebinds through the kind nodes: run it on the kind cluster (without --kube-context)"
-        );
-    };
     let started = Instant::now();
     let source = source::of(sh, target)?;
     let on = crate::scenario4::Scenario4On {
-        cluster,
-        layout,
+        cluster: reach_of(target),
+        rebind: rebind_of(target)?,
         tracker,
         source: &source,
     };
     let results = match runner {
         Some(runner) => crate::scenario4::run(sh, runner, &on, &target.client).await,
+        None if target.kind.is_none() => {
+            let runner = foreign::helm_runner(sh)?;
+            crate::scenario4::run(sh, &runner, &on, &target.client).await
+        }
         None => {
             let runner = self::runner(sh)?;
             crate::scenario4::run(sh, &runner, &on, &target.client).await
@@ -407,10 +406,20 @@ async fn run_scenario4<R: Runner>(
         }]
     });
     if results.first().map(|it| it.outcome.verdict()) != Some(Verdict::Skipped) {
-        report.compute_domain = crate::scenario4::domain_members(layout, &cluster.workers());
+        report.compute_domain = crate::scenario4::domain_members(&target.demo_expected());
     }
     report_rows(results, report);
     Ok(())
+}
+
+/// How the scenarios reach `target`'s nodes: kind's, or the API alone.
+fn reach_of(target: &Target) -> crate::reach::Reach<'_> {
+    match &target.kind {
+        Some(cluster) => crate::reach::Reach::Kind(cluster),
+        None => crate::reach::Reach::Api {
+            context: &target.context,
+        },
+    }
 }
 
 /// Scenario 5 (NVIDIA's device plugin and GFD): its rows.
@@ -421,16 +430,10 @@ async fn run_scenario5<R: Runner>(
     tracker: &Tracker,
     report: &mut Report,
 ) -> anyhow::Result<()> {
-    let cluster = match &target.kind {
-        Some(cluster) => crate::scenario5::reach::Reach::Kind(cluster),
-        None => crate::scenario5::reach::Reach::Api {
-            context: &target.context,
-        },
-    };
     let started = Instant::now();
     let source = source::of(sh, target)?;
     let on = crate::scenario5::Scenario5On {
-        cluster,
+        cluster: reach_of(target),
         source: &source,
         cliques: target
             .demo_expected()

@@ -36,8 +36,8 @@ mod version;
 pub use xtask_support::{dirs, project_root};
 
 use harness::{
-    cluster, fabric, gpu_source, inject, k8s, kind_config, names, plan, registry, report, runner,
-    scenario4, scenario5, scenarios, workers,
+    cluster, fabric, gpu_source, inject, k8s, kind_config, names, plan, reach, registry, report,
+    runner, scenario4, scenario5, scenarios, workers,
 };
 
 use std::process::ExitCode;
@@ -97,7 +97,14 @@ fn run(flags: flags::Xtask) -> anyhow::Result<()> {
             runtime.block_on(flow::scenario(&sh, Scenario::Three, &args, None, &tracker))
         }
         Command::Scenario4(args) => {
-            runtime.block_on(flow::scenario(&sh, Scenario::Four, &args, None, &tracker))
+            let registry = args.push.parsed()?;
+            runtime.block_on(flow::scenario(
+                &sh,
+                Scenario::Four,
+                &args.scenario,
+                registry,
+                &tracker,
+            ))
         }
         Command::Scenario5(args) => {
             let registry = args.push.parsed()?;

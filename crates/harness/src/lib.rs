@@ -26,6 +26,7 @@ pub mod kind_images;
 pub mod names;
 pub mod plan;
 pub mod profiles;
+pub mod reach;
 pub mod registry;
 pub mod report;
 pub mod restart;

@@ -35,17 +35,16 @@ use tokio::time::Instant;
 use xshell::Shell;
 
 use crate::imex::Daemon;
-use crate::names::KindCluster;
 use crate::report::{round, Outcome, ScenarioResult, WorkerDetail};
-use crate::runner::{Cmd, Runner};
+use crate::runner::Runner;
 use crate::scenarios::scaled;
-use topology::Layout;
 
 pub(crate) mod api;
 mod checks;
 pub mod image;
 mod imex;
 pub mod live;
+mod node_view;
 pub(crate) mod objects;
 
 use api::{apply, cd_resource, clean_up, ensure_namespace, install, pod_resource};
@@ -81,19 +80,21 @@ pub const DRIVER_ROOT: &str = "/var/lib/nvml-mock/driver";
 /// The staged substitute `/proc/devices` (the IMEX majors).
 pub const PROC_DEVICES: &str = "/var/lib/nvml-mock/imex/proc-devices";
 
-/// What scenario 4 runs on: the kind cluster, its layout, the run's tracker.
+/// What scenario 4 runs on: the cluster, the topologies, the run's tracker.
 pub struct Scenario4On<'a> {
-    /// The kind cluster.
-    pub cluster: &'a KindCluster,
-    /// Its racks, trays and cliques (the demo topology follows from it).
-    pub layout: Layout,
+    /// The cluster: kind or the API alone.
+    pub cluster: crate::reach::Reach<'a>,
+    /// The demo topology's and scenario 3's rebind topology's identities of
+    /// every worker (the domain: the first clique of each NVLink domain) and
+    /// the helm upgrade between them.
+    pub rebind: crate::scenarios::Rebind,
     /// What an interrupt restores.
     pub tracker: &'a crate::tracker::Tracker,
     /// Where the DRA driver's chart and image come from.
     pub source: &'a crate::gpu_source::Source,
 }
 
-/// Runs scenario 4 on the kind cluster; returns its result, the SKIPPED
+/// Runs scenario 4 on the cluster; returns its result, the SKIPPED
 /// IMEX part and the rebind part.
 pub async fn run<R: Runner>(
     sh: &Shell,
@@ -114,11 +115,11 @@ pub async fn run<R: Runner>(
             round(started.elapsed()),
         )]);
     }
-    let plan = DomainPlan::clique0_of_each_rack(on.layout, &on.cluster.workers())?;
+    let plan = DomainPlan::first_clique_of_each_domain(&on.rebind.demo_expected)?;
     let scratch = crate::dirs::scratch_dir("scenario4")?;
     let image = deploy(sh, runner, on, client, &scratch, &mut laps).await?;
 
-    let daemon = driver_root_imex(runner, client, &plan, on.cluster.worker_count()).await?;
+    let daemon = driver_root_imex(client, &plan, on.workers()).await?;
 
     ensure_namespace(client).await?;
     clean_up(client).await?;
@@ -127,7 +128,6 @@ pub async fn run<R: Runner>(
     let mut details =
         crate::gpu_source::resolved_details(client, DRA_NS, on.source, &[&image.image]).await?;
     let (checks, status) = domain_flow(
-        runner,
         client,
         &plan,
         &image.image.to_string(),
@@ -136,7 +136,7 @@ pub async fn run<R: Runner>(
     )
     .await;
     laps.lap("domain");
-    let imex = imex_part(runner, client, &plan, daemon, (&checks, &status)).await;
+    let imex = imex_part(client, &plan, daemon, (&checks, &status)).await;
     let cleaned = clean_up(client).await;
     laps.lap("clean up");
 
@@ -156,18 +156,26 @@ pub async fn run<R: Runner>(
         (on, daemon),
         &plan,
         &image.image.to_string(),
-        &scratch,
     )
     .await;
     Ok(vec![main, imex, rebind])
 }
 
-/// The trays of scenario 4's ComputeDomain on `layout`'s `workers`: clique 0
-/// of every rack (none when that is fewer than two trays: the scenario refuses it).
-pub fn domain_members(layout: Layout, workers: &[String]) -> Vec<String> {
-    DomainPlan::clique0_of_each_rack(layout, workers)
+/// The trays of scenario 4's ComputeDomain among the workers' `expected`
+/// identities under the demo topology: the first clique of each NVLink
+/// domain, clique 0 of every rack on the demo layout (none when that is fewer
+/// than two trays: the scenario refuses it).
+pub fn domain_members(expected: &[(String, crate::fabric::Expected)]) -> Vec<String> {
+    DomainPlan::first_clique_of_each_domain(expected)
         .map(|plan| plan.nodes())
         .unwrap_or_default()
+}
+
+impl Scenario4On<'_> {
+    /// How many workers the topology names (the plugin's rollout is bounded by it).
+    fn workers(&self) -> usize {
+        self.rebind.demo_expected.len()
+    }
 }
 
 /// The timings of scenario 4's phases, each from the end of the one before.
@@ -195,7 +203,7 @@ async fn deploy<R: Runner>(
     scratch: &Path,
     laps: &mut Laps,
 ) -> Result<image::DraImage> {
-    let image = crate::gpu_source::dra(sh, runner, on.source, Some(on.cluster)).await?;
+    let image = crate::gpu_source::dra(sh, runner, on.source, on.cluster.kind()).await?;
     laps.lap("images");
     let context = on.cluster.context();
     let release = crate::gpu_source::fetch::Release {
@@ -213,14 +221,13 @@ async fn deploy<R: Runner>(
 /// compute-domain kubelet plugin's CDI spec must carry it (the plugin writes
 /// the spec when it starts: one started before the stager staged the
 /// binaries is restarted).
-async fn driver_root_imex<R: Runner>(
-    runner: &R,
+async fn driver_root_imex(
     client: &Client,
     plan: &DomainPlan,
     workers: usize,
 ) -> Result<Option<Daemon>> {
     let nodes = plan.nodes();
-    let daemon = imex::detect(runner, &nodes)?;
+    let daemon = imex::detect(client, &nodes).await?;
     match daemon {
         None => return Ok(None),
         Some(Daemon::TestDouble) => {
@@ -228,14 +235,14 @@ async fn driver_root_imex<R: Runner>(
         }
         Some(Daemon::Nvidia) => eprintln!("    the driver roots carry NVIDIA's nvidia-imex"),
     }
-    let stale = imex::stale_cdi(runner, &nodes)?;
+    let stale = imex::stale_cdi(client, &nodes).await?;
     if !stale.is_empty() {
         eprintln!(
             "    the compute-domain CDI spec on {} predates nvidia-imex: restarting the kubelet plugin",
             stale.join(", ")
         );
         restart_plugin(client, workers).await?;
-        let left = imex::stale_cdi(runner, &nodes)?;
+        let left = imex::stale_cdi(client, &nodes).await?;
         if !left.is_empty() {
             anyhow::bail!(
                 "the compute-domain kubelet plugin's CDI spec on {} still lacks nvidia-imex after a \
@@ -250,8 +257,7 @@ async fn driver_root_imex<R: Runner>(
 /// The IMEX part: SKIPPED without `nvidia-imex` in the driver root (the
 /// domain never gets past `status`); else the live domain's checks, marked
 /// as the double's when the double ran them.
-async fn imex_part<R: Runner>(
-    runner: &R,
+async fn imex_part(
     client: &Client,
     plan: &DomainPlan,
     daemon: Option<Daemon>,
@@ -266,7 +272,7 @@ async fn imex_part<R: Runner>(
         let up = up
             .as_ref()
             .map_err(|err| anyhow::anyhow!("scenario 4's own checks failed first: {err:#}"))?;
-        let live = up.live(runner, client, plan);
+        let live = up.live(client, plan);
         let mut timings = live.check(&mut details).await?;
         let deleted = live.delete(&mut details).await?;
         timings.push(("ComputeDomain deleted, nothing left".to_owned(), deleted));
@@ -312,14 +318,8 @@ struct DomainUp {
 
 impl DomainUp {
     /// The live checks of this domain over `plan`'s trays.
-    fn live<'a, R: Runner>(
-        &'a self,
-        runner: &'a R,
-        client: &'a Client,
-        plan: &'a DomainPlan,
-    ) -> imex::Live<'a, R> {
+    fn live<'a>(&'a self, client: &'a Client, plan: &'a DomainPlan) -> imex::Live<'a> {
         imex::Live {
-            runner,
             client,
             plan,
             cd_uid: &self.cd_uid,
@@ -340,8 +340,7 @@ enum ImexConfig {
 
 /// Creates the ComputeDomain and a workload pod per node, asserts what
 /// NVIDIA's software shows, and returns the checks and the domain's last status.
-async fn domain_flow<R: Runner>(
-    runner: &R,
+async fn domain_flow(
     client: &Client,
     plan: &DomainPlan,
     image_ref: &str,
@@ -370,7 +369,7 @@ async fn domain_flow<R: Runner>(
         checks::daemon_pods(client, plan, &cd_uid, details).await?;
         checks::clique_objects(client, plan, &cd_uid, details).await?;
         if imex_config == ImexConfig::Check {
-            checks::imex_configs(runner, plan, &cd_uid, details).await?;
+            checks::imex_configs(client, plan, &cd_uid, details).await?;
         }
         Ok(DomainUp { cd_uid, created })
     }
@@ -410,43 +409,29 @@ async fn rebind_part<R: Runner>(
     (on, daemon): (&Scenario4On<'_>, Option<Daemon>),
     plan: &DomainPlan,
     image_ref: &str,
-    dir: &Path,
 ) -> ScenarioResult {
     let started = Instant::now();
-    let (cluster, tracker) = (on.cluster, on.tracker);
-    let workers = cluster.workers();
+    let (rebind, tracker) = (&on.rebind, on.tracker);
+    let workers = on.workers();
     let nodes = plan.nodes();
-    let rebind_file = dir.join("rebind-topology.yaml");
-    let demo_file = dir.join("demo-topology.yaml");
-    let helm = |file: &Path| {
-        let args = helm_topology(&cluster.context(), file);
-        crate::apiserver::helm(runner, &Cmd::with_args("helm", args), &cluster.context())
-    };
+    let helm = |file: &Path| crate::scenarios::upgrade_topology(runner, rebind, file);
     let mut details = Vec::new();
     let mut timings = Vec::new();
+    let mut demo_file = None;
     let checks = async {
-        let rebound = DomainPlan::under(&nodes, &on.layout.rebind(&workers))?;
-        std::fs::write(&rebind_file, on.layout.rebind(&workers).helm_values())?;
-        std::fs::write(&demo_file, on.layout.demo(&workers).helm_values())?;
-        tracker.restore_topology(Some(Cmd::with_args(
-            "helm",
-            helm_topology(&cluster.context(), &demo_file),
-        )));
-        helm(&rebind_file)?;
+        let rebound = DomainPlan::under_expected(&nodes, &rebind.rebind_expected)?;
+        let (rebind_file, demo) =
+            crate::scenarios::write_values(rebind).map_err(anyhow::Error::msg)?;
+        tracker.restore_topology(Some(rebind.helm_upgrade(&demo)));
+        demo_file = Some(demo);
+        helm(&rebind_file).map_err(anyhow::Error::msg)?;
         checks::wait_clique_labels(client, &rebound).await?;
-        restart_plugin(client, workers.len()).await?;
-        let (up, _) = domain_flow(
-            runner,
-            client,
-            &rebound,
-            image_ref,
-            ImexConfig::Skip,
-            &mut details,
-        )
-        .await;
+        restart_plugin(client, workers).await?;
+        let (up, _) =
+            domain_flow(client, &rebound, image_ref, ImexConfig::Skip, &mut details).await;
         let up = up?;
         if daemon.is_some() {
-            let ready = live_ready(runner, client, &rebound, &up, &mut details).await?;
+            let ready = up.live(client, &rebound).ready(&mut details).await?;
             timings.push(("daemons Ready on the rebind clique".to_owned(), ready));
         }
         Ok::<(), anyhow::Error>(())
@@ -455,9 +440,12 @@ async fn rebind_part<R: Runner>(
     let cleaned = clean_up(client).await;
     // Restore the demo topology and the plugin's view of it, whatever happened.
     let restored = async {
-        helm(&demo_file)?;
-        checks::wait_clique_labels(client, plan).await?;
-        restart_plugin(client, workers.len()).await
+        if let Some(file) = &demo_file {
+            helm(file).map_err(anyhow::Error::msg)?;
+            checks::wait_clique_labels(client, plan).await?;
+            restart_plugin(client, workers).await?;
+        }
+        Ok::<(), anyhow::Error>(())
     }
     .await;
     tracker.restore_topology(None);
@@ -478,23 +466,6 @@ async fn rebind_part<R: Runner>(
     }
 }
 
-/// With live daemons, the domain `up` Ready with every tray of `plan`: the
-/// seconds since it was created.
-async fn live_ready<R: Runner>(
-    runner: &R,
-    client: &Client,
-    plan: &DomainPlan,
-    up: &DomainUp,
-    details: &mut Vec<WorkerDetail>,
-) -> Result<f64> {
-    up.live(runner, client, plan).ready(details).await
-}
-
-/// `helm upgrade --reuse-values` of the mock's chart with a topology file.
-fn helm_topology(context: &str, file: &Path) -> Vec<String> {
-    crate::plan::helm_topology_args(crate::names::CHART, context, &file.to_string_lossy())
-}
-
 /// Waits up to `limit` for the driver's kubelet-plugin DaemonSet to roll out.
 async fn wait_plugin(client: &Client, limit: Duration) -> Result<()> {
     crate::k8s::wait_daemonset(client, DRA_NS, PLUGIN_DS, PLUGIN_SELECTOR, limit).await
@@ -507,14 +478,39 @@ mod tests {
         split_clique_objects,
     };
     use super::*;
+    use crate::fabric::Expected;
+    use crate::names::KindCluster;
     use crate::plan::ImageRef;
     use serde_json::{json, Value};
     use std::collections::BTreeSet;
+    use topology::Layout;
+
+    /// Each of `workers` with its identity under `topology`, as the flow gets them.
+    fn expected(topology: &topology::Topology, workers: &[String]) -> Vec<(String, Expected)> {
+        workers
+            .iter()
+            .filter_map(|node| {
+                topology.resolve(node).map(|it| {
+                    let uuid = it.cluster_uuid.to_string();
+                    (
+                        node.clone(),
+                        Expected {
+                            clique: it.clique_id,
+                            uuid,
+                        },
+                    )
+                })
+            })
+            .collect()
+    }
 
     fn planned(trays: u32, racks: u32, cliques: Option<u32>) -> (Layout, DomainPlan) {
         let layout = Layout::new(trays, racks, cliques).expect("layout");
         let cluster = KindCluster::new("nvml-mock-compute-domain", layout.workers()).expect("name");
-        let plan = DomainPlan::clique0_of_each_rack(layout, &cluster.workers()).expect("plan");
+        let workers = cluster.workers();
+        let plan =
+            DomainPlan::first_clique_of_each_domain(&expected(&layout.demo(&workers), &workers))
+                .expect("plan");
         (layout, plan)
     }
 
@@ -532,17 +528,19 @@ mod tests {
             plan.cliques().keys().collect::<Vec<_>>(),
             ["00000000-0000-0000-0000-0000000000ab.0"]
         );
-        let one = Layout::new(1, 1, None).expect("layout");
-        let err = DomainPlan::clique0_of_each_rack(one, &topology::kind_workers("c", 1))
+        let one = topology::kind_workers("c", 1);
+        let one = expected(&Layout::new(1, 1, None).expect("layout").demo(&one), &one);
+        let err = DomainPlan::first_clique_of_each_domain(&one)
             .expect_err("one tray")
             .to_string();
         assert!(err.contains("at least two trays"), "{err}");
         let (layout, plan) = planned(4, 1, None);
-        let workers = KindCluster::new("nvml-mock-compute-domain", 4)
-            .expect("name")
-            .workers();
-        assert_eq!(domain_members(layout, &workers), plan.nodes());
-        assert!(domain_members(one, &topology::kind_workers("c", 1)).is_empty());
+        let workers = topology::kind_workers("nvml-mock-compute-domain", 4);
+        assert_eq!(
+            domain_members(&expected(&layout.demo(&workers), &workers)),
+            plan.nodes()
+        );
+        assert!(domain_members(&one).is_empty());
     }
 
     #[test]
@@ -581,7 +579,11 @@ mod tests {
         assert!(!rack0.contains("nvml-mock-compute-domain-worker19"));
         // The rebind moves each rack to its own clique 99.
         let workers = topology::kind_workers("nvml-mock-compute-domain", 36);
-        let rebound = DomainPlan::under(&plan.nodes(), &layout.rebind(&workers)).expect("rebind");
+        let rebound = DomainPlan::under_expected(
+            &plan.nodes(),
+            &expected(&layout.rebind(&workers), &workers),
+        )
+        .expect("rebind");
         assert_eq!(
             rebound.cliques().keys().collect::<Vec<_>>(),
             [

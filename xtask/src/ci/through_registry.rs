@@ -8,6 +8,10 @@
 //! - `up --kube-context … --registry …` pushes, probes, installs, and the
 //!   nodes pull both images from the registry (the pull events say so);
 //! - `scenario1` and `scenario3 --kube-context …` pass;
+//! - `scenario4 --kube-context … --registry …` pushes the DRA driver's image
+//!   (built from source) there, and scenario 4 and its rebind pass, the IMEX
+//!   part SKIPPED (no `nvidia-imex` staged), the nodes' reads made through
+//!   NVIDIA's kubelet plugin pods;
 //! - `scenario5 --kube-context … --registry …` pushes the device plugin's,
 //!   NFD's and the DRA driver's images (built from source) there too, every
 //!   row passes, the two DRA rows included (the Xids injected through the
@@ -205,6 +209,7 @@ pub fn run(sh: &Shell) -> Result<()> {
             "`cargo xtask {scenario} --kube-context {context}` failed"
         );
     }
+    scenario4_via(sh, &context, &host)?;
     scenario5_via(sh, &context, &host)?;
     unreachable(sh, &context, port, &cluster)?;
     without_nri(sh, &context, &host, &cluster)?;
@@ -257,6 +262,71 @@ fn reachable(sh: &Shell, context: &str, host: &str) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// Scenario 4 through the registry: its own row and the rebind pass, the
+/// DRA driver's image named as pushed there, the IMEX part SKIPPED.
+fn scenario4_via(sh: &Shell, context: &str, host: &str) -> Result<()> {
+    let report = "target/ci/registry-scenario4-report.json";
+    let registry = format!("{host}/{PREFIX}");
+    let (ok, _, seconds) = xtask(
+        sh,
+        &[
+            "scenario4",
+            "--kube-context",
+            context,
+            "--registry",
+            &registry,
+            "--plain-http",
+            "--report",
+            report,
+        ],
+    )?;
+    super::print_report(sh, report);
+    anyhow::ensure!(
+        ok,
+        "`cargo xtask scenario4 --kube-context {context} --registry {registry}` failed"
+    );
+    let doc = super::read_report(sh, report)?;
+    let missing = scenario4_unmet(&doc, &registry);
+    anyhow::ensure!(
+        missing.is_empty(),
+        "{report}: scenario 4 through the registry: {}",
+        missing.join("; ")
+    );
+    eprintln!("    scenario 4 through the registry: passed in {seconds:.1} s");
+    Ok(())
+}
+
+/// What a scenario 4 report through `registry` lacks: `scenario4` and
+/// `scenario4-rebind` passed, `scenario4-imex` SKIPPED (nothing staged it),
+/// the DRA driver's image pulled from `registry`.
+fn scenario4_unmet(doc: &serde_json::Value, registry: &str) -> Vec<String> {
+    let rows = doc["scenarios"].as_array().cloned().unwrap_or_default();
+    let outcome = |name: &str| {
+        rows.iter()
+            .find(|it| it["name"] == name)
+            .and_then(|it| it["outcome"].as_str())
+            .unwrap_or("missing")
+            .to_owned()
+    };
+    let mut missing = Vec::new();
+    for (row, want) in [
+        ("scenario4", "passed"),
+        ("scenario4-rebind", "passed"),
+        ("scenario4-imex", "skipped"),
+    ] {
+        let got = outcome(row);
+        if got != want {
+            missing.push(format!("{row} is {got}, not {want}"));
+        }
+    }
+    let named = serde_json::to_string(&doc["scenarios"]).unwrap_or_default();
+    let image = format!("{registry}/{}", harness::scenario4::DRA_IMAGE);
+    if !named.contains(&image) {
+        missing.push(format!("no row names the DRA image {image}"));
+    }
+    missing
 }
 
 /// Scenario 5 through the registry: every row passes, and the install row

@@ -254,13 +254,14 @@ impl RegistryArgs {
     }
 }
 
-/// Options for `scenario5`.
+/// Options for `scenario4` and `scenario5`, NVIDIA's software.
 #[derive(Debug, Clone, Args)]
-pub struct Scenario5Args {
+pub struct NvidiaScenarioArgs {
     #[command(flatten)]
     pub scenario: ScenarioArgs,
-    // With --kube-context (a cluster that is not kind, which scenario 5's
-    // two images cannot be `kind load`ed into): the registry they go through.
+    // With --kube-context (a cluster that is not kind, which the source builds
+    // of NVIDIA's images cannot be `kind load`ed into): the registry they go
+    // through instead of NVIDIA's released images.
     #[command(flatten)]
     pub push: RegistryArgs,
 }

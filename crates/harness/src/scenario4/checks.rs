@@ -16,7 +16,6 @@ use super::objects::{
 };
 use super::{CLIQUE_LABEL, DOMAINS_DIR, DRA_NS, PLUGIN_SELECTOR, S4_NS, WORKLOAD_LABEL};
 use crate::report::WorkerDetail;
-use crate::runner::{Cmd, Runner};
 use crate::scenarios::scaled;
 
 /// Waits until the stager has labelled every node of `plan`
@@ -184,8 +183,8 @@ pub(super) async fn clique_objects(
 
 /// The daemon's IMEX config on every node: imexd.cfg written and nodes.cfg
 /// listing at least as many peers as the node's clique has nodes.
-pub(super) async fn imex_configs<R: Runner>(
-    runner: &R,
+pub(super) async fn imex_configs(
+    client: &Client,
     plan: &DomainPlan,
     cd_uid: &str,
     details: &mut Vec<WorkerDetail>,
@@ -196,7 +195,7 @@ pub(super) async fn imex_configs<R: Runner>(
             .clique_of(&node)
             .and_then(|clique| cliques.get(clique))
             .map_or(0, BTreeSet::len);
-        let text = imex_config(runner, &node, cd_uid).await?;
+        let text = imex_config(client, &node, cd_uid).await?;
         let entries = nodes_cfg_entries(&text);
         let dir = format!("{DOMAINS_DIR}/{cd_uid}");
         details.push(WorkerDetail {
@@ -222,31 +221,24 @@ pub(super) async fn imex_configs<R: Runner>(
 }
 
 /// A node's `nodes.cfg` of the domain, once its `imexd.cfg` is written (bounded).
-async fn imex_config<R: Runner>(runner: &R, node: &str, cd_uid: &str) -> Result<String> {
+async fn imex_config(client: &Client, node: &str, cd_uid: &str) -> Result<String> {
     let dir = format!("{DOMAINS_DIR}/{cd_uid}");
+    let seen_as = super::node_view::in_plugin(&dir);
     wait_for(
         &format!("IMEX config of the domain on {node}"),
         Duration::from_secs(60),
         || async {
-            let out = runner.run(&Cmd::new(
-                "docker",
-                &[
-                    "exec",
-                    node,
-                    "sh",
-                    "-c",
-                    &format!("test -s {dir}/imexd.cfg && cat {dir}/nodes.cfg"),
-                ],
-            ))?;
-            if out.ok {
+            let script = format!("test -s {seen_as}/imexd.cfg && cat {seen_as}/nodes.cfg");
+            let out = super::node_view::sh(client, node, &script).await?;
+            if out.code == 0 {
                 Ok(Ok(out.stdout))
             } else {
                 Ok(Err(format!("{dir}/imexd.cfg or nodes.cfg not written yet")))
             }
         },
         || async {
-            runner
-                .run(&Cmd::new("docker", &["exec", node, "ls", "-la", &dir]))
+            super::node_view::sh(client, node, &format!("ls -la {seen_as}"))
+                .await
                 .map(|out| format!("  ls {dir}: {}{}", out.stdout, out.stderr))
                 .unwrap_or_default()
         },

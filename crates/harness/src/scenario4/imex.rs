@@ -18,11 +18,11 @@ use tokio::time::Instant;
 
 use super::api::{cd_resource, clique_resource, pod_resource, wait_for};
 use super::live::{self, CHANNELS_DIR};
+use super::node_view;
 use super::objects::DomainPlan;
 use super::{CD_NAME, DOMAINS_DIR, DRA_NS, DRIVER_ROOT, PROC_DEVICES, S4_NS, WORKLOAD_LABEL};
 use crate::imex::{parse_domain, Daemon};
 use crate::report::{round, WorkerDetail};
-use crate::runner::{Cmd, Runner};
 use crate::scenarios::scaled;
 
 /// The label NVIDIA's controller puts on a domain's daemon pods (value: the domain's uid).
@@ -40,17 +40,18 @@ const EXEC_LIMIT: Duration = Duration::from_secs(20);
 
 /// Which `nvidia-imex` the staged driver root of every one of `nodes`
 /// holds: `None` when none does; an error when the nodes disagree.
-pub(super) fn detect<R: Runner>(runner: &R, nodes: &[String]) -> Result<Option<Daemon>> {
+pub(super) async fn detect(client: &Client, nodes: &[String]) -> Result<Option<Daemon>> {
     let daemon = format!("{DRIVER_ROOT}/usr/bin/nvidia-imex");
+    let seen_as = node_view::in_plugin(&daemon);
     let script = format!(
-        "test -x {daemon} || {{ echo absent; exit 0; }}; \
-         if grep -q '{}' {daemon}; then echo double; else echo nvidia; fi",
+        "test -x {seen_as} || {{ echo absent; exit 0; }}; \
+         if grep -q '{}' {seen_as}; then echo double; else echo nvidia; fi",
         imex_double::MARKER
     );
     let mut seen = BTreeMap::new();
     for node in nodes {
-        let out = runner.run(&Cmd::new("docker", &["exec", node, "sh", "-c", &script]))?;
-        if !out.ok {
+        let out = node_view::sh(client, node, &script).await?;
+        if out.code != 0 {
             bail!("reading {daemon} on {node}: {}", out.stderr.trim());
         }
         seen.insert(node.clone(), out.stdout.trim().to_owned());
@@ -69,12 +70,11 @@ pub(super) fn detect<R: Runner>(runner: &R, nodes: &[String]) -> Result<Option<D
 
 /// The nodes whose compute-domain CDI spec does not name `nvidia-imex`: the
 /// plugin wrote it before the stager staged the binaries.
-pub(super) fn stale_cdi<R: Runner>(runner: &R, nodes: &[String]) -> Result<Vec<String>> {
+pub(super) async fn stale_cdi(client: &Client, nodes: &[String]) -> Result<Vec<String>> {
     let mut stale = Vec::new();
     for node in nodes {
-        let script = format!("grep -l nvidia-imex {CDI_SPECS}");
-        let out = runner.run(&Cmd::new("docker", &["exec", node, "sh", "-c", &script]))?;
-        if !out.ok {
+        let script = format!("grep -l nvidia-imex {}", node_view::in_plugin(CDI_SPECS));
+        if node_view::sh(client, node, &script).await?.code != 0 {
             stale.push(node.clone());
         }
     }
@@ -82,8 +82,7 @@ pub(super) fn stale_cdi<R: Runner>(runner: &R, nodes: &[String]) -> Result<Vec<S
 }
 
 /// A live ComputeDomain: what its checks read.
-pub(super) struct Live<'a, R> {
-    pub runner: &'a R,
+pub(super) struct Live<'a> {
     pub client: &'a Client,
     pub plan: &'a DomainPlan,
     pub cd_uid: &'a str,
@@ -99,7 +98,7 @@ struct DaemonPod {
     ip: String,
 }
 
-impl<R: Runner> Live<'_, R> {
+impl Live<'_> {
     /// Every check of a ComputeDomain that goes Ready; returns the timings.
     pub(super) async fn check(
         &self,
@@ -251,7 +250,7 @@ impl<R: Runner> Live<'_, R> {
             let claim = serde_json::to_value(claims.get(claim_name).await?)?;
             let channel = live::claimed_channel(&claim)
                 .with_context(|| format!("claim {claim_name} was allocated no channel-<N>"))?;
-            let proc = self.node_file(&node, PROC_DEVICES)?;
+            let proc = self.node_file(&node, PROC_DEVICES).await?;
             let major = live::channels_major(&proc)
                 .with_context(|| format!("{PROC_DEVICES} on {node} has no IMEX channels major"))?;
             let target = (pod.name_any(), WORKLOAD_CONTAINER.to_owned());
@@ -472,10 +471,7 @@ impl<R: Runner> Live<'_, R> {
         let dir = format!("{DOMAINS_DIR}/{}", self.cd_uid);
         let mut kept = Vec::new();
         for node in &nodes {
-            let out = self
-                .runner
-                .run(&Cmd::new("docker", &["exec", node, "test", "-e", &dir]))?;
-            if out.ok {
+            if node_view::exists(self.client, node, &dir).await? {
                 kept.push(node.clone());
             }
         }
@@ -516,15 +512,9 @@ impl<R: Runner> Live<'_, R> {
         Ok(out.stdout)
     }
 
-    /// A file on a node, read through `docker exec`.
-    fn node_file(&self, node: &str, path: &str) -> Result<String> {
-        let out = self
-            .runner
-            .run(&Cmd::new("docker", &["exec", node, "cat", path]))?;
-        if !out.ok {
-            bail!("reading {path} on {node}: {}", out.stderr.trim());
-        }
-        Ok(out.stdout)
+    /// A file on a node, read through the kubelet plugin's container there.
+    async fn node_file(&self, node: &str, path: &str) -> Result<String> {
+        node_view::read(self.client, node, path).await
     }
 
     /// The daemon pods' and workloads' state, for a failed wait.

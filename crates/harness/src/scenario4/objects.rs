@@ -11,8 +11,8 @@ use serde_json::{json, Value};
 use super::{
     CD_NAME, CHANNEL_RCT, DRA_NS, DRA_RELEASE, DRIVER_ROOT, PROC_DEVICES, S4_NS, WORKLOAD_LABEL,
 };
+use crate::fabric::Expected;
 use crate::plan::ImageRef;
-use topology::Layout;
 
 /// The DRA chart's values: compute domains only, on the staged driver root.
 pub fn chart_values(image: &ImageRef) -> String {
@@ -103,7 +103,7 @@ pub fn workload_pod(name: &str, node: &str, image: &str) -> Value {
             "containers": [{
                 "name": "workload",
                 "image": image,
-                "imagePullPolicy": "Never",
+                "imagePullPolicy": "IfNotPresent",
                 "command": ["sh", "-c", "ls -l /dev/nvidia-caps-imex-channels && sleep 3600"],
                 "resources": { "claims": [{ "name": "channel" }] },
             }],
@@ -111,11 +111,10 @@ pub fn workload_pod(name: &str, node: &str, image: &str) -> Value {
     })
 }
 
-/// The clique id NVIDIA's plugin derives for a node: `<cluster uuid>.<clique>`.
-pub fn clique_id(topology: &topology::Topology, node: &str) -> Option<String> {
-    topology
-        .resolve(node)
-        .map(|identity| format!("{}.{}", identity.cluster_uuid, identity.clique_id))
+/// The clique id NVIDIA's plugin derives for a worker expected at `it`:
+/// `<cluster uuid>.<clique>`.
+fn expected_clique_id(it: &Expected) -> String {
+    format!("{}.{}", it.uuid, it.clique)
 }
 
 /// Scenario 4's ComputeDomain: its nodes, each with the clique id NVIDIA's
@@ -126,33 +125,44 @@ pub struct DomainPlan {
 }
 
 impl DomainPlan {
-    /// Every tray of clique 0 of every rack of `layout` (today's demo: the two
-    /// clique-0 workers; a rack of one clique: the whole rack; two racks: a
-    /// clique of each), with their clique ids under the demo topology.
-    pub fn clique0_of_each_rack(layout: Layout, workers: &[String]) -> Result<DomainPlan> {
-        let chosen: Vec<String> = workers
+    /// The first clique (the lowest id) of every NVLink domain among the
+    /// workers' `expected` identities, in worker order: on the demo layout
+    /// clique 0 of every rack (today's demo: the two clique-0 workers; a rack
+    /// of one clique: the whole rack; two racks: a clique of each);
+    /// on a `--kube-context` cluster, of whatever topology is staged.
+    pub fn first_clique_of_each_domain(expected: &[(String, Expected)]) -> Result<DomainPlan> {
+        let mut first: BTreeMap<String, u32> = BTreeMap::new();
+        for (_, it) in expected {
+            let uuid = it.uuid.to_ascii_lowercase();
+            let lowest = first.entry(uuid).or_insert(it.clique);
+            *lowest = (*lowest).min(it.clique);
+        }
+        let nodes: Vec<(String, String)> = expected
             .iter()
-            .enumerate()
-            .take(layout.workers())
-            .filter(|(index, _)| layout.place(*index).clique == 0)
-            .map(|(_, node)| node.clone())
+            .filter(|(_, it)| first.get(&it.uuid.to_ascii_lowercase()) == Some(&it.clique))
+            .map(|(node, it)| (node.clone(), expected_clique_id(it)))
             .collect();
-        if chosen.len() < 2 {
+        if nodes.len() < 2 {
             bail!(
-                "scenario 4 needs a ComputeDomain of at least two trays, clique 0 of each rack gives {chosen:?} \
-                 ({layout}): pass more --trays or --racks, or fewer --cliques-per-rack"
+                "scenario 4 needs a ComputeDomain of at least two trays; the first clique of each NVLink \
+                 domain of the staged topology gives {:?}: stage a topology with two trays in one clique \
+                 (--topology) or more trays",
+                nodes.iter().map(|(node, _)| node).collect::<Vec<_>>()
             );
         }
-        DomainPlan::under(&chosen, &layout.demo(workers))
+        Ok(DomainPlan { nodes })
     }
 
-    /// `nodes` with their clique ids under `topology` (each must be in it).
-    pub fn under(nodes: &[String], topology: &topology::Topology) -> Result<DomainPlan> {
+    /// `nodes` with their clique ids among the workers' `expected` identities
+    /// (each must be among them).
+    pub fn under_expected(nodes: &[String], expected: &[(String, Expected)]) -> Result<DomainPlan> {
         let nodes = nodes
             .iter()
             .map(|node| {
-                clique_id(topology, node)
-                    .map(|id| (node.clone(), id))
+                expected
+                    .iter()
+                    .find(|(it, _)| it == node)
+                    .map(|(_, it)| (node.clone(), expected_clique_id(it)))
                     .with_context(|| format!("{node} is in no clique of the topology"))
             })
             .collect::<Result<_>>()?;

@@ -10,13 +10,12 @@ use std::time::Duration;
 use anyhow::Result;
 use tokio::time::Instant;
 
-use super::reach;
 use crate::report::{round, Outcome, ScenarioResult, WorkerDetail};
 
 /// What scenario 5 runs on.
 pub struct Scenario5On<'a> {
     /// The cluster: kind or the API alone, how an Xid is injected.
-    pub cluster: reach::Reach<'a>,
+    pub cluster: crate::reach::Reach<'a>,
     /// Where the charts and images come from.
     pub source: &'a crate::gpu_source::Source,
     /// Each worker and its `<cluster uuid>.<clique id>` in the staged topology.
