@@ -44,42 +44,15 @@ mod checks;
 pub mod image;
 mod imex;
 pub mod live;
+mod names;
 mod node_view;
 pub(crate) mod objects;
 
-use api::{apply, cd_resource, clean_up, ensure_namespace, install, pod_resource};
+use api::{apply, cd_resource, clean_up, ensure_namespace, install, pod_resource, wait_plugin};
 use objects::{cd_status, compute_domain, workload_pod, DomainPlan};
 
 pub use image::DRA_IMAGE;
-/// The driver's namespace (the chart refuses `default`).
-pub const DRA_NS: &str = "nvidia-dra-driver";
-/// The Helm release (its name makes the chart's object names `dra-driver-nvidia-gpu-…`).
-pub const DRA_RELEASE: &str = "dra-driver-nvidia-gpu";
-/// The kubelet plugin DaemonSet.
-pub const PLUGIN_DS: &str = "dra-driver-nvidia-gpu-kubelet-plugin";
-/// Its pods.
-pub const PLUGIN_SELECTOR: &str = "dra-driver-nvidia-gpu-component=kubelet-plugin";
-/// The controller Deployment.
-pub const CONTROLLER: &str = "dra-driver-nvidia-gpu-controller";
-/// Its pods.
-pub const CONTROLLER_SELECTOR: &str = "dra-driver-nvidia-gpu-component=controller";
-/// Where the scenario's ComputeDomain and workload live.
-pub const S4_NS: &str = "cdsim-scenario4";
-/// The ComputeDomain.
-pub const CD_NAME: &str = "cdsim-s4";
-/// The workload channel claim template the ComputeDomain asks the controller for.
-pub const CHANNEL_RCT: &str = "cdsim-s4-channel";
-/// The workload pods' label.
-pub const WORKLOAD_LABEL: (&str, &str) = ("app.kubernetes.io/name", "cdsim-s4-workload");
-/// The label NVIDIA's daemon puts on its own pod.
-pub const CLIQUE_LABEL: &str = "resource.nvidia.com/computeDomain.cliqueID";
-/// Where the kubelet plugin keeps each domain's daemon config (bind-mounted at `/imexd`).
-pub const DOMAINS_DIR: &str = "/var/lib/kubelet/plugins/compute-domain.nvidia.com/domains";
-/// The staged driver root on each node.
-pub const DRIVER_ROOT: &str = "/var/lib/nvml-mock/driver";
-/// The staged substitute `/proc/devices` (the IMEX majors).
-pub const PROC_DEVICES: &str = "/var/lib/nvml-mock/imex/proc-devices";
-
+pub use names::*;
 /// What scenario 4 runs on: the cluster, the topologies, the run's tracker.
 pub struct Scenario4On<'a> {
     /// The cluster: kind or the API alone.
@@ -464,11 +437,6 @@ async fn rebind_part<R: Runner>(
         timings,
         ..ScenarioResult::new("scenario4-rebind", outcome, round(started.elapsed()))
     }
-}
-
-/// Waits up to `limit` for the driver's kubelet-plugin DaemonSet to roll out.
-async fn wait_plugin(client: &Client, limit: Duration) -> Result<()> {
-    crate::k8s::wait_daemonset(client, DRA_NS, PLUGIN_DS, PLUGIN_SELECTOR, limit).await
 }
 
 #[cfg(test)]

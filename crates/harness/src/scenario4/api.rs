@@ -13,8 +13,11 @@ use serde_json::{json, Value};
 use tokio::time::Instant;
 
 use super::image::DraImage;
+use super::names::{
+    CD_NAME, CONTROLLER, CONTROLLER_SELECTOR, DRA_NS, PLUGIN_DS, PLUGIN_SELECTOR, S4_NS,
+    WORKLOAD_LABEL,
+};
 use super::objects::{chart_values, helm_args};
-use super::{CD_NAME, CONTROLLER, CONTROLLER_SELECTOR, DRA_NS, S4_NS, WORKLOAD_LABEL};
 use crate::names::FIELD_MANAGER;
 use crate::runner::{Cmd, Runner};
 use crate::scenarios::poll::{poll_until, Probe, Show, Wait};
@@ -157,7 +160,7 @@ pub async fn install<R: Runner>(
     let args = helm_args(&image.chart, context, &values);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     crate::apiserver::helm(runner, &Cmd::new("helm", &args), context)?;
-    super::wait_plugin(client, Duration::from_secs(240)).await?;
+    wait_plugin(client, Duration::from_secs(240)).await?;
     wait_deployment(
         client,
         DRA_NS,
@@ -203,4 +206,9 @@ pub(super) async fn clean_up(client: &Client) -> Result<()> {
         || crate::k8s::diagnose(client, S4_NS, &selector),
     )
     .await
+}
+
+/// Waits up to `limit` for the driver's kubelet-plugin DaemonSet to roll out.
+pub(super) async fn wait_plugin(client: &Client, limit: Duration) -> Result<()> {
+    crate::k8s::wait_daemonset(client, DRA_NS, PLUGIN_DS, PLUGIN_SELECTOR, limit).await
 }

@@ -11,10 +11,10 @@ use kube::api::{Api, DynamicObject, ListParams};
 use kube::{Client, ResourceExt as _};
 
 use super::api::{clique_resource, pod_resource, wait_for};
+use super::names::{CLIQUE_LABEL, DOMAINS_DIR, DRA_NS, PLUGIN_SELECTOR, S4_NS, WORKLOAD_LABEL};
 use super::objects::{
     clique_daemon_nodes, clique_object_name, nodes_cfg_entries, split_clique_objects, DomainPlan,
 };
-use super::{CLIQUE_LABEL, DOMAINS_DIR, DRA_NS, PLUGIN_SELECTOR, S4_NS, WORKLOAD_LABEL};
 use crate::report::WorkerDetail;
 use crate::scenarios::scaled;
 

@@ -18,9 +18,11 @@ use tokio::time::Instant;
 
 use super::api::{cd_resource, clique_resource, pod_resource, wait_for};
 use super::live::{self, CHANNELS_DIR};
+use super::names::{
+    CD_NAME, DOMAINS_DIR, DRA_NS, DRIVER_ROOT, PROC_DEVICES, S4_NS, WORKLOAD_LABEL,
+};
 use super::node_view;
 use super::objects::DomainPlan;
-use super::{CD_NAME, DOMAINS_DIR, DRA_NS, DRIVER_ROOT, PROC_DEVICES, S4_NS, WORKLOAD_LABEL};
 use crate::imex::{parse_domain, Daemon};
 use crate::report::{round, WorkerDetail};
 use crate::scenarios::scaled;

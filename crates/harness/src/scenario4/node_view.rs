@@ -15,7 +15,7 @@ use kube::api::{Api, ListParams};
 use kube::Client;
 use std::time::Duration;
 
-use super::{DRA_NS, DRIVER_ROOT, PLUGIN_SELECTOR, PROC_DEVICES};
+use super::names::{DRA_NS, DRIVER_ROOT, PLUGIN_SELECTOR, PROC_DEVICES};
 use crate::k8s::ExecOutput;
 
 /// The kubelet plugin's container that mounts the driver root and the domains.

@@ -8,7 +8,7 @@ use std::path::Path;
 use anyhow::{bail, Context as _, Result};
 use serde_json::{json, Value};
 
-use super::{
+use super::names::{
     CD_NAME, CHANNEL_RCT, DRA_NS, DRA_RELEASE, DRIVER_ROOT, PROC_DEVICES, S4_NS, WORKLOAD_LABEL,
 };
 use crate::fabric::Expected;
