@@ -194,7 +194,7 @@ pub fn placements(
 mod tests {
     use std::mem::offset_of;
 
-    use nvml_profile::{Profile, GB200, H100};
+    use nvml_profile::{Profile, GB300, H100};
 
     use super::*;
 
@@ -254,9 +254,9 @@ mod tests {
 
     #[test]
     fn placements_need_a_known_table() {
-        let gb200 = Profile::parse(GB200).unwrap().devices().remove(0);
+        let gb300 = Profile::parse(GB300).unwrap().devices().remove(0);
         assert_eq!(
-            placements(&gb200, 19),
+            placements(&gb300, 19),
             Err(abi::ERROR_NOT_SUPPORTED),
             "unknown"
         );

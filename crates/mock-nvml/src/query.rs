@@ -340,7 +340,7 @@ pub fn addressing_mode(device: &Device) -> Result<DeviceAddressingMode, NvmlRetu
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
-    use nvml_profile::{Profile, GB200, H100};
+    use nvml_profile::{Profile, GB200, GB300, H100};
 
     use super::*;
 
@@ -429,9 +429,20 @@ mod tests {
         assert_eq!(max_mig_devices(device), Ok(0), "zero while MIG is disabled");
         assert_eq!(mig_device_at(device, 0), Err(abi::ERROR_NOT_FOUND));
         assert_eq!(
-            gpu_instance_profile(device, 0),
+            gpu_instance_profile(device, 0).map(|info| (info.id, info.memory_size_mb)),
+            Ok((19, 22528)),
+            "gb200's 1g.23gb, answered while MIG is disabled"
+        );
+        assert_eq!(
+            gpu_instance_profile(device, 2),
             Err(abi::ERROR_NOT_SUPPORTED),
-            "the gb200 table is unknown"
+            "gb200's 3g row is left out: its values were not found"
+        );
+        let gb300 = Profile::parse(GB300).unwrap().devices().remove(0);
+        assert_eq!(
+            gpu_instance_profile(&gb300, 0),
+            Err(abi::ERROR_NOT_SUPPORTED),
+            "the gb300 table is unknown"
         );
         assert_eq!(
             gpu_instance_profile(device, abi::GPU_INSTANCE_PROFILE_COUNT),
@@ -443,7 +454,7 @@ mod tests {
     #[test]
     fn mig_enabled_and_known_tables() {
         let row = "{profile: 4, id: 0, p2p: true, slices: 7, instances: 1, multiprocessors: 132, copy_engines: 8, decoders: 7, encoders: 0, jpegs: 7, ofas: 1, memory_mib: 80000}";
-        let text = GB200
+        let text = GB300
             .replace(
                 "mig_mode: {current: false, pending: false, max_devices: 7}",
                 "mig_mode: {current: true, pending: true, max_devices: 7}",
