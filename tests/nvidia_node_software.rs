@@ -247,7 +247,10 @@ fn go_nvlib_enumerates(version: &str) {
         }
         // gb200's table holds the four rows found in real output (mig.md), so go-nvlib lists
         // them (and their compute instance profiles) while MIG is disabled.
-        let names = gpu["migProfileNames"].as_array().cloned().unwrap_or_default();
+        let names = gpu["migProfileNames"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
         for want in table_names(device) {
             assert!(
                 names.contains(&Value::from(want.clone())),

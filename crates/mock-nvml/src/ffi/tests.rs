@@ -35,6 +35,12 @@ impl Session {
         std::env::remove_var("MOCK_NVML_STRICT");
         std::env::remove_var(node_layout::env::MOCK_NVML_XID_FILE);
         std::env::remove_var(node_layout::env::MOCK_NVML_DEV_ROOT);
+        // Each session's MIG partition starts empty (the store outlives shutdowns, as the
+        // node's does).
+        std::env::set_var(
+            node_layout::env::MOCK_NVML_MIG_STATE,
+            dir.path().join("mig-state"),
+        );
         match topology {
             Some((text, node)) => {
                 let path = dir.path().join("topology.bin");
@@ -581,6 +587,7 @@ const LIFECYCLE: &[&str] = &[
 fn the_table_covers_every_export_once() {
     let mut names: Vec<&str> = table().iter().map(|entry| entry.name).collect();
     names.extend(super::activity_tests::names());
+    names.extend(lifecycle_tests::names());
     assert_eq!(names, EXPORTS);
 }
 
@@ -1081,6 +1088,9 @@ mod stubs_tests;
 
 #[path = "mig_tests.rs"]
 mod mig_tests;
+
+#[path = "lifecycle_tests.rs"]
+mod lifecycle_tests;
 
 #[test]
 fn topology_levels_and_gpu_sets_through_the_c_functions() {
