@@ -1,4 +1,5 @@
-//! The MIG lifecycle exports (issue 38): the mode, GPU instances and their profiles by id; the
+//! The MIG lifecycle exports (issue 38): the mode, GPU instances and their profiles by id, the
+//! compute instance profiles a GPU instance offers; the
 //! answers are [`crate::lifecycle`]'s over the node's shared partition ([`crate::mig_store`]).
 //! Compute instances and MIG device handles are `ffi/mig_device.rs`.
 //!
@@ -12,7 +13,11 @@ use super::*;
 use crate::{
     lifecycle::{self, Target},
     mig::{self, GpuInstancePlacement, ProfileInfoV},
-    mig_abi::GpuInstanceInfo,
+    mig_abi::{
+        ComputeInstancePlacement, ComputeInstanceProfileInfo, ComputeInstanceProfileInfoV2,
+        ComputeInstanceProfileInfoV3, GpuInstanceInfo, COMPUTE_INSTANCE_PROFILE_INFO_V2,
+        COMPUTE_INSTANCE_PROFILE_INFO_V3,
+    },
     mig_handles::{self, GiRef},
     partition,
 };
@@ -328,5 +333,136 @@ pub unsafe extern "C" fn nvmlGpuInstanceGetInfo(
         })?;
         // SAFETY: forwarded from this function's contract.
         unsafe { put(info, value) }
+    })
+}
+
+// ---------------------------------------------------------------- compute instance profiles
+
+/// `nvmlGpuInstanceGetComputeInstanceProfileInfo` (v1 struct); see
+/// [`lifecycle::compute_profile_info`].
+///
+/// # Safety
+/// `info` must be NULL or valid for writing an `nvmlComputeInstanceProfileInfo_t`.
+#[no_mangle]
+pub unsafe extern "C" fn nvmlGpuInstanceGetComputeInstanceProfileInfo(
+    gpu_instance: nvmlGpuInstance_t,
+    profile: c_uint,
+    engine_profile: c_uint,
+    info: *mut ComputeInstanceProfileInfo,
+) -> NvmlReturn {
+    guard(|| {
+        let (value, _) = with_gi(gpu_instance, |_, target, _, gi| {
+            non_null([info.cast_const().cast()])?;
+            lifecycle::compute_profile_info(target, &gi, profile, engine_profile)
+        })?;
+        // SAFETY: forwarded from this function's contract.
+        unsafe { put(info, value) }
+    })
+}
+
+/// `nvmlGpuInstanceGetComputeInstanceProfileInfoV`: the caller sets `version` to
+/// `nvmlComputeInstanceProfileInfo_v2` or `_v3` (else INVALID_ARGUMENT); that layout is written.
+///
+/// # Safety
+/// `info` must be NULL or valid for reading 4 bytes and writing the layout its version names.
+#[no_mangle]
+pub unsafe extern "C" fn nvmlGpuInstanceGetComputeInstanceProfileInfoV(
+    gpu_instance: nvmlGpuInstance_t,
+    profile: c_uint,
+    engine_profile: c_uint,
+    info: *mut ComputeInstanceProfileInfoV2,
+) -> NvmlReturn {
+    guard(|| {
+        let (version, value, name) = with_gi(gpu_instance, |_, target, _, gi| {
+            // SAFETY: forwarded from this function's contract.
+            let version = unsafe { get_u32(info.cast_const().cast()) }?;
+            if version != COMPUTE_INSTANCE_PROFILE_INFO_V2
+                && version != COMPUTE_INSTANCE_PROFILE_INFO_V3
+            {
+                return Err(abi::ERROR_INVALID_ARGUMENT);
+            }
+            let (value, name) =
+                lifecycle::compute_profile_info(target, &gi, profile, engine_profile)?;
+            Ok((version, value, mig::name_bytes(&name)?))
+        })?;
+        if version == COMPUTE_INSTANCE_PROFILE_INFO_V2 {
+            let value = ComputeInstanceProfileInfoV2 {
+                version,
+                info: value,
+                name,
+            };
+            // SAFETY: the caller's version tag says the buffer holds a v2 struct.
+            unsafe { put(info, value) }
+        } else {
+            let value = ComputeInstanceProfileInfoV3 {
+                version,
+                info: value,
+                name,
+                capabilities: 0,
+            };
+            // SAFETY: the caller's version tag says the buffer holds a v3 struct.
+            unsafe { put(info.cast::<ComputeInstanceProfileInfoV3>(), value) }
+        }
+    })
+}
+
+/// `nvmlGpuInstanceGetComputeInstanceRemainingCapacity`.
+///
+/// # Safety
+/// `count` must be NULL or valid for writing an `unsigned int`.
+#[no_mangle]
+pub unsafe extern "C" fn nvmlGpuInstanceGetComputeInstanceRemainingCapacity(
+    gpu_instance: nvmlGpuInstance_t,
+    profile_id: c_uint,
+    count: *mut c_uint,
+) -> NvmlReturn {
+    guard(|| {
+        let value = with_gi(gpu_instance, |_, target, at, _| {
+            non_null([count.cast_const().cast()])?;
+            let gpu = target.gpu()?;
+            partition::remaining_compute_instances(&gpu, at.gi, target.table()?, profile_id)
+        })?;
+        // SAFETY: forwarded from this function's contract.
+        unsafe { put(count, value) }
+    })
+}
+
+/// `nvmlGpuInstanceGetComputeInstancePossiblePlacements`: the one placement of the profile a GPU
+/// instance offers, the whole instance; by the count protocol of the GPU instance placements.
+///
+/// # Safety
+/// `count` must be NULL or valid for reading and writing an `unsigned int`; `placements` NULL or
+/// valid for writing `*count` placements.
+#[no_mangle]
+pub unsafe extern "C" fn nvmlGpuInstanceGetComputeInstancePossiblePlacements(
+    gpu_instance: nvmlGpuInstance_t,
+    profile_id: c_uint,
+    placements: *mut ComputeInstancePlacement,
+    count: *mut c_uint,
+) -> NvmlReturn {
+    guard(|| {
+        let offered = with_gi(gpu_instance, |_, target, _, gi| {
+            non_null([count.cast_const().cast()])?;
+            let offered = partition::compute_profile(lifecycle::row_of(target, &gi)?)?;
+            if offered.id != profile_id {
+                return Err(abi::ERROR_NOT_SUPPORTED);
+            }
+            Ok(ComputeInstancePlacement {
+                start: 0,
+                size: offered.slices,
+            })
+        })?;
+        if !placements.is_null() {
+            // SAFETY: `count` is non-NULL (checked) and readable, per this function's contract.
+            if unsafe { get_u32(count.cast_const().cast()) }? < 1 {
+                // SAFETY: as above, and writable.
+                unsafe { put(count, 1) }?;
+                return Err(abi::ERROR_INSUFFICIENT_SIZE);
+            }
+            // SAFETY: valid for `*count >= 1` placements, per this function's contract.
+            unsafe { put(placements, offered) }?;
+        }
+        // SAFETY: `count` is non-NULL and writable, per this function's contract.
+        unsafe { put(count, 1) }
     })
 }
