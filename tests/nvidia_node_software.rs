@@ -237,7 +237,6 @@ fn go_nvlib_enumerates(version: &str) {
             ("migCapable", Value::from(true)),
             ("migEnabled", Value::from(false)),
             ("migDevices", Value::from(0)),
-            ("migProfiles", Value::from(0)),
             ("fabricAttached", Value::from(true)),
             ("addressingMode", Value::from("ATS")),
             ("coherent", Value::from(true)),
@@ -246,6 +245,19 @@ fn go_nvlib_enumerates(version: &str) {
         ] {
             assert_eq!(gpu[key], expected, "go-nvlib {version} {key}: {gpu}");
         }
+        // gb200's table holds the four rows found in real output (mig.md), so go-nvlib lists
+        // them (and their compute instance profiles) while MIG is disabled.
+        let names = gpu["migProfileNames"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        for want in table_names(device) {
+            assert!(
+                names.contains(&Value::from(want.clone())),
+                "go-nvlib {version} lists {want}: {gpu}"
+            );
+        }
+        assert_eq!(gpu["migProfiles"], Value::from(names.len()), "{gpu}");
     }
 }
 
@@ -355,8 +367,8 @@ fn go_nvlib_v0_13_and_v0_10_enumerate_every_shipped_profile() {
     }
 }
 
-/// go-nvlib v0.13 derives its MIG profiles from `nvmlDeviceGetGpuInstanceProfileInfo`: on gb200
-/// (table `unknown`) none, on h100 and a100 exactly the GPU instance profiles of their tables
+/// go-nvlib v0.13 derives its MIG profiles from `nvmlDeviceGetGpuInstanceProfileInfo`: on gb300
+/// (table `unknown`) none, on h100, a100, b200 and gb200 exactly the GPU instance profiles of their tables
 /// (the names it computes from memory sizes match the table's names), plus the compute instance
 /// profiles it derives from them (`1c.2g.20gb`, ...).
 #[test]

@@ -19,6 +19,8 @@ pub const ERROR_UNINITIALIZED: NvmlReturn = 1;
 pub const ERROR_INVALID_ARGUMENT: NvmlReturn = 2;
 /// `NVML_ERROR_NOT_SUPPORTED`.
 pub const ERROR_NOT_SUPPORTED: NvmlReturn = 3;
+/// `NVML_ERROR_NO_PERMISSION`.
+pub const ERROR_NO_PERMISSION: NvmlReturn = 4;
 /// `NVML_ERROR_NOT_FOUND`.
 pub const ERROR_NOT_FOUND: NvmlReturn = 6;
 /// `NVML_ERROR_INSUFFICIENT_SIZE`.

@@ -1,5 +1,5 @@
 //! The exported NVML entry points: the only module tree with `unsafe` (this module's helpers and
-//! macros; the exports themselves in `system`, `device`, `events`, `health`, `structs`, `topo`, `activity`, `processes` and `gpm`, and the generated stubs
+//! macros; the exports themselves in `system`, `device`, `events`, `health`, `structs`, `topo`, `activity`, `processes`, `gpm`, `mig`, `lifecycle` and `mig_device`, and the generated stubs
 //! and aliases in [`stubs`], for every other function of `nvml-functions.txt`).
 //!
 //! Every export runs its body inside [`guard`] (`catch_unwind`), so no panic unwinds into C;
@@ -196,7 +196,9 @@ mod device;
 mod events;
 mod gpm;
 mod health;
+mod lifecycle;
 mod mig;
+mod mig_device;
 mod processes;
 mod structs;
 pub mod stubs;
@@ -208,7 +210,9 @@ pub use device::*;
 pub use events::*;
 pub use gpm::*;
 pub use health::*;
+pub use lifecycle::*;
 pub use mig::*;
+pub use mig_device::*;
 pub use processes::*;
 pub use structs::*;
 pub use stubs::*;

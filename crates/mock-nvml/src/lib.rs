@@ -27,7 +27,10 @@
 //!   and C2C ([`activity_abi`] their C types); [`fields`] the field values, [`gpm`]
 //!   GPU performance monitoring.
 //! - [`mig`]: MIG profiles by name and their placements (C layouts and answers).
-//! - [`partition`]: the MIG lifecycle, pure functions over one GPU's partition.
+//! - [`partition`]: the MIG lifecycle, pure functions over one GPU's partition; [`mig_store`]
+//!   the node's shared partition (the MIG state file under a lock); [`lifecycle`] the lifecycle
+//!   calls' answers over both ([`mig_abi`] their C types, [`mig_handles`] the instance and MIG
+//!   device handles).
 //! - [`abi`]: return codes and `#[repr(C)]` layouts, pinned by tests.
 //! - [`events`]: event sets, Xid delivery from the injection control file, the bounded wait.
 //! - [`config`]: reading and overlaying the profile and topology.
@@ -54,8 +57,12 @@ pub mod ffi;
 pub mod fields;
 pub mod gpm;
 pub mod health;
+pub mod lifecycle;
 pub mod locate;
 pub mod mig;
+pub mod mig_abi;
+pub mod mig_handles;
+pub mod mig_store;
 pub mod partition;
 pub mod query;
 pub mod state;

@@ -90,20 +90,20 @@ fn table(device: &Device) -> Result<&[GpuInstanceProfile], NvmlReturn> {
 
 /// `nvmlDeviceGetGpuInstanceProfileInfoV`, as nvml.h documents it: INVALID_ARGUMENT past the
 /// last `NVML_GPU_INSTANCE_PROFILE_*` or for a version other than v2 and v3; NOT_SUPPORTED
-/// without MIG, while MIG is not enabled, for a profile the table lacks or one without a name.
+/// without MIG, while MIG is not enabled (`enabled`: the mode now, from the MIG store), for a
+/// profile the table lacks or one without a name.
 pub fn profile_info_v(
     device: &Device,
     profile: u32,
     version: u32,
+    enabled: bool,
 ) -> Result<ProfileInfoV, NvmlReturn> {
     if profile >= abi::GPU_INSTANCE_PROFILE_COUNT {
         return Err(abi::ERROR_INVALID_ARGUMENT);
     }
-    if version != GPU_INSTANCE_PROFILE_INFO_V2 && version != GPU_INSTANCE_PROFILE_INFO_V3 {
-        return Err(abi::ERROR_INVALID_ARGUMENT);
-    }
+    check_version(version)?;
     let rows = table(device)?;
-    if !device.mig_mode.is_some_and(|mode| mode.current) {
+    if !enabled {
         return Err(abi::ERROR_NOT_SUPPORTED);
     }
     let row = rows
@@ -118,7 +118,16 @@ pub fn profile_info_v(
     })
 }
 
-fn name_bytes(name: &str) -> Result<[u8; NAME_BUFFER], NvmlReturn> {
+/// INVALID_ARGUMENT unless `version` is `nvmlGpuInstanceProfileInfo_v2` or `_v3`.
+pub fn check_version(version: u32) -> Result<(), NvmlReturn> {
+    if version != GPU_INSTANCE_PROFILE_INFO_V2 && version != GPU_INSTANCE_PROFILE_INFO_V3 {
+        return Err(abi::ERROR_INVALID_ARGUMENT);
+    }
+    Ok(())
+}
+
+/// A profile or compute profile name as NVML's NUL-terminated buffer.
+pub fn name_bytes(name: &str) -> Result<[u8; NAME_BUFFER], NvmlReturn> {
     let mut bytes = [0; NAME_BUFFER];
     // Validation keeps names under the buffer; a longer one is refused rather than cut.
     let slot = bytes
@@ -194,21 +203,12 @@ pub fn placements(
 mod tests {
     use std::mem::offset_of;
 
-    use nvml_profile::{Profile, GB200, H100};
+    use nvml_profile::{Profile, GB300, H100};
 
     use super::*;
 
     fn h100() -> Device {
         Profile::parse(H100).unwrap().devices().remove(0)
-    }
-
-    fn mig_enabled(device: &Device) -> Device {
-        let mut device = device.clone();
-        device.mig_mode = device.mig_mode.map(|mode| nvml_profile::MigMode {
-            current: true,
-            ..mode
-        });
-        device
     }
 
     #[test]
@@ -254,9 +254,9 @@ mod tests {
 
     #[test]
     fn placements_need_a_known_table() {
-        let gb200 = Profile::parse(GB200).unwrap().devices().remove(0);
+        let gb300 = Profile::parse(GB300).unwrap().devices().remove(0);
         assert_eq!(
-            placements(&gb200, 19),
+            placements(&gb300, 19),
             Err(abi::ERROR_NOT_SUPPORTED),
             "unknown"
         );
@@ -270,34 +270,33 @@ mod tests {
         let device = h100();
         let v2 = GPU_INSTANCE_PROFILE_INFO_V2;
         assert_eq!(
-            profile_info_v(&device, 0, v2),
+            profile_info_v(&device, 0, v2, false),
             Err(abi::ERROR_NOT_SUPPORTED),
             "disabled"
         );
-        let enabled = mig_enabled(&device);
         let count = abi::GPU_INSTANCE_PROFILE_COUNT;
         assert_eq!(
-            profile_info_v(&enabled, count, v2),
+            profile_info_v(&device, count, v2, true),
             Err(abi::ERROR_INVALID_ARGUMENT)
         );
         for bad in [0, 1, 0x0100_0030, u32::MAX] {
             assert_eq!(
-                profile_info_v(&enabled, 0, bad),
+                profile_info_v(&device, 0, bad, true),
                 Err(abi::ERROR_INVALID_ARGUMENT)
             );
         }
         // NVML_GPU_INSTANCE_PROFILE_6_SLICE: not an H100 profile.
         assert_eq!(
-            profile_info_v(&enabled, 6, v2),
+            profile_info_v(&device, 6, v2, true),
             Err(abi::ERROR_NOT_SUPPORTED)
         );
     }
 
     #[test]
     fn profile_info_v_answers_the_row_with_its_name() {
-        let enabled = mig_enabled(&h100());
+        let device = h100();
         let ProfileInfoV::V2(info) =
-            profile_info_v(&enabled, 9, GPU_INSTANCE_PROFILE_INFO_V2).unwrap()
+            profile_info_v(&device, 9, GPU_INSTANCE_PROFILE_INFO_V2, true).unwrap()
         else {
             panic!("a v2 request gets v2");
         };
@@ -309,7 +308,7 @@ mod tests {
         assert_eq!(info.is_p2p_supported, 0);
         assert_eq!(&info.name[..8], b"1g.20gb\0");
         let ProfileInfoV::V3(info) =
-            profile_info_v(&enabled, 4, GPU_INSTANCE_PROFILE_INFO_V3).unwrap()
+            profile_info_v(&device, 4, GPU_INSTANCE_PROFILE_INFO_V3, true).unwrap()
         else {
             panic!("a v3 request gets v3");
         };

@@ -3,8 +3,8 @@
 //! left. The C exports (`ffi/lifecycle.rs`) load and store the partition (`mig_store.rs`).
 //!
 //! Geometry: a GPU instance occupies one of its profile's placements in memory slices (no two
-//! instances overlap) and its profile's compute slices (their sum stays within the largest
-//! profile's, 7 on every shipped part); a profile has at most `instances` instances.
+//! instances overlap) and its profile's compute slices (their sum stays within
+//! [`COMPUTE_SLICES`], 7 on every shipped part); a profile has at most `instances` instances.
 //! Compute instances: every GPU instance offers one compute instance profile, the whole
 //! instance (the `NVML_COMPUTE_INSTANCE_PROFILE_*` of its slice count, one instance, its SMs and
 //! engines, its name); the smaller compute profiles' SM counts were not found in real output, so
@@ -21,6 +21,9 @@ use crate::abi::{self, NvmlReturn};
 pub const MAX_GPU_INSTANCES: u32 = 8;
 /// At most this many compute instances per GPU instance (ids 0..8): the handle slots per one.
 pub const MAX_COMPUTE_INSTANCES: u32 = 8;
+/// Compute slices per GPU: 7 on every MIG part shipped (A100, H100, B200, GB200: their 7g
+/// profile), also where a table leaves that row out because its values were not found.
+pub const COMPUTE_SLICES: u32 = 7;
 /// `NVML_COMPUTE_INSTANCE_PROFILE_COUNT`.
 pub const COMPUTE_INSTANCE_PROFILE_COUNT: u32 = 9;
 /// `NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_COUNT`.
@@ -135,7 +138,7 @@ pub fn create_gpu_instance(
     if placement.is_some_and(|wanted| !candidates.contains(&wanted)) {
         return Err(abi::ERROR_INVALID_ARGUMENT);
     }
-    let compute_total = table.iter().map(|row| row.slices).max().unwrap_or(0);
+    let compute_total = COMPUTE_SLICES;
     let compute_used: u32 = gpu
         .instances
         .iter()
@@ -147,7 +150,7 @@ pub fn create_gpu_instance(
     }
     let chosen = match placement {
         Some(wanted) => Some(wanted).filter(|wanted| is_free(gpu, *wanted)),
-        None => candidates.into_iter().find(|offer| is_free(gpu, *offer)),
+        None => best_placement(gpu, table, candidates),
     }
     .ok_or(abi::ERROR_INSUFFICIENT_RESOURCES)?;
     let id = (1..=MAX_GPU_INSTANCES)
@@ -160,6 +163,44 @@ pub fn create_gpu_instance(
         compute: Vec::new(),
     });
     Ok(id)
+}
+
+/// Without a placement asked for: the free candidate that leaves the most placements of every
+/// profile free (the lowest start among equals), so that a 3g made first sits where a 2g and two
+/// 1g still fit beside it. The real driver's choice was not found; this is the mock's.
+fn best_placement(
+    gpu: &Gpu,
+    table: &[GpuInstanceProfile],
+    candidates: Vec<Placement>,
+) -> Option<Placement> {
+    let mut best: Option<(usize, Placement)> = None;
+    for candidate in candidates.into_iter().filter(|offer| is_free(gpu, *offer)) {
+        let mut trial = gpu.clone();
+        trial.instances.push(GpuInstance {
+            id: 0,
+            profile_id: u32::MAX,
+            placement: candidate,
+            compute: Vec::new(),
+        });
+        let left: usize = table
+            .iter()
+            .filter_map(|row| row.placements.as_ref())
+            .flat_map(|offered| offered.pairs())
+            .filter(|(start, size)| {
+                is_free(
+                    &trial,
+                    Placement {
+                        start: *start,
+                        size: *size,
+                    },
+                )
+            })
+            .count();
+        if best.is_none_or(|(most, _)| left > most) {
+            best = Some((left, candidate));
+        }
+    }
+    best.map(|(_, placement)| placement)
 }
 
 /// Whether `placement` overlaps no GPU instance's memory slices.

@@ -62,6 +62,21 @@ fn set_mode_activates_unless_instances_are_left() {
 }
 
 #[test]
+fn without_a_placement_the_largest_first_order_of_mig_parted_fits_all_balanced() {
+    let table = table();
+    let mut state = gpu(Mode::Enabled);
+    for profile in [9, 14, 19, 19] {
+        create_gpu_instance(&mut state, &table, profile, None).unwrap();
+    }
+    let placed: Vec<(u32, u32, u32)> = state
+        .instances
+        .iter()
+        .map(|gi| (gi.profile_id, gi.placement.start, gi.placement.size))
+        .collect();
+    assert_eq!(placed, [(9, 4, 4), (14, 0, 2), (19, 2, 1), (19, 3, 1)]);
+}
+
+#[test]
 fn seven_1g_instances_fill_the_gpu_and_capacity_falls() {
     let table = table();
     let mut state = gpu(Mode::Enabled);
@@ -69,14 +84,19 @@ fn seven_1g_instances_fill_the_gpu_and_capacity_falls() {
         assert_eq!(remaining_gpu_instances(&state, &table, 19), Ok(7 - made));
         let id = create_gpu_instance(&mut state, &table, 19, None).unwrap();
         assert_eq!(id, made + 1, "the lowest free id");
-        assert_eq!(
-            state.instance(id).unwrap().placement,
-            Placement {
-                start: made,
-                size: 1
-            }
-        );
+        assert_eq!(state.instance(id).unwrap().placement.size, 1);
     }
+    let mut starts: Vec<u32> = state
+        .instances
+        .iter()
+        .map(|gi| gi.placement.start)
+        .collect();
+    starts.sort_unstable();
+    assert_eq!(
+        starts,
+        (0..7).collect::<Vec<_>>(),
+        "every 1g start taken once"
+    );
     assert_eq!(remaining_gpu_instances(&state, &table, 19), Ok(0));
     assert_eq!(
         create_gpu_instance(&mut state, &table, 19, None),

@@ -268,27 +268,6 @@ pub fn check_room(length: u32, text: &str) -> Result<(), NvmlReturn> {
     Ok(())
 }
 
-/// `nvmlDeviceGetMaxMigDeviceCount`: nvml.h "returns zero if MIG is not supported or enabled";
-/// while enabled, the profile's `max_devices` (UNKNOWN if the profile does not know it).
-pub fn max_mig_devices(device: &Device) -> Result<u32, NvmlReturn> {
-    match device.mig_mode {
-        Some(mode) if mode.current => mode.max_devices.ok_or(abi::ERROR_UNKNOWN),
-        _ => Ok(0),
-    }
-}
-
-/// `nvmlDeviceGetMigDeviceHandleByIndex`: the mock never creates GPU or compute instances, so
-/// there is no MIG device: NOT_SUPPORTED without MIG support, INVALID_ARGUMENT for an index at
-/// or past [`max_mig_devices`] while MIG is enabled, otherwise NOT_FOUND ("no valid MIG device
-/// was found at index"; callers such as go-nvlib take it as the end of the list).
-pub fn mig_device_at(device: &Device, index: u32) -> Result<(), NvmlReturn> {
-    let mode = device.mig_mode.ok_or(abi::ERROR_NOT_SUPPORTED)?;
-    if mode.current && index >= max_mig_devices(device)? {
-        return Err(abi::ERROR_INVALID_ARGUMENT);
-    }
-    Err(abi::ERROR_NOT_FOUND)
-}
-
 /// `nvmlDeviceGetGpuInstanceProfileInfo`: INVALID_ARGUMENT past the last
 /// `NVML_GPU_INSTANCE_PROFILE_*` (nvml.h's enumeration end), NOT_SUPPORTED when the GPU has no
 /// MIG, its table is `unknown`, or the table lacks the profile; else the profile's row.
@@ -340,7 +319,7 @@ pub fn addressing_mode(device: &Device) -> Result<DeviceAddressingMode, NvmlRetu
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
-    use nvml_profile::{Profile, GB200, H100};
+    use nvml_profile::{Profile, GB200, GB300, H100};
 
     use super::*;
 
@@ -426,12 +405,21 @@ mod tests {
     fn mig_answers_for_a_capable_part_with_mig_disabled() {
         let devices = gb200();
         let device = &devices[0];
-        assert_eq!(max_mig_devices(device), Ok(0), "zero while MIG is disabled");
-        assert_eq!(mig_device_at(device, 0), Err(abi::ERROR_NOT_FOUND));
         assert_eq!(
-            gpu_instance_profile(device, 0),
+            gpu_instance_profile(device, 0).map(|info| (info.id, info.memory_size_mb)),
+            Ok((19, 22528)),
+            "gb200's 1g.23gb, answered while MIG is disabled"
+        );
+        assert_eq!(
+            gpu_instance_profile(device, 2),
             Err(abi::ERROR_NOT_SUPPORTED),
-            "the gb200 table is unknown"
+            "gb200's 3g row is left out: its values were not found"
+        );
+        let gb300 = Profile::parse(GB300).unwrap().devices().remove(0);
+        assert_eq!(
+            gpu_instance_profile(&gb300, 0),
+            Err(abi::ERROR_NOT_SUPPORTED),
+            "the gb300 table is unknown"
         );
         assert_eq!(
             gpu_instance_profile(device, abi::GPU_INSTANCE_PROFILE_COUNT),
@@ -443,7 +431,7 @@ mod tests {
     #[test]
     fn mig_enabled_and_known_tables() {
         let row = "{profile: 4, id: 0, p2p: true, slices: 7, instances: 1, multiprocessors: 132, copy_engines: 8, decoders: 7, encoders: 0, jpegs: 7, ofas: 1, memory_mib: 80000}";
-        let text = GB200
+        let text = GB300
             .replace(
                 "mig_mode: {current: false, pending: false, max_devices: 7}",
                 "mig_mode: {current: true, pending: true, max_devices: 7}",
@@ -454,9 +442,6 @@ mod tests {
             );
         let devices = Profile::parse(&text).unwrap().devices();
         let device = &devices[1];
-        assert_eq!(max_mig_devices(device), Ok(7));
-        assert_eq!(mig_device_at(device, 6), Err(abi::ERROR_NOT_FOUND));
-        assert_eq!(mig_device_at(device, 7), Err(abi::ERROR_INVALID_ARGUMENT));
         let info = gpu_instance_profile(device, 4).unwrap();
         assert_eq!(
             (
@@ -478,8 +463,6 @@ mod tests {
         // h100: MIG-capable, disabled, its real table, no addressing mode in the profile.
         let devices = Profile::parse(H100).unwrap().devices();
         let device = &devices[0];
-        assert_eq!(max_mig_devices(device), Ok(0));
-        assert_eq!(mig_device_at(device, 0), Err(abi::ERROR_NOT_FOUND));
         let info = gpu_instance_profile(device, 0).unwrap();
         assert_eq!(
             (info.id, info.instance_count, info.memory_size_mb),
@@ -498,7 +481,5 @@ mod tests {
         );
         let devices = Profile::parse(&text).unwrap().devices();
         assert_eq!(devices[0].mig_mode, None);
-        assert_eq!(max_mig_devices(&devices[0]), Ok(0));
-        assert_eq!(mig_device_at(&devices[0], 0), Err(abi::ERROR_NOT_SUPPORTED));
     }
 }

@@ -22,10 +22,33 @@
 //! (temporary file, then rename) under an advisory lock, so a reader never sees a half-made
 //! instance. Pure: parsing and formatting only; the mock library reads and writes the file.
 
-use std::fmt::Write as _;
+use std::{
+    fmt::Write as _,
+    path::{Path, PathBuf},
+};
 
 /// The file's largest accepted size: a reader refuses anything larger.
 pub const MAX_FILE_BYTES: u64 = 64 * 1024;
+
+/// The lock file beside the state file (`mig-state.lock`): writers hold an exclusive advisory
+/// lock on it while they read, change and replace the state file (the state file itself is
+/// replaced by rename, so it cannot carry the lock).
+pub fn lock_path(state: &Path) -> PathBuf {
+    sibling(state, ".lock")
+}
+
+/// The temporary file a writer fills before renaming it over the state file
+/// (`mig-state.tmp.<pid>`); a writer that dies before the rename leaves only this file behind,
+/// which readers never look at.
+pub fn temp_path(state: &Path, pid: u32) -> PathBuf {
+    sibling(state, &format!(".tmp.{pid}"))
+}
+
+fn sibling(state: &Path, suffix: &str) -> PathBuf {
+    let mut name = state.file_name().unwrap_or_default().to_os_string();
+    name.push(suffix);
+    state.with_file_name(name)
+}
 
 /// A MIG mode: `NVML_DEVICE_MIG_DISABLE` or `NVML_DEVICE_MIG_ENABLE`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -348,6 +371,19 @@ gpu=3 current=0 pending=1
         let twice = "gpu=0 current=1 pending=1\ngi gpu=0 id=1 profile=19 start=0 size=1\n\
                      gi gpu=0 id=1 profile=19 start=1 size=1";
         assert_eq!(parse(twice).unwrap_err().reason, "a second gi with this id");
+    }
+
+    #[test]
+    fn the_lock_and_temporary_files_sit_beside_the_state_file() {
+        let state = Path::new("/var/lib/nvml-mock/driver/config/mig-state");
+        assert_eq!(
+            lock_path(state),
+            Path::new("/var/lib/nvml-mock/driver/config/mig-state.lock")
+        );
+        assert_eq!(
+            temp_path(state, 42),
+            Path::new("/var/lib/nvml-mock/driver/config/mig-state.tmp.42")
+        );
     }
 
     #[test]

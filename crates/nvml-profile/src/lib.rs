@@ -53,6 +53,8 @@ use schema::Document;
 pub const GB200: &str = include_str!("../../../manifests/helm/nvml-mock/profiles/gb200.yaml");
 /// The shipped H100 profile (8 GPUs, no fabric support).
 pub const H100: &str = include_str!("../../../manifests/helm/nvml-mock/profiles/h100.yaml");
+/// The shipped GB300 profile (its MIG table is `unknown`).
+pub const GB300: &str = include_str!("../../../manifests/helm/nvml-mock/profiles/gb300.yaml");
 
 /// Why a profile was rejected.
 #[derive(Debug, thiserror::Error)]

@@ -366,9 +366,22 @@ fn gb200_is_mig_capable_with_mig_disabled_and_ats() {
             max_devices: Some(7)
         })
     );
+    // The rows found in real output (mig.md): 1g, 1g+me, 1g.47gb, 2g.47gb; 3g/4g/7g left out.
+    let Some(GpuInstanceProfiles::Known(rows)) = &device.gpu_instance_profiles else {
+        panic!("gb200 has a table");
+    };
+    let ids: Vec<(u32, u32, &str)> = rows
+        .iter()
+        .map(|row| (row.profile, row.id, row.name.as_deref().unwrap_or("")))
+        .collect();
     assert_eq!(
-        device.gpu_instance_profiles,
-        Some(GpuInstanceProfiles::Unknown(Unknown::Unknown))
+        ids,
+        [
+            (0, 19, "1g.23gb"),
+            (7, 20, "1g.23gb+me"),
+            (9, 15, "1g.47gb"),
+            (1, 14, "2g.47gb")
+        ]
     );
     assert_eq!(device.addressing_mode, Some(AddressingMode::Ats));
     // A profile that says nothing has none of the three.

@@ -541,17 +541,3 @@ pub unsafe extern "C" fn nvmlDeviceGetC2cModeInfoV(
         unsafe { put(info, value) }
     })
 }
-
-/// `nvmlDeviceGetDeviceHandleFromMigDeviceHandle`: the library issues no MIG device handles, so
-/// every handle is INVALID_ARGUMENT (nvml.h: "if device is not a valid MIG device handle").
-#[no_mangle]
-pub extern "C" fn nvmlDeviceGetDeviceHandleFromMigDeviceHandle(
-    mig_device: nvmlDevice_t,
-    _device: *mut nvmlDevice_t,
-) -> NvmlReturn {
-    guard(|| {
-        state::loaded()?;
-        let _ = mig_device;
-        Err(abi::ERROR_INVALID_ARGUMENT)
-    })
-}

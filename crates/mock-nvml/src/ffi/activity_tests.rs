@@ -395,7 +395,10 @@ fn table() -> Vec<Entry> {
             valid: abi::ERROR_INVALID_ARGUMENT,
             call: |device, mode| {
                 let mut parent = null_mut();
-                nvmlDeviceGetDeviceHandleFromMigDeviceHandle(device, out(&mut parent, mode))
+                // SAFETY: NULL or a valid handle slot.
+                unsafe {
+                    nvmlDeviceGetDeviceHandleFromMigDeviceHandle(device, out(&mut parent, mode))
+                }
             },
         },
         list!(nvmlDeviceGetComputeRunningProcesses_v3, ProcessInfo),

@@ -74,7 +74,8 @@ pub unsafe extern "C" fn nvmlDeviceGetHandleByIndex(
     unsafe { nvmlDeviceGetHandleByIndex_v2(index, device) }
 }
 
-/// `nvmlDeviceGetHandleByUUID`: NOT_FOUND for an unknown uuid.
+/// `nvmlDeviceGetHandleByUUID`: a GPU's or (`MIG-…`) a MIG device's handle; NOT_FOUND for an
+/// unknown uuid.
 ///
 /// # Safety
 /// `uuid` must be NULL or NUL-terminated; `device` NULL or valid for writing a handle.
@@ -83,8 +84,20 @@ pub unsafe extern "C" fn nvmlDeviceGetHandleByUUID(
     uuid: *const c_char,
     device: *mut nvmlDevice_t,
 ) -> NvmlReturn {
-    // SAFETY: forwarded from this function's contract.
-    unsafe { handle_by(uuid, device, query::find_by_uuid) }
+    guard(|| {
+        let loaded = state::loaded()?;
+        non_null([device.cast_const().cast()])?;
+        // SAFETY: forwarded from this function's contract.
+        let key = unsafe { get_str(uuid) }?;
+        if key.starts_with("MIG-") {
+            let handle = mig_device::mig_by_uuid(&loaded, key)?;
+            // SAFETY: forwarded from this function's contract.
+            return unsafe { put(device, handle) };
+        }
+        let index = query::find_by_uuid(&loaded.devices, key)?;
+        // SAFETY: forwarded from this function's contract.
+        unsafe { put_handle(&loaded, index, device) }
+    })
 }
 
 /// A handle looked up by the text `key` with `find` over the devices.
@@ -191,17 +204,68 @@ getter!(
     crate::activity_abi::PciInfoV1,
     |device| Ok(crate::activity::pci_info_v1(&query::pci_info(device)))
 );
-getter!(nvmlDeviceGetMemoryInfo, abi::Memory, |device| Ok(
-    query::memory_v1(device)
-));
+/// `nvmlDeviceGetMemoryInfo`; a MIG device's is its GPU instance's memory.
+///
+/// # Safety
+/// `memory` must be NULL or valid for writing an `nvmlMemory_t`.
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetMemoryInfo(
+    device: nvmlDevice_t,
+    memory: *mut abi::Memory,
+) -> NvmlReturn {
+    guard(|| {
+        let value = mig_device::with_device_or_mig(device, |device| {
+            non_null([memory.cast_const().cast()])?;
+            Ok(query::memory_v1(device))
+        })?;
+        // SAFETY: forwarded from this function's contract.
+        unsafe { put(memory, value) }
+    })
+}
 getter!(nvmlDeviceGetGpuFabricInfo, abi::GpuFabricInfo, |device| {
     query::fabric_v1(device)
 });
 
 // ---------------------------------------------------------------- strings
 
-string_getter!(nvmlDeviceGetUUID, |device| Ok(&device.uuid));
-string_getter!(nvmlDeviceGetName, |device| Ok(&device.name));
+/// `nvmlDeviceGetUUID` (a MIG device's is `MIG-<uuid>`); INSUFFICIENT_SIZE when the text and
+/// its NUL do not fit.
+///
+/// # Safety
+/// The buffer must be NULL or valid for writing `length` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetUUID(
+    device: nvmlDevice_t,
+    buffer: *mut c_char,
+    length: c_uint,
+) -> NvmlReturn {
+    guard(|| {
+        mig_device::with_device_or_mig(device, |device| {
+            non_null([buffer.cast_const().cast()])?;
+            // SAFETY: forwarded from this function's contract.
+            unsafe { put_str(buffer, length, &device.uuid) }
+        })
+    })
+}
+
+/// `nvmlDeviceGetName` (a MIG device's is its GPU's name, `MIG` and its profile name).
+///
+/// # Safety
+/// The buffer must be NULL or valid for writing `length` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetName(
+    device: nvmlDevice_t,
+    buffer: *mut c_char,
+    length: c_uint,
+) -> NvmlReturn {
+    guard(|| {
+        mig_device::with_device_or_mig(device, |device| {
+            non_null([buffer.cast_const().cast()])?;
+            // SAFETY: forwarded from this function's contract.
+            unsafe { put_str(buffer, length, &device.name) }
+        })
+    })
+}
 string_getter!(nvmlDeviceGetSerial, |device| device
     .serial
     .as_deref()
@@ -226,29 +290,6 @@ pub unsafe extern "C" fn nvmlDeviceGetCudaComputeCapability(
         unsafe {
             put(major, capability.major as c_int)?;
             put(minor, capability.minor as c_int)
-        }
-    })
-}
-
-/// `nvmlDeviceGetMigMode`: NOT_SUPPORTED when the profile gives no MIG mode.
-///
-/// # Safety
-/// `current` and `pending` must be NULL or valid for writing an `unsigned int`.
-#[no_mangle]
-pub unsafe extern "C" fn nvmlDeviceGetMigMode(
-    device: nvmlDevice_t,
-    current: *mut c_uint,
-    pending: *mut c_uint,
-) -> NvmlReturn {
-    guard(|| {
-        let mode = with_device(device, |_, device| {
-            non_null([current.cast_const().cast(), pending.cast_const().cast()])?;
-            device.mig_mode.ok_or(abi::ERROR_NOT_SUPPORTED)
-        })?;
-        // SAFETY: forwarded from this function's contract.
-        unsafe {
-            put(current, c_uint::from(mode.current))?;
-            put(pending, c_uint::from(mode.pending))
         }
     })
 }

@@ -1,8 +1,9 @@
 //! MIG exports by profile name and placement (i22-profiles): `nvmlDeviceGetGpuInstanceProfileInfoV`
 //! and `nvmlDeviceGetGpuInstancePossiblePlacements` (v1 and `_v2`); the answers are [`crate::mig`]'s.
 
+use super::lifecycle;
 use super::*;
-use crate::mig::{self, GpuInstancePlacement, ProfileInfoV};
+use crate::mig::{self, GpuInstancePlacement};
 
 /// `nvmlDeviceGetGpuInstanceProfileInfoV`: the caller sets `version` to
 /// `nvmlGpuInstanceProfileInfo_v2` or `_v3`; exactly that layout's bytes are written. Any other
@@ -17,19 +18,14 @@ pub unsafe extern "C" fn nvmlDeviceGetGpuInstanceProfileInfoV(
     info: *mut mig::GpuInstanceProfileInfoV2,
 ) -> NvmlReturn {
     guard(|| {
-        let value = with_device(device, |_, device| {
+        let value = lifecycle::with_target(device, |_, target| {
             // SAFETY: forwarded from this function's contract.
             let version = unsafe { get_u32(info.cast_const().cast()) }?;
-            mig::profile_info_v(device, profile, version)
+            let enabled = target.mig_mode().is_ok_and(|mode| mode.current);
+            mig::profile_info_v(target.device, profile, version, enabled)
         })?;
-        match value {
-            // SAFETY: the caller's version tag says the buffer holds a v2 struct.
-            ProfileInfoV::V2(value) => unsafe { put(info, value) },
-            // SAFETY: the caller's version tag says the buffer holds a v3 struct (the same size).
-            ProfileInfoV::V3(value) => unsafe {
-                put(info.cast::<mig::GpuInstanceProfileInfoV3>(), value)
-            },
-        }
+        // SAFETY: forwarded from this function's contract (the caller's tag names the layout).
+        unsafe { lifecycle::put_profile_info_v(info, value) }
     })
 }
 

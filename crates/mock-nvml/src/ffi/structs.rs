@@ -14,7 +14,7 @@ pub unsafe extern "C" fn nvmlDeviceGetMemoryInfo_v2(
     memory: *mut abi::MemoryV2,
 ) -> NvmlReturn {
     guard(|| {
-        let value = with_device(device, |_, device| Ok(query::memory_v2(device)))?;
+        let value = mig_device::with_device_or_mig(device, |device| Ok(query::memory_v2(device)))?;
         // SAFETY: forwarded from this function's contract.
         if unsafe { get_u32(memory.cast_const().cast()) }? != abi::MEMORY_V2 {
             return Err(abi::ERROR_ARGUMENT_VERSION_MISMATCH);
@@ -58,31 +58,6 @@ pub unsafe extern "C" fn nvmlDeviceGetGpuFabricInfoV(
 }
 
 // ---------------------------------------------------------------- MIG and addressing mode
-
-getter!(nvmlDeviceGetMaxMigDeviceCount, c_uint, |device| {
-    query::max_mig_devices(device)
-});
-// Every handle this library issues is a whole GPU: the mock creates no MIG devices.
-getter!(nvmlDeviceIsMigDeviceHandle, c_uint, |_device| Ok(0));
-
-/// `nvmlDeviceGetMigDeviceHandleByIndex`: never succeeds (no MIG devices exist); see
-/// [`query::mig_device_at`] for which error. Nothing is written.
-///
-/// # Safety
-/// `mig_device` must be NULL or valid for writing a handle.
-#[no_mangle]
-pub unsafe extern "C" fn nvmlDeviceGetMigDeviceHandleByIndex(
-    device: nvmlDevice_t,
-    index: c_uint,
-    mig_device: *mut nvmlDevice_t,
-) -> NvmlReturn {
-    guard(|| {
-        with_device(device, |_, device| {
-            non_null([mig_device.cast_const().cast()])?;
-            query::mig_device_at(device, index)
-        })
-    })
-}
 
 /// `nvmlDeviceGetGpuInstanceProfileInfo` (v1 struct); see [`query::gpu_instance_profile`].
 ///

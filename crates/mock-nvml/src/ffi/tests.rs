@@ -35,6 +35,12 @@ impl Session {
         std::env::remove_var("MOCK_NVML_STRICT");
         std::env::remove_var(node_layout::env::MOCK_NVML_XID_FILE);
         std::env::remove_var(node_layout::env::MOCK_NVML_DEV_ROOT);
+        // Each session's MIG partition starts empty (the store outlives shutdowns, as the
+        // node's does).
+        std::env::set_var(
+            node_layout::env::MOCK_NVML_MIG_STATE,
+            dir.path().join("mig-state"),
+        );
         match topology {
             Some((text, node)) => {
                 let path = dir.path().join("topology.bin");
@@ -389,7 +395,7 @@ fn table() -> Vec<Entry> {
                 let code = unsafe {
                     nvmlDeviceGetGpuInstanceProfileInfo(device, 0, out(&mut value, mode))
                 };
-                // gb200's table is `unknown`: NOT_SUPPORTED is its valid answer, with nothing written.
+                // gb200's 1g.23gb row (enum 0) answers; NOT_SUPPORTED with nothing written would too.
                 match (mode, code) {
                     (Mode::Valid, abi::ERROR_NOT_SUPPORTED) if value.id == 0 => abi::SUCCESS,
                     _ => code,
@@ -471,8 +477,8 @@ fn table() -> Vec<Entry> {
             let code = unsafe { nvmlEventSetWait(xid_set(), out(&mut value, mode), 0) };
             timed_out_is_success(mode, code)
         }),
-        // MIG profiles by name and their placements (i22-profiles): gb200's table is `unknown`,
-        // so NOT_SUPPORTED with nothing written is their valid answer there.
+        // MIG profiles by name and their placements (i22-profiles): the versioned info needs MIG
+        // enabled, which it is not on gb200, so NOT_SUPPORTED with nothing written is valid there.
         entry!(
             nvmlDeviceGetGpuInstanceProfileInfoV,
             handle,
@@ -581,6 +587,7 @@ const LIFECYCLE: &[&str] = &[
 fn the_table_covers_every_export_once() {
     let mut names: Vec<&str> = table().iter().map(|entry| entry.name).collect();
     names.extend(super::activity_tests::names());
+    names.extend(lifecycle_tests::names());
     assert_eq!(names, EXPORTS);
 }
 
@@ -1017,13 +1024,18 @@ fn mig_on_gb200_is_capable_and_disabled() {
     assert_eq!(mig, 0x1234 as nvmlDevice_t, "nothing written");
     let mut info: abi::GpuInstanceProfileInfo = unsafe { std::mem::zeroed() };
     info.id = 77;
+    // Enums 0, 7, 9 and 1 are gb200's rows found in real output (ids 19, 20, 15, 14); the
+    // others, the 3g, 4g and 7g rows included, are NOT_SUPPORTED.
     for profile in 0..abi::GPU_INSTANCE_PROFILE_COUNT {
-        assert_eq!(
-            unsafe { nvmlDeviceGetGpuInstanceProfileInfo(device, profile, &mut info) },
-            abi::ERROR_NOT_SUPPORTED,
-            "profile {profile}"
-        );
+        let code = unsafe { nvmlDeviceGetGpuInstanceProfileInfo(device, profile, &mut info) };
+        let want = match profile {
+            0 | 7 | 9 | 1 => abi::SUCCESS,
+            _ => abi::ERROR_NOT_SUPPORTED,
+        };
+        assert_eq!(code, want, "profile {profile}");
     }
+    assert_eq!(info.id, 15, "the last enum answered (9): 1g.47gb");
+    info.id = 77;
     assert_eq!(
         unsafe {
             nvmlDeviceGetGpuInstanceProfileInfo(device, abi::GPU_INSTANCE_PROFILE_COUNT, &mut info)
@@ -1076,6 +1088,9 @@ mod stubs_tests;
 
 #[path = "mig_tests.rs"]
 mod mig_tests;
+
+#[path = "lifecycle_tests.rs"]
+mod lifecycle_tests;
 
 #[test]
 fn topology_levels_and_gpu_sets_through_the_c_functions() {
