@@ -87,7 +87,10 @@ pub fn start(sh: &Shell) -> Result<Mirror> {
     let binary = ensure_tool(sh, Tool::Registry)?;
     let helm = ensure_tool(sh, Tool::Helm)?;
     let gateway = kind_gateway(sh)?;
-    let dir = std::path::absolute("target/ci/mirror")?;
+    // Outside the clone's target/, which CI links into /var/cache/cdsim: the
+    // non-root step proves the user's run changes nothing there, and this
+    // mirror's logs change while the user's nodes pull from it.
+    let dir = std::env::temp_dir().join("cdsim-ci-mirror");
     if dir.exists() {
         std::fs::remove_dir_all(&dir)?;
     }
