@@ -16,7 +16,7 @@ use imex_double::nodes::{self, HostTable, Nodes};
 use imex_double::{clock, wire, MARKER, NO_GPU_VERSION};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{watch, Notify};
+use tokio::sync::watch;
 
 const NAME: &str = "nvidia-imex (IMEX test double)";
 const DAEMONIZED_ENV: &str = "IMEX_DOUBLE_DAEMONIZED";
@@ -126,8 +126,10 @@ struct Shared {
     own: usize,
     own_addr: IpAddr,
     hosts: HostTable,
-    /// Woken on SIGUSR1: every connection loop retries at once.
-    retry: Notify,
+    /// Bumped on SIGUSR1: every connection loop retries at once. A count a
+    /// loop compares, not a wake-up of the loops waiting at that moment: a
+    /// signal that lands while a loop resolves or dials is not lost.
+    retry: watch::Sender<u64>,
     digest: String,
     server_port: u16,
     cmd_port: u16,
@@ -229,7 +231,7 @@ fn run(args: Args) -> Result<(), String> {
         own_addr,
         links: Mutex::new(vec![0; hosts.entries().len()]),
         hosts,
-        retry: Notify::new(),
+        retry: watch::Sender::new(0),
         digest: nodes.digest,
         server_port,
         cmd_port,
@@ -347,7 +349,7 @@ async fn serve(shared: Arc<Shared>, cmd_addr: SocketAddr) -> Result<(), String> 
             _ = quit.recv() => break "SIGQUIT",
             _ = usr1.recv() => {
                 shared.log.info("SIGUSR1: restarting outgoing connections");
-                shared.retry.notify_waiters();
+                shared.retry.send_modify(|it| *it += 1);
             }
             _ = hup.recv() => shared.log.info("SIGHUP: nothing buffered to dump"),
         }
@@ -452,6 +454,7 @@ async fn connect_peer(peer: usize, shared: Arc<Shared>, stop: watch::Receiver<bo
         .and_then(|it| it.parse::<u64>().ok())
         .map_or(Duration::from_secs(15), Duration::from_millis);
     let mut delay = base;
+    let mut retry = shared.retry.subscribe();
     loop {
         if *stop.borrow() {
             return;
@@ -462,6 +465,8 @@ async fn connect_peer(peer: usize, shared: Arc<Shared>, stop: watch::Receiver<bo
             continue;
         }
         // The name again before each attempt: a replaced peer has a new address.
+        // A SIGUSR1 from here on wakes the wait below at once.
+        retry.borrow_and_update();
         let resolved = {
             let shared = shared.clone();
             tokio::task::spawn_blocking(move || shared.hosts.refresh(peer))
@@ -489,7 +494,7 @@ async fn connect_peer(peer: usize, shared: Arc<Shared>, stop: watch::Receiver<bo
                 tokio::select! {
                     _ = tokio::time::sleep(delay) => delay = delay * 2 + Duration::from_secs(1),
                     // SIGUSR1: the mapping changed, retry now and from the start.
-                    _ = shared.retry.notified() => delay = base,
+                    _ = retry.changed() => delay = base,
                     _ = stop.changed() => return,
                 }
             }
