@@ -173,6 +173,34 @@ pub fn room_lines(host: crate::capacity::Host, trays: usize) -> Vec<String> {
     .collect()
 }
 
+/// What racks of `trays` trays need on the offline lean nodes (one control
+/// plane in all), for 1, 2, 4 and 8 racks and `asked`: a header and a row
+/// each, and whether each fits on `host`. Disk and memory only: the CPU a
+/// rack keeps busy is measured, not computed (BENCHMARKS.md, "The cost of a tray").
+pub fn rack_lines(host: crate::capacity::Host, trays: usize, asked: usize) -> Vec<String> {
+    let mut racks: Vec<usize> = vec![1, 2, 4, 8, asked];
+    racks.sort_unstable();
+    racks.dedup();
+    let mut lines = vec![format!(
+        "  racks    racks of {trays} trays, offline lean nodes: disk and memory needed (reserves included), here?"
+    )];
+    for count in racks {
+        let room = crate::capacity::room(host, &crate::capacity::LEAN, trays * count, 0);
+        lines.push(format!(
+            "  racks    {count:>2} × {trays} = {:>3} trays: {:>6.1} GB disk, {:>5.1} GB memory: {}",
+            trays * count,
+            room.need_disk as f64 / 1e9,
+            room.need_memory as f64 / 1e9,
+            if room.fits() {
+                "fits here".to_owned()
+            } else {
+                format!("not here (at most {} trays fit)", room.max_trays)
+            }
+        ));
+    }
+    lines
+}
+
 /// The inotify line for a cluster of `nodes` kind nodes.
 fn print_inotify(nodes: usize) {
     let instances = std::fs::read_to_string("/proc/sys/fs/inotify/max_user_instances")
@@ -188,11 +216,12 @@ fn print_inotify(nodes: usize) {
     }
 }
 
-/// The room lines for `trays`, or why they cannot be had.
-fn print_room(sh: &Shell, trays: usize) {
+/// The room lines for `racks` racks of `trays` trays, or why they cannot be had.
+fn print_room(sh: &Shell, trays: usize, racks: usize) {
     match crate::capacity::probe_host(&crate::flow::docker_only(sh)) {
-        Ok(host) => room_lines(host, trays)
-            .iter()
+        Ok(host) => room_lines(host, trays * racks)
+            .into_iter()
+            .chain(rack_lines(host, trays, racks))
             .for_each(|line| println!("{line}")),
         Err(err) => println!("! room     cannot check the free disk and memory: {err:#}"),
     }
@@ -239,7 +268,7 @@ pub fn run(sh: &Shell, args: &crate::flags::DoctorArgs) -> anyhow::Result<()> {
         }
     }
     println!("{}", go_line(go.as_deref(), tools_missing && go.is_none()));
-    print_inotify(args.trays + 1);
+    print_inotify(args.trays * args.racks + 1);
     match crate::tools::host_fixes(sh, crate::tools::HostNeeds::Engine) {
         Ok(fixes) if fixes.is_empty() => {
             println!("✓ host     the engine answers and runs privileged containers")
@@ -252,7 +281,7 @@ pub fn run(sh: &Shell, args: &crate::flags::DoctorArgs) -> anyhow::Result<()> {
         }
         Err(err) => println!("! host     cannot check: {err:#}"),
     }
-    print_room(sh, args.trays);
+    print_room(sh, args.trays, args.racks);
     scenarios::print();
     match crate::dirs::cache_dir() {
         Ok(dir) => println!(
@@ -375,6 +404,37 @@ mod tests {
             panic!("missing");
         };
         assert!(advice.contains("optional"), "{advice}");
+    }
+
+    #[test]
+    fn the_rack_lines_cost_each_rack_count_and_say_which_fit() {
+        let host = crate::capacity::Host {
+            free_disk: 26_000_000_000,
+            available_memory: 23_600_000_000,
+        };
+        let lines = rack_lines(host, 18, 2);
+        assert_eq!(
+            lines.len(),
+            5,
+            "a header, then 1, 2, 4 and 8 racks: {lines:#?}"
+        );
+        // One rack: 2.0 + 1.55 + 18 × 0.85 GB of disk, 2.0 + 1.2 + 18 × 0.5 GB of memory.
+        assert!(
+            lines[1].contains(" 1 × 18 =  18 trays:   18.9 GB disk,  12.2 GB memory: fits here"),
+            "{}",
+            lines[1]
+        );
+        assert!(lines[2].contains(" 2 × 18 =  36 trays:   34.1 GB disk,  21.2 GB memory: not here (at most 26 trays fit)"), "{}", lines[2]);
+        assert!(
+            lines[4].contains(" 8 × 18 = 144 trays:  126.0 GB disk,  75.2 GB memory: not here"),
+            "{}",
+            lines[4]
+        );
+        assert_eq!(
+            rack_lines(host, 18, 3).len(),
+            6,
+            "the asked count is a row of its own"
+        );
     }
 
     #[test]

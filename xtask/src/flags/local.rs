@@ -116,9 +116,13 @@ pub struct CiArgs {
 /// Options for `doctor`.
 #[derive(Debug, Clone, Args)]
 pub struct DoctorArgs {
-    /// How many trays (kind workers, all racks together) to check room for.
+    /// How many trays (kind workers) per rack to check room for.
     #[arg(long, default_value_t = 4, value_parser = doctor_trays_value)]
     pub trays: usize,
+    /// How many racks of --trays trays each (as `demo --trays T --racks R`);
+    /// also prints what 1, 2, 4 and 8 such racks need.
+    #[arg(long, default_value_t = 1, value_parser = doctor_trays_value)]
+    pub racks: usize,
 }
 
 /// A tray count: a whole number, at least 1.
