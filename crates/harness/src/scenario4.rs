@@ -248,7 +248,10 @@ async fn imex_part(
         let live = up.live(client, plan);
         let mut timings = live.check(&mut details).await?;
         let deleted = live.delete(&mut details).await?;
-        timings.push(("ComputeDomain deleted, nothing left".to_owned(), deleted));
+        timings.push((
+            "ComputeDomain deleted: its daemons, clique objects and tray labels gone".to_owned(),
+            deleted,
+        ));
         Ok::<_, anyhow::Error>(timings)
     }
     .await;
