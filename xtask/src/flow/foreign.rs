@@ -10,10 +10,13 @@ use anyhow::Context as _;
 use kube::Client;
 use tokio::time::Instant;
 
-use super::{
-    context_lock_name, finish_report, images, install_chart, roll_workload, run_scenario, step,
-    take_lock, Mode, Run, Target,
+use super::common::{
+    context_lock_name, finish_report, helm_runner, images, install_chart, step, take_lock, Mode,
+    Run,
 };
+use super::run::run_scenario;
+use super::status::roll_workload;
+use super::target::Target;
 use crate::k8s;
 use crate::names::{MOCK_NS, WORKLOAD_NS};
 use crate::plan::{self, ImageRef};
@@ -50,7 +53,7 @@ pub async fn demo(run: Run<'_>) -> anyhow::Result<()> {
     let _lock = take_lock(&context_lock_name(context))?;
     let started = Instant::now();
     let mut report = Report {
-        command: super::command_line(),
+        command: super::common::command_line(),
         cluster: format!("context {context}"),
         ..Report::default()
     };
@@ -88,9 +91,11 @@ async fn inner(
     report
         .notes
         .push(format!("workers: {}", workers.join(", ")));
-    let topology = super::chosen_topology(args.cluster.topology.as_deref(), &workers)?;
+    let topology = super::target::chosen_topology(args.cluster.topology.as_deref(), &workers)?;
     crate::report_page::lay_out(report, &topology, &args.profile);
-    report.notes.push(super::version_note(&client).await);
+    report
+        .notes
+        .push(super::common::version_note(&client).await);
     let built = step(report, tracker, "images", async { images(sh, args) }).await?;
     let (mock, workload) = step(report, tracker, "push images", async {
         push_images(registry, &built).await
@@ -142,13 +147,6 @@ async fn inner(
     Ok(())
 }
 
-/// The runner of a cluster xtask did not create: helm, and no kind.
-pub(super) fn helm_runner(sh: &xshell::Shell) -> anyhow::Result<ShellRunner<'_>> {
-    let helm = crate::tools::ensure_tool(sh, crate::tools::Tool::Helm)?;
-    // kind is never run on this path.
-    Ok(ShellRunner::new(sh, "kind".into(), helm))
-}
-
 /// `inject --kube-context CTX`: the node checked against the context's
 /// nodes, the injection through the API; the stager's report.
 pub async fn inject_api(context: &str, args: &crate::flags::InjectArgs) -> anyhow::Result<String> {
@@ -165,7 +163,7 @@ pub async fn inject_api(context: &str, args: &crate::flags::InjectArgs) -> anyho
 /// Pushes both images; returns them as the nodes pull them.
 async fn push_images(
     registry: &Registry,
-    built: &super::ImagePair,
+    built: &super::common::ImagePair,
 ) -> anyhow::Result<(ImageRef, ImageRef)> {
     let (mock, workload) = (&built.mock, &built.workload);
     Ok((

@@ -18,10 +18,10 @@ use crate::runner::ShellRunner;
 use crate::scenarios::Scenario;
 use xtask_support::node_images::NodeImages;
 
-use super::{
-    images, install_chart, roll_workload, run_scenario, runner, step, version_note, ImagePair,
-    Mode, Run, Target,
-};
+use super::common::{images, install_chart, runner, step, version_note, ImagePair, Mode, Run};
+use super::run::run_scenario;
+use super::status::roll_workload;
+use super::target::Target;
 
 pub(super) async fn demo_inner(
     run: Run<'_>,
@@ -228,7 +228,7 @@ fn kind_config_file(cluster: &KindCluster, layout: Layout) -> anyhow::Result<Pat
         .with_context(|| format!("reading {}", template.display()))?;
     let config = crate::kind_config::render(&text, layout)
         .with_context(|| format!("{}", template.display()))?;
-    let path = super::scratch_dir(cluster.name())?.join("kind-config.yaml");
+    let path = super::common::scratch_dir(cluster.name())?.join("kind-config.yaml");
     std::fs::write(&path, config).with_context(|| format!("writing {}", path.display()))?;
     Ok(path)
 }

@@ -18,7 +18,8 @@ use crate::report::Report;
 use crate::runner::Cmd;
 use crate::scenarios::Scenario;
 
-use super::{docker_only, roll_workload, rollout, runner, scratch_dir, step};
+use super::common::{docker_only, rollout, runner, scratch_dir, step};
+use super::status::roll_workload;
 
 /// An `--imex` payload checked before anything is built or installed: one
 /// xtask can build into the workload image and stage (its files, its

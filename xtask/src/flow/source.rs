@@ -8,7 +8,7 @@
 use anyhow::Context as _;
 use xshell::Shell;
 
-use super::Target;
+use super::target::Target;
 use crate::gpu_source::mirror::Mirrors;
 use crate::gpu_source::Source;
 use crate::plan::ImageRef;
@@ -19,7 +19,7 @@ pub(super) fn of(sh: &Shell, target: &Target) -> anyhow::Result<Source> {
     let Some(cluster) = &target.kind else {
         return Ok(Source::on_context(target.registry.clone(), mirrors));
     };
-    let in_use = crate::cluster::node_image_in_use(&super::docker_only(sh), cluster);
+    let in_use = crate::cluster::node_image_in_use(&super::common::docker_only(sh), cluster);
     let offline = ::node_image::node_image_refs()
         .context("the offline node image's reference (manifests/versions.toml [node])")?;
     let offline_repo = ImageRef::parse(&offline.control_plane)?.repository;

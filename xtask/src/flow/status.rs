@@ -1,6 +1,5 @@
 //! `down`, `status`, and the workload pods healed after a node restart.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -12,9 +11,10 @@ use crate::k8s;
 use crate::names::{
     self, KindCluster, MOCK_NS, NRI_DS, STAGER_DS, WORKLOAD_DS, WORKLOAD_NS, WORKLOAD_SELECTOR,
 };
-use crate::runner::{Cmd, Runner, ShellRunner};
+use crate::runner::{Cmd, Runner};
 
-use super::{runner, take_lock, Target};
+use super::common::{docker_only, rollout, runner, take_lock};
+use super::target::Target;
 
 /// `down`: delete the cluster (and the image archives with `--images`).
 pub fn down(sh: &Shell, args: &DownArgs) -> anyhow::Result<()> {
@@ -146,11 +146,6 @@ async fn print_racks(target: &Target, kind: Option<&KindCluster>) {
     }
 }
 
-/// A runner for docker only (kind and helm are not resolved).
-pub(crate) fn docker_only(sh: &Shell) -> ShellRunner<'_> {
-    ShellRunner::new(sh, PathBuf::from("kind"), PathBuf::from("helm"))
-}
-
 /// How often a pod is checked (and recreated) before giving up.
 pub(super) const MAX_HEAL: u64 = 5;
 
@@ -201,4 +196,21 @@ pub async fn heal_workload(client: &Client, workers: &[String]) -> anyhow::Resul
         }
     }
     Ok(healed)
+}
+
+/// Applies the demo workload with `image` and waits until it runs, injected,
+/// on every worker.
+pub(super) async fn roll_workload(
+    client: &Client,
+    image: &str,
+    workers: &[String],
+) -> anyhow::Result<()> {
+    let path = crate::project_root().join(names::WORKLOAD_MANIFEST);
+    let yaml =
+        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    let (daemonset, policy) = k8s::workload_objects(&yaml, image)?;
+    k8s::apply_workload(client, &daemonset, &policy).await?;
+    let limit = rollout(workers.len());
+    k8s::wait_daemonset(client, WORKLOAD_NS, WORKLOAD_DS, WORKLOAD_SELECTOR, limit).await?;
+    heal_workload(client, workers).await.map(|_| ())
 }

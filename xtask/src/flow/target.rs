@@ -108,7 +108,8 @@ pub(super) async fn target(sh: &Shell, args: &ClusterArgs) -> anyhow::Result<Tar
             })
         }
         None => {
-            let cluster = crate::cluster::discover(&super::docker_only(sh), &args.cluster_name)?;
+            let cluster =
+                crate::cluster::discover(&super::common::docker_only(sh), &args.cluster_name)?;
             let client = k8s::kind_client(&cluster).await?;
             let layout = k8s::kind_layout(&client, &cluster).await?;
             eprintln!("    {} workers: {layout}", cluster.worker_count());

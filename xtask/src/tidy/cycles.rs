@@ -30,11 +30,7 @@ const CYCLE_DEBT: &[(&str, &str)] = &[
         "crates/nvml-profile/src/activity.rs",
         "being reworked for MIG (issue 38)",
     ),
-    ("xtask/src/flow.rs", TO_FIX),
 ];
-
-/// The reason of a cycle found when this check came (issue 37).
-const TO_FIX: &str = "found by this check's first run, to be untangled (issue 37)";
 
 /// One cycle: the crate's folder, its files, and each import between them
 /// as (from, line, to).
