@@ -209,8 +209,8 @@ pub fn run(sh: &Shell) -> Result<()> {
             "`cargo xtask {scenario} --kube-context {context}` failed"
         );
     }
-    scenario4_via(sh, &context, &host)?;
-    scenario5_via(sh, &context, &host)?;
+    scenario_via(sh, "scenario4", (&context, &host), scenario4_unmet)?;
+    scenario_via(sh, "scenario5", (&context, &host), scenario5_unpulled)?;
     unreachable(sh, &context, port, &cluster)?;
     without_nri(sh, &context, &host, &cluster)?;
     // The registry stops with this step: point the release and the workload
@@ -264,37 +264,43 @@ fn reachable(sh: &Shell, context: &str, host: &str) -> Result<()> {
     Ok(())
 }
 
-/// Scenario 4 through the registry: its own row and the rebind pass, the
-/// DRA driver's image named as pushed there, the IMEX part SKIPPED.
-fn scenario4_via(sh: &Shell, context: &str, host: &str) -> Result<()> {
-    let report = "target/ci/registry-scenario4-report.json";
+/// `cargo xtask SCENARIO --kube-context … --registry …` (scenario 4 or 5,
+/// NVIDIA's software built from source and pushed there): it must pass, and
+/// `unmet` must find nothing missing in its report.
+fn scenario_via(
+    sh: &Shell,
+    scenario: &str,
+    (context, host): (&str, &str),
+    unmet: fn(&serde_json::Value, &str) -> Vec<String>,
+) -> Result<()> {
+    let report = format!("target/ci/registry-{scenario}-report.json");
     let registry = format!("{host}/{PREFIX}");
     let (ok, _, seconds) = xtask(
         sh,
         &[
-            "scenario4",
+            scenario,
             "--kube-context",
             context,
             "--registry",
             &registry,
             "--plain-http",
             "--report",
-            report,
+            &report,
         ],
     )?;
-    super::print_report(sh, report);
+    super::print_report(sh, &report);
     anyhow::ensure!(
         ok,
-        "`cargo xtask scenario4 --kube-context {context} --registry {registry}` failed"
+        "`cargo xtask {scenario} --kube-context {context} --registry {registry}` failed"
     );
-    let doc = super::read_report(sh, report)?;
-    let missing = scenario4_unmet(&doc, &registry);
+    let doc = super::read_report(sh, &report)?;
+    let missing = unmet(&doc, &registry);
     anyhow::ensure!(
         missing.is_empty(),
-        "{report}: scenario 4 through the registry: {}",
+        "{report}: {scenario} through the registry: {}",
         missing.join("; ")
     );
-    eprintln!("    scenario 4 through the registry: passed in {seconds:.1} s");
+    eprintln!("    {scenario} through the registry: passed in {seconds:.1} s");
     Ok(())
 }
 
@@ -327,40 +333,6 @@ fn scenario4_unmet(doc: &serde_json::Value, registry: &str) -> Vec<String> {
         missing.push(format!("no row names the DRA image {image}"));
     }
     missing
-}
-
-/// Scenario 5 through the registry: every row passes, and the install row
-/// shows both images pulled from it.
-fn scenario5_via(sh: &Shell, context: &str, host: &str) -> Result<()> {
-    let report = "target/ci/registry-scenario5-report.json";
-    let registry = format!("{host}/{PREFIX}");
-    let (ok, _, seconds) = xtask(
-        sh,
-        &[
-            "scenario5",
-            "--kube-context",
-            context,
-            "--registry",
-            &registry,
-            "--plain-http",
-            "--report",
-            report,
-        ],
-    )?;
-    super::print_report(sh, report);
-    anyhow::ensure!(
-        ok,
-        "`cargo xtask scenario5 --kube-context {context} --registry {registry}` failed"
-    );
-    let doc = super::read_report(sh, report)?;
-    let missing = scenario5_unpulled(&doc, &registry);
-    anyhow::ensure!(
-        missing.is_empty(),
-        "{report}: scenario5's rows do not all pass, or its install row shows no pull from {registry}: {}",
-        missing.join("; ")
-    );
-    eprintln!("    scenario 5 through the registry: every row passed in {seconds:.1} s");
-    Ok(())
 }
 
 /// What a scenario 5 report lacks: a row of [`crate::scenario5::ROWS`] not

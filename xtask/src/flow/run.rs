@@ -126,12 +126,8 @@ async fn run_scenario4<R: Runner>(
     };
     let results = match runner {
         Some(runner) => crate::scenario4::run(sh, runner, &on, &target.client).await,
-        None if target.kind.is_none() => {
-            let runner = helm_runner(sh)?;
-            crate::scenario4::run(sh, &runner, &on, &target.client).await
-        }
         None => {
-            let runner = self::runner(sh)?;
+            let runner = target_runner(sh, target)?;
             crate::scenario4::run(sh, &runner, &on, &target.client).await
         }
     };
@@ -149,6 +145,18 @@ async fn run_scenario4<R: Runner>(
     }
     report_rows(results, report);
     Ok(())
+}
+
+/// The runner for `target`: kind's and helm, or on a cluster xtask did not
+/// create helm alone.
+fn target_runner<'a>(
+    sh: &'a Shell,
+    target: &Target,
+) -> anyhow::Result<crate::runner::ShellRunner<'a>> {
+    match target.kind {
+        Some(_) => runner(sh),
+        None => helm_runner(sh),
+    }
 }
 
 /// How the scenarios reach `target`'s nodes: kind's, or the API alone.
@@ -184,12 +192,8 @@ async fn run_scenario5<R: Runner>(
     };
     let results = match runner {
         Some(runner) => crate::scenario5::run(sh, runner, &on, &target.client).await,
-        None if target.kind.is_none() => {
-            let runner = helm_runner(sh)?;
-            crate::scenario5::run(sh, &runner, &on, &target.client).await
-        }
         None => {
-            let runner = self::runner(sh)?;
+            let runner = target_runner(sh, target)?;
             crate::scenario5::run(sh, &runner, &on, &target.client).await
         }
     };
