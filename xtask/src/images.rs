@@ -404,6 +404,17 @@ mod tests {
         std::fs::write(&zip, b"PK").expect("write");
         let err = payload_identity(&zip).expect_err("zip");
         assert!(format!("{err:#}").contains("imex.zip"), "{err:#}");
+        // An archive of NVIDIA's name whose bytes are not xz (a cut download):
+        // refused naming it, before anything is built or installed.
+        let corrupt = dir
+            .path()
+            .join("imex-linux-x86_64-595.91.07-archive.tar.xz");
+        std::fs::write(&corrupt, b"\xfd7zXZ\0 cut short").expect("write");
+        let err = format!("{:#}", payload_identity(&corrupt).expect_err("corrupt"));
+        assert!(
+            err.contains("imex-linux-x86_64-595.91.07-archive.tar.xz"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -25,12 +25,26 @@ type CreateCi = unsafe extern "C" fn(*mut c_void, u32, *mut *mut c_void) -> u32;
 
 /// What a child does, named by `MIG_SHARED_ROLE`: `enable` turns MIG on for GPU 0; `fill`
 /// makes 1g GPU instances (each with its compute instance) until the GPU is full and prints how
-/// many it made. Not a test of its own: the tests below run it.
+/// many it made; `die-holding-lock` takes the writers' lock, writes half a temporary file and
+/// aborts (a writer that dies mid-change). Not a test of its own: the tests below run it.
 #[test]
 #[allow(unsafe_code)]
 #[ignore = "a child process of the tests in this file, run by them with MIG_SHARED_ROLE set"]
 fn child() {
     let role = std::env::var(ROLE).expect("run only as a child, with MIG_SHARED_ROLE");
+    if role == "die-holding-lock" {
+        let state = std::env::var_os(node_layout::env::MOCK_NVML_MIG_STATE).expect("the state");
+        let state = Path::new(&state);
+        let lock = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(mig_state::lock_path(state))
+            .unwrap();
+        lock.lock().unwrap();
+        std::fs::write(mig_state::temp_path(state, 1), "gi gpu=0 id=9").unwrap();
+        std::process::abort();
+    }
     let path = std::env::var_os(LIBRARY).expect("the library's path");
     // SAFETY: the mock library; its exports have the C signatures declared above (nvml.h).
     unsafe {
@@ -144,15 +158,10 @@ fn processes_share_one_partition_and_never_the_same_slices() {
 
     // A writer that dies mid-change: it held the lock and had written half a temporary file.
     let before = std::fs::read_to_string(&state).unwrap();
-    let mut dead = Command::new("sh")
-        .arg("-c")
-        .arg("exec 9>\"$1\"; flock 9; printf 'gi gpu=0 id=9' > \"$2\"; kill -9 $$")
-        .arg("sh")
-        .arg(mig_state::lock_path(&state))
-        .arg(mig_state::temp_path(&state, 1))
-        .spawn()
-        .expect("sh");
-    let status = dead.wait().unwrap();
+    // This test binary again (no shell or flock(1) needed: Nix's build sandbox has neither).
+    let status = run_child("die-holding-lock", &config, &state)
+        .wait()
+        .unwrap();
     assert!(!status.success(), "the writer was killed");
     assert_eq!(
         std::fs::read_to_string(&state).unwrap(),
