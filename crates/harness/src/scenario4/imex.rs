@@ -39,6 +39,12 @@ const WORKLOAD_CONTAINER: &str = "workload";
 const CDI_SPECS: &str = "/var/run/cdi/k8s.compute-domain.nvidia.com*";
 /// The bound of one exec into a pod.
 const EXEC_LIMIT: Duration = Duration::from_secs(20);
+/// How long a daemon's IMEX domain may take to show every peer of its
+/// clique READY: nvidia-imex reconnects a peer it failed to reach with an
+/// exponential back-off (about 15, 31, 62, 125 s; first convergence "can
+/// take minutes"), and on a rack whose daemons start over a minute one
+/// daemon may find a late peer down three times. The sum of four back-offs.
+const MESH_LIMIT: Duration = Duration::from_secs(240);
 
 /// Which `nvidia-imex` the staged driver root of every one of `nodes`
 /// holds: `None` when none does; an error when the nodes disagree.
@@ -120,6 +126,10 @@ impl Live<'_> {
         self.channels(details).await?;
         let daemons = self.daemon_pods().await?;
         self.names_and_domains(&daemons, details).await?;
+        timings.push((
+            "every daemon's IMEX domain UP with its clique".to_owned(),
+            round(self.created.elapsed()),
+        ));
         let (degraded, recovered) = self.delete_one(&daemons).await?;
         timings.push((
             "domain degraded after a daemon pod's deletion".to_owned(),
@@ -325,8 +335,7 @@ impl Live<'_> {
             let hosts = self.exec(DRA_NS, &target, &["cat", "/etc/hosts"]).await?;
             live::judge_hosts(&live::daemon_hosts(&hosts), &peers)
                 .map_err(|why| anyhow::anyhow!("{} on {}: {why}", daemon.name, daemon.node))?;
-            self.domain_up(daemon, &peers, Duration::from_secs(30))
-                .await?;
+            self.domain_up(daemon, &peers, MESH_LIMIT).await?;
             details.push(WorkerDetail {
                 node: daemon.node.clone(),
                 pod: daemon.name.clone(),
