@@ -539,6 +539,23 @@ pub fn proc_devices<R: Runner>(runner: &R, cluster: &KindCluster) -> anyhow::Res
     Ok(texts)
 }
 
+/// [`load_image`], saying on stderr which nodes took `reference` (or that
+/// every node had it).
+pub fn load_image_said<R: Runner>(
+    runner: &R,
+    cluster: &KindCluster,
+    archive: &Path,
+    reference: &str,
+) -> anyhow::Result<()> {
+    let loaded = load_image(runner, cluster, archive, reference)?;
+    if loaded.is_empty() {
+        eprintln!("    {reference}: already on every node");
+    } else {
+        eprintln!("    {reference}: loaded into {}", loaded.join(", "));
+    }
+    Ok(())
+}
+
 /// Loads an image archive into the nodes that lack `reference`; returns the
 /// nodes it was loaded into (empty: every node had it).
 pub fn load_image<R: Runner>(

@@ -264,12 +264,7 @@ fn load_images(
     images: &ImagePair,
 ) -> anyhow::Result<()> {
     for (archive, image) in [&images.mock, &images.workload] {
-        let loaded = crate::cluster::load_image(runner, cluster, archive, &image.to_string())?;
-        if loaded.is_empty() {
-            eprintln!("    {image}: already on every node");
-        } else {
-            eprintln!("    {image}: loaded into {}", loaded.join(", "));
-        }
+        crate::cluster::load_image_said(runner, cluster, archive, &image.to_string())?;
     }
     Ok(())
 }

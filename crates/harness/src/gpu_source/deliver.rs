@@ -39,22 +39,6 @@ fn kind_of(kind: Option<&KindCluster>) -> Result<&KindCluster> {
     )
 }
 
-/// Loads `archive` (`image`) into the nodes of `cluster` that lack it.
-fn load<R: Runner>(
-    runner: &R,
-    cluster: &KindCluster,
-    archive: &std::path::Path,
-    image: &ImageRef,
-) -> Result<()> {
-    let loaded = crate::cluster::load_image(runner, cluster, archive, &image.to_string())?;
-    if loaded.is_empty() {
-        eprintln!("    {image}: already on every node");
-    } else {
-        eprintln!("    {image}: loaded into {}", loaded.join(", "));
-    }
-    Ok(())
-}
-
 /// On kind, the nodes told about the mirrors (none: nothing to do).
 fn mirror_nodes<R: Runner>(
     runner: &R,
@@ -85,7 +69,12 @@ pub async fn dra<R: Runner>(
         Source::Offline => {
             let cluster = kind_of(kind)?;
             let built = crate::scenario4::image::build(sh, &crate::dirs::images_dir()?)?;
-            load(runner, cluster, &built.archive, &built.image)?;
+            crate::cluster::load_image_said(
+                runner,
+                cluster,
+                &built.archive,
+                &built.image.to_string(),
+            )?;
             (built.image, built.chart)
         }
         Source::Registry(registry) => {
@@ -143,7 +132,12 @@ pub async fn gpu_stack<R: Runner>(
         _ => {
             let cluster = kind_of(kind)?;
             for archive in archives {
-                load(runner, cluster, &archive.path, &archive.image)?;
+                crate::cluster::load_image_said(
+                    runner,
+                    cluster,
+                    &archive.path,
+                    &archive.image.to_string(),
+                )?;
             }
             (
                 archives.map(|it| it.image.clone()).to_vec(),
