@@ -43,6 +43,15 @@ pub struct Mirror {
     pub files: String,
     /// The kind network's gateway (this machine as the nodes see it).
     pub gateway: String,
+    /// Its storage and logs, removed with it (about 0.5 GB).
+    dir: std::path::PathBuf,
+}
+
+impl Drop for Mirror {
+    fn drop(&mut self) {
+        // The servers stop as the fields drop after this; their files go now.
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
 }
 
 /// The mirror's repository of a public image: its whole name, host first
@@ -158,6 +167,7 @@ pub fn start(sh: &Shell) -> Result<Mirror> {
         registry: host,
         files: files_url,
         gateway,
+        dir,
     })
 }
 
