@@ -134,6 +134,17 @@ impl HostTable {
             _ => (now, false),
         }
     }
+
+    /// Takes `ip` for entry `idx` when its name does not resolve here: the
+    /// address a live link to that peer comes from. A later resolution
+    /// replaces it.
+    pub fn learn(&self, idx: usize, ip: IpAddr) {
+        if let Ok(mut addrs) = self.addrs.lock() {
+            if let Some(slot @ None) = addrs.get_mut(idx) {
+                *slot = Some(ip);
+            }
+        }
+    }
 }
 
 fn lookup(entry: &str) -> Option<IpAddr> {
@@ -162,6 +173,15 @@ mod tests {
         assert_eq!(table.get(0), None);
         assert_eq!(table.get(1), Some("127.0.0.1".parse().expect("ip")));
         assert_eq!(table.refresh(0), (None, false));
+        let linked: IpAddr = "10.244.3.4".parse().expect("ip");
+        table.learn(0, linked);
+        table.learn(1, linked);
+        assert_eq!(table.get(0), Some(linked), "a linked peer's address");
+        assert_eq!(
+            table.get(1),
+            Some("127.0.0.1".parse().expect("ip")),
+            "a resolved name wins"
+        );
         assert_eq!(own_index(&table.snapshot(), None), Some(1));
         assert_eq!(table.entries().len(), 2);
     }

@@ -132,9 +132,11 @@ struct Shared {
     retry: watch::Sender<u64>,
     digest: String,
     server_port: u16,
-    cmd_port: u16,
     state: Mutex<LocalState>,
     links: Mutex<Vec<u32>>,
+    /// What each linked peer said of itself in its last `PING`; `None` while
+    /// no link to it is up.
+    views: Mutex<Vec<Option<View>>>,
     log: Log,
 }
 
@@ -165,6 +167,13 @@ impl Shared {
         }
     }
 
+    /// Records what `peer` said of itself (`None`: nothing, its links are down).
+    fn heard(&self, peer: usize, view: Option<View>) {
+        if let Ok(mut views) = self.views.lock() {
+            views[peer] = view;
+        }
+    }
+
     fn link(&self, peer: usize, delta: i32) -> u32 {
         let mut links = match self.links.lock() {
             Ok(links) => links,
@@ -174,6 +183,9 @@ impl Shared {
         links[peer] = before.saturating_add_signed(delta);
         let after = links[peer];
         drop(links);
+        if after == 0 {
+            self.heard(peer, None);
+        }
         match (before, after) {
             (0, 1..) => self.log.info(&format!(
                 "Connection to node #{peer} ({}) established",
@@ -230,11 +242,11 @@ fn run(args: Args) -> Result<(), String> {
         own,
         own_addr,
         links: Mutex::new(vec![0; hosts.entries().len()]),
+        views: Mutex::new(vec![None; hosts.entries().len()]),
         hosts,
         retry: watch::Sender::new(0),
         digest: nodes.digest,
         server_port,
-        cmd_port,
         state: Mutex::new(LocalState::Initializing),
         log,
     });
@@ -401,6 +413,13 @@ async fn accept_peers(listener: TcpListener, shared: Arc<Shared>, stop: watch::R
                     .await;
                 return;
             }
+            // A peer that dialled first may have a name this member has not
+            // resolved yet: its address, for the domain document.
+            // Still unresolved: the address its link comes from (pod to pod,
+            // no translation).
+            let table = shared.clone();
+            let _ = tokio::task::spawn_blocking(move || table.hosts.refresh(peer)).await;
+            shared.hosts.learn(peer, from.ip());
             let welcome = format!("{} {}\n", wire::WELCOME, shared.own);
             if reader
                 .get_mut()
@@ -415,8 +434,8 @@ async fn accept_peers(listener: TcpListener, shared: Arc<Shared>, stop: watch::R
     }
 }
 
-/// One live peer connection: PING both ways each second, down after 5 s of
-/// silence, on EOF or on BYE; BYE on shutdown.
+/// One live peer connection: PING (with the sender's view) both ways each
+/// second, down after 5 s of silence, on EOF or on BYE; BYE on shutdown.
 async fn link(
     mut reader: BufReader<TcpStream>,
     peer: usize,
@@ -430,12 +449,16 @@ async fn link(
         tokio::select! {
             read = tokio::time::timeout(Duration::from_secs(5), reader.read_line(&mut line)) => {
                 match read {
-                    Ok(Ok(n)) if n > 0 && line.trim() != wire::BYE => {}
+                    Ok(Ok(n)) if n > 0 && line.trim() != wire::BYE => {
+                        if let Some(view) = wire::parse_ping(line.trim()) {
+                            shared.heard(peer, Some(view));
+                        }
+                    }
                     _ => break,
                 }
             }
             _ = tick.tick() => {
-                if reader.get_mut().write_all(format!("{}\n", wire::PING).as_bytes()).await.is_err() {
+                if reader.get_mut().write_all(wire::ping(&shared.view()).as_bytes()).await.is_err() {
                     break;
                 }
             }
@@ -461,6 +484,12 @@ async fn connect_peer(peer: usize, shared: Arc<Shared>, stop: watch::Receiver<bo
         }
         let connected = shared.links.lock().map(|it| it[peer] > 0).unwrap_or(false);
         if connected {
+            // A peer that dialled in before its name resolved here: its
+            // address once it does, for the domain document.
+            if shared.hosts.get(peer).is_none() {
+                let shared = shared.clone();
+                let _ = tokio::task::spawn_blocking(move || shared.hosts.refresh(peer)).await;
+            }
             tokio::time::sleep(Duration::from_millis(500)).await;
             continue;
         }
@@ -534,7 +563,7 @@ async fn accept_cmds(listener: TcpListener, shared: Arc<Shared>) {
                 wire::QUERY => format!("{}\n", shared.view().state.word()),
                 wire::VIEW => serde_json::to_string(&shared.view()).unwrap_or_default() + "\n",
                 wire::DOMAIN_JSON | wire::DOMAIN_TEXT => {
-                    let doc = domain::document(&members(&shared).await, clock::now());
+                    let doc = domain::document(&members(&shared), clock::now());
                     match line.as_str() {
                         wire::DOMAIN_JSON => {
                             serde_json::to_string_pretty(&doc).unwrap_or_default() + "\n"
@@ -549,22 +578,13 @@ async fn accept_cmds(listener: TcpListener, shared: Arc<Shared>) {
     }
 }
 
-/// Every member's view: ours, and each peer's over its command port.
-async fn members(shared: &Arc<Shared>) -> Vec<Member> {
-    let mut set = tokio::task::JoinSet::new();
+/// Every member's view: ours, and each linked peer's from its last `PING`
+/// (a peer with no link up is not reachable from here: UNAVAILABLE).
+fn members(shared: &Shared) -> Vec<Member> {
     let hosts = shared.hosts.snapshot();
-    for (idx, ip) in hosts.iter().enumerate() {
-        let Some(ip) = ip.filter(|_| idx != shared.own) else {
-            continue;
-        };
-        let addr = SocketAddr::new(ip, shared.cmd_port);
-        set.spawn(async move { (idx, peer_view(addr).await) });
-    }
-    let mut views: Vec<Option<View>> = vec![None; hosts.len()];
+    let mut views = shared.views.lock().map(|it| it.clone()).unwrap_or_default();
+    views.resize(hosts.len(), None);
     views[shared.own] = Some(shared.view());
-    while let Some(Ok((idx, view))) = set.join_next().await {
-        views[idx] = view;
-    }
     hosts
         .iter()
         .zip(views)
@@ -573,23 +593,4 @@ async fn members(shared: &Arc<Shared>) -> Vec<Member> {
             view,
         })
         .collect()
-}
-
-async fn peer_view(addr: SocketAddr) -> Option<View> {
-    let ask = async {
-        let stream = TcpStream::connect(addr).await.ok()?;
-        let mut reader = BufReader::new(stream);
-        reader
-            .get_mut()
-            .write_all(format!("{}\n", wire::VIEW).as_bytes())
-            .await
-            .ok()?;
-        let mut line = String::new();
-        reader.read_line(&mut line).await.ok()?;
-        serde_json::from_str(line.trim()).ok()
-    };
-    tokio::time::timeout(Duration::from_secs(2), ask)
-        .await
-        .ok()
-        .flatten()
 }
