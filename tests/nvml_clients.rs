@@ -631,18 +631,6 @@ fn go_gpuallocator_builds_its_link_matrix() {
     }
 }
 
-/// `nvmlGpuTopologyLevel_t` of a level.
-fn level_code(level: TopologyLevel) -> i64 {
-    match level {
-        TopologyLevel::Internal => 0,
-        TopologyLevel::Single => 10,
-        TopologyLevel::Multiple => 20,
-        TopologyLevel::HostBridge => 30,
-        TopologyLevel::Node => 40,
-        TopologyLevel::System => 50,
-    }
-}
-
 /// What go-gpuallocator reads through go-nvml, against the profile: each pair's common ancestor,
 /// the nearest GPUs, a CPU's GPUs, and every active link's far end, an NVSwitch that is no GPU
 /// (so the allocator counts no direct GPU-to-GPU NVLinks, as on NVSwitch systems); a value or
@@ -666,7 +654,7 @@ fn check_topology(report: &Value, profile: &Profile, what: &str) {
         let levels: Vec<Value> = (0..devices.len())
             .map(|j| {
                 pcie.as_ref().map_or(not_supported.clone(), |pcie| {
-                    Value::from(level_code(pcie.level(i, j).expect("a visible pair")))
+                    Value::from(pcie.level(i, j).expect("a visible pair").code())
                 })
             })
             .collect();

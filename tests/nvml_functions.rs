@@ -60,16 +60,11 @@ fn the_function_list_matches_go_nvml_s_header() {
     );
 }
 
-/// Upstream's snapshot where `bench-vs-upstream` looks first, if it is there.
+/// Upstream's snapshot in the peers directories (`CDSIM_PEERS_DIR`, `../shared/peers`, the cache), if it is there.
 fn snapshot() -> Option<PathBuf> {
     let file = pin("upstream", "k8s_test_infra_file");
-    let mut dirs: Vec<PathBuf> = std::env::var_os("CDSIM_PEERS_DIR")
-        .filter(|dir| !dir.is_empty())
-        .map(PathBuf::from)
+    integration_tests::node_software::peer_dirs()
         .into_iter()
-        .collect();
-    dirs.push(repo_root().join("../shared/peers"));
-    dirs.into_iter()
         .map(|dir| dir.join(&file))
         .find(|path| path.is_file())
 }

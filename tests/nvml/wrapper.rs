@@ -100,16 +100,9 @@ mod ffi {
         handle: nvmlDevice_t,
     }
 
+    /// The cluster uuid in its dashed form (topology's one printer).
     fn uuid_text(raw: &[u8; 16]) -> String {
-        let hex: String = raw.iter().map(|byte| format!("{byte:02x}")).collect();
-        format!(
-            "{}-{}-{}-{}-{}",
-            &hex[0..8],
-            &hex[8..12],
-            &hex[12..16],
-            &hex[16..20],
-            &hex[20..32]
-        )
+        topology::ClusterUuid::from_bytes(*raw).to_string()
     }
 
     impl<'a> Raw<'a> {

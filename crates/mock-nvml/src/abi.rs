@@ -31,6 +31,8 @@ pub const ERROR_IN_USE: NvmlReturn = 19;
 pub const ERROR_INSUFFICIENT_RESOURCES: NvmlReturn = 23;
 /// `NVML_ERROR_DRIVER_NOT_LOADED`.
 pub const ERROR_DRIVER_NOT_LOADED: NvmlReturn = 9;
+/// `NVML_ERROR_GPU_IS_LOST`.
+pub const ERROR_GPU_IS_LOST: NvmlReturn = 15;
 /// `NVML_ERROR_TIMEOUT`: `nvmlEventSetWait*` with no event within the timeout.
 pub const ERROR_TIMEOUT: NvmlReturn = 10;
 /// `NVML_ERROR_ARGUMENT_VERSION_MISMATCH`.
@@ -184,8 +186,14 @@ pub struct DeviceAddressingMode {
     pub value: u32,
 }
 
+/// `nvmlEventTypeSingleBitEccError`.
+pub const EVENT_TYPE_SINGLE_BIT_ECC_ERROR: u64 = 0x1;
+/// `nvmlEventTypeDoubleBitEccError`.
+pub const EVENT_TYPE_DOUBLE_BIT_ECC_ERROR: u64 = 0x2;
 /// `nvmlEventTypeXidCriticalError`.
 pub const EVENT_TYPE_XID_CRITICAL_ERROR: u64 = 0x8;
+/// `nvmlEventMigConfigChange` (nvml.h spells it without `Type`).
+pub const EVENT_TYPE_MIG_CONFIG_CHANGE: u64 = 0x100;
 
 /// `nvmlEventTypeAll`: every event type nvml.h defines.
 pub const EVENT_TYPE_ALL: u64 = 0x1

@@ -101,13 +101,10 @@ pub fn cpu_affinity(
     gpu: usize,
     words: u32,
 ) -> Result<Vec<u64>, NvmlReturn> {
-    if words == 0 {
-        return Err(abi::ERROR_INVALID_ARGUMENT);
-    }
     let cpus = pcie
         .and_then(|pcie| pcie.cpus(gpu))
-        .ok_or(abi::ERROR_NOT_SUPPORTED)?;
-    Ok(mask(cpus, words as usize))
+        .ok_or(abi::ERROR_NOT_SUPPORTED);
+    mask_in_words(cpus, words)
 }
 
 /// A GPU's NUMA node as a node mask of `words` words (as [`cpu_affinity`]).
@@ -116,11 +113,23 @@ pub fn memory_affinity(
     gpu: usize,
     words: u32,
 ) -> Result<Vec<u64>, NvmlReturn> {
+    let node = numa_node(pcie, gpu).map(|node| [(node, node)]);
+    mask_in_words(
+        node.as_ref().map(|node| &node[..]).map_err(|code| *code),
+        words,
+    )
+}
+
+/// The mask of `bits` in `words` words ([`mask`]): INVALID_ARGUMENT for 0 words before any
+/// error of `bits`.
+fn mask_in_words(
+    bits: Result<&[(u32, u32)], NvmlReturn>,
+    words: u32,
+) -> Result<Vec<u64>, NvmlReturn> {
     if words == 0 {
         return Err(abi::ERROR_INVALID_ARGUMENT);
     }
-    let node = numa_node(pcie, gpu)?;
-    Ok(mask(&[(node, node)], words as usize))
+    Ok(mask(bits?, words as usize))
 }
 
 /// `nvmlDeviceGetNumaNodeId`: NOT_SUPPORTED without a PCIe topology.

@@ -5,75 +5,194 @@ use std::{cell::Cell, path::Path};
 
 use super::*;
 
-fn injection(id: u64, gpu: u32, xid: u64) -> xid::Injection {
-    xid::Injection { id, gpu, xid }
+fn injection(id: u64, gpu: u32, code: u64) -> xid::Injection {
+    xid::Injection {
+        id,
+        gpu,
+        fault: Fault::Xid(code),
+    }
 }
 
-fn xid_event(gpu: usize, data: u64) -> Option<Event> {
-    Some(Event {
+fn ecc(id: u64, gpu: u32, ecc: xid::Ecc) -> xid::Injection {
+    xid::Injection {
+        id,
         gpu,
-        event_type: abi::EVENT_TYPE_XID_CRITICAL_ERROR,
+        fault: Fault::Ecc(ecc),
+    }
+}
+
+/// Everything this library can report, as a GPU with ECC on that is MIG-capable supports it.
+const ALL: u64 = 0x1 | 0x2 | 0x8 | 0x100;
+const XID: u64 = abi::EVENT_TYPE_XID_CRITICAL_ERROR;
+
+fn register(set: &mut EventSet, gpu: usize, types: u64) -> Result<(), NvmlReturn> {
+    set.register(gpu, (types, ALL), Vec::new)
+}
+
+fn event(gpu: usize, event_type: u64, data: u64) -> Result<Option<Event>, NvmlReturn> {
+    Ok(Some(Event {
+        gpu,
+        event_type,
         data,
-    })
+    }))
+}
+
+fn xid_event(gpu: usize, data: u64) -> Result<Option<Event>, NvmlReturn> {
+    event(gpu, XID, data)
 }
 
 #[test]
-fn registration_accepts_xid_only() {
+fn registration_accepts_the_supported_types_only() {
     let mut set = EventSet::default();
     assert_eq!(
-        set.register(0, 0x4),
+        set.register(0, (0x4, ALL), Vec::new),
         Err(abi::ERROR_NOT_SUPPORTED),
         "PState"
     );
     assert_eq!(
-        set.register(0, 0x8 | 0x1),
+        set.register(0, (0x8 | 0x1, XID), Vec::new),
         Err(abi::ERROR_NOT_SUPPORTED),
-        "Xid with single-bit ECC registers nothing"
+        "Xid with single-bit ECC on a GPU with ECC off registers nothing"
     );
-    assert_eq!(set.register(0, 1 << 40), Err(abi::ERROR_INVALID_ARGUMENT));
+    assert_eq!(
+        register(&mut set, 0, 1 << 40),
+        Err(abi::ERROR_INVALID_ARGUMENT)
+    );
     assert!(set.registered.is_empty());
-    assert_eq!(set.register(1, SUPPORTED), Ok(()));
-    assert_eq!(set.register(1, 0), Ok(()));
+    assert_eq!(register(&mut set, 1, XID), Ok(()));
+    assert_eq!(register(&mut set, 1, 0x1 | 0x2), Ok(()));
+    assert_eq!(register(&mut set, 1, 0), Ok(()));
     assert_eq!(
         set.registered,
-        vec![(1, SUPPORTED)],
+        vec![(1, XID | 0x1 | 0x2)],
         "one entry per GPU, types or-ed"
     );
+    assert!(!set.watches_mig());
 }
 
 #[test]
 fn each_injection_is_delivered_once_to_registered_gpus_only() {
     let mut set = EventSet::default();
-    set.register(1, SUPPORTED).unwrap();
+    register(&mut set, 1, XID).unwrap();
     let file = [
         injection(10, 0, 48),
-        injection(11, 1, 79),
+        injection(11, 1, 31),
         injection(12, 1, 13),
     ];
-    assert_eq!(set.next(&file), xid_event(1, 79));
-    assert_eq!(set.next(&file), xid_event(1, 13));
-    assert_eq!(set.next(&file), None, "GPU 0 is not registered");
-    assert_eq!(set.next(&file), None, "nothing twice");
+    assert_eq!(set.next(&file, None), xid_event(1, 31));
+    assert_eq!(set.next(&file, None), xid_event(1, 13));
+    assert_eq!(set.next(&file, None), Ok(None), "GPU 0 is not registered");
+    assert_eq!(set.next(&file, None), Ok(None), "nothing twice");
 
     // Another set gets the same injections once too.
     let mut other = EventSet::default();
-    other.register(0, SUPPORTED).unwrap();
-    other.register(1, SUPPORTED).unwrap();
-    let delivered: Vec<u64> = std::iter::from_fn(|| other.next(&file))
+    register(&mut other, 0, XID).unwrap();
+    register(&mut other, 1, XID).unwrap();
+    let delivered: Vec<u64> = std::iter::from_fn(|| other.next(&file, None).unwrap())
         .map(|event| event.data)
         .collect();
-    assert_eq!(delivered, vec![48, 79, 13]);
+    assert_eq!(delivered, vec![48, 31, 13]);
+}
+
+#[test]
+fn ecc_errors_reach_sets_registered_for_their_type() {
+    let file = [
+        ecc(1, 0, xid::Ecc::Single),
+        ecc(2, 0, xid::Ecc::Double),
+        injection(3, 0, 48),
+    ];
+    let mut xid_only = EventSet::default();
+    register(&mut xid_only, 0, XID).unwrap();
+    assert_eq!(xid_only.next(&file, None), xid_event(0, 48));
+    assert_eq!(xid_only.next(&file, None), Ok(None));
+    let mut double_only = EventSet::default();
+    register(&mut double_only, 0, 0x2).unwrap();
+    assert_eq!(double_only.next(&file, None), event(0, 0x2, 0));
+    assert_eq!(double_only.next(&file, None), Ok(None));
+    let mut all = EventSet::default();
+    register(&mut all, 0, XID | 0x1 | 0x2).unwrap();
+    let types: Vec<u64> = std::iter::from_fn(|| all.next(&file, None).unwrap())
+        .map(|event| event.event_type)
+        .collect();
+    assert_eq!(types, vec![0x1, 0x2, XID], "file order");
+}
+
+#[test]
+fn xid_79_is_delivered_then_the_gpu_is_lost_once() {
+    let file = [injection(5, 1, 79), injection(6, 0, 79)];
+    let mut set = EventSet::default();
+    register(&mut set, 1, XID).unwrap();
+    assert_eq!(set.next(&file, None), xid_event(1, 79), "the event first");
+    assert_eq!(set.next(&file, None), Err(abi::ERROR_GPU_IS_LOST));
+    assert_eq!(
+        set.next(&file, None),
+        Ok(None),
+        "once: no spinning consumer"
+    );
+    // Registered for other types only: lost at once; GPU 0 is not registered.
+    let mut ecc_only = EventSet::default();
+    register(&mut ecc_only, 1, 0x2).unwrap();
+    assert_eq!(ecc_only.next(&file, None), Err(abi::ERROR_GPU_IS_LOST));
+    assert_eq!(ecc_only.next(&file, None), Ok(None));
+    // A clear forgets; a new Xid 79 is a new loss.
+    assert_eq!(set.next(&[], None), Ok(None));
+    assert!(set.lost.is_empty());
+    let again = [injection(7, 1, 79)];
+    assert_eq!(set.next(&again, None), xid_event(1, 79));
+    assert_eq!(set.next(&again, None), Err(abi::ERROR_GPU_IS_LOST));
+}
+
+#[test]
+fn a_mig_partition_change_is_delivered_once_per_change() {
+    use node_layout::mig_state::{Mode, Placement};
+    let instance = |id| GpuInstance {
+        id,
+        profile_id: 9,
+        placement: Placement { start: 0, size: 4 },
+        compute: Vec::new(),
+    };
+    let mut state = MigState::default();
+    let mut set = EventSet::default();
+    set.register(1, (0x100, ALL), || partition(&state, 1))
+        .unwrap();
+    assert!(set.watches_mig());
+    assert_eq!(set.next(&[], Some(&state)), Ok(None));
+    state
+        .gpu_mut(1, (Mode::Enabled, Mode::Enabled))
+        .instances
+        .push(instance(1));
+    assert_eq!(set.next(&[], Some(&state)), event(1, 0x100, 0));
+    assert_eq!(set.next(&[], Some(&state)), Ok(None));
+    assert_eq!(
+        set.next(&[], None),
+        Ok(None),
+        "no partition read: no change"
+    );
+    state
+        .gpu_mut(0, (Mode::Enabled, Mode::Enabled))
+        .instances
+        .push(instance(1));
+    assert_eq!(
+        set.next(&[], Some(&state)),
+        Ok(None),
+        "GPU 0 is not watched"
+    );
+    state
+        .gpu_mut(1, (Mode::Enabled, Mode::Enabled))
+        .instances
+        .clear();
+    assert_eq!(set.next(&[], Some(&state)), event(1, 0x100, 0), "destroyed");
 }
 
 #[test]
 fn a_cleared_file_forgets_and_a_new_line_is_a_new_event() {
     let mut set = EventSet::default();
-    set.register(1, SUPPORTED).unwrap();
-    assert_eq!(set.next(&[injection(5, 1, 79)]), xid_event(1, 79));
-    assert_eq!(set.next(&[]), None, "cleared");
+    register(&mut set, 1, XID).unwrap();
+    assert_eq!(set.next(&[injection(5, 1, 48)], None), xid_event(1, 48));
+    assert_eq!(set.next(&[], None), Ok(None), "cleared");
     assert!(set.delivered.is_empty());
-    assert_eq!(set.next(&[injection(6, 1, 79)]), xid_event(1, 79));
-    assert_eq!(set.next(&[injection(6, 1, 79)]), None);
+    assert_eq!(set.next(&[injection(6, 1, 48)], None), xid_event(1, 48));
+    assert_eq!(set.next(&[injection(6, 1, 48)], None), Ok(None));
 }
 
 /// A clock that advances only when slept on, and counts the sleeps.
@@ -184,10 +303,7 @@ fn the_registry_issues_distinct_handles_and_forgets_freed_ones() {
     let second = create();
     assert_ne!(first, second);
     assert!(first >= 4096 && second >= 4096);
-    assert_eq!(
-        with_set(first, |set| set.register(0, SUPPORTED)),
-        Ok(Ok(()))
-    );
+    assert_eq!(with_set(first, |set| register(set, 0, XID)), Ok(Ok(())));
     assert_eq!(free(first), Ok(()));
     assert_eq!(free(first), Err(abi::ERROR_INVALID_ARGUMENT), "double free");
     assert_eq!(

@@ -132,13 +132,8 @@ pub fn metric(device: &Device, id: u32) -> Result<f64, NvmlReturn> {
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
-    use nvml_profile::{Profile, GB200};
-
     use super::*;
-
-    fn gb200() -> Vec<Device> {
-        Profile::parse(GB200).unwrap().devices()
-    }
+    use test_support::gb200_devices as gb200;
 
     #[test]
     fn support_follows_the_architecture() {

@@ -6,7 +6,7 @@
 //! is `unknown` can change its mode but offers no profile. The store names GPUs by host index
 //! (a container may see fewer GPUs, renumbered), handles by visible index.
 
-use node_layout::mig_state::{Gpu, GpuInstance, MigState, Mode, Placement};
+use node_layout::mig_state::{self, Gpu, GpuInstance, MigState, Mode, Placement};
 use nvml_profile::{Device, GpuInstanceProfile, GpuInstanceProfiles, MigMode};
 
 use crate::{
@@ -15,6 +15,7 @@ use crate::{
     mig_abi::{ComputeInstanceProfileInfo, DeviceAttributes},
     mig_store, partition,
     state::Loaded,
+    visible,
 };
 
 /// One GPU as the lifecycle sees it: its profile device and host index.
@@ -216,6 +217,13 @@ pub fn mig_devices(gpu: &Gpu) -> Vec<(u32, u32)> {
     }
 }
 
+/// The MIG devices of `gpu` this process sees ([`visible::select_mig`]: in a container, those
+/// whose capability nodes it was given).
+fn seen_mig_devices(target: Target<'_>, gpu: &Gpu) -> Vec<(u32, u32)> {
+    let present = visible::present_caps(&visible::dev_root());
+    visible::select_mig(target.device.minor_number, mig_devices(gpu), &present)
+}
+
 /// `nvmlDeviceGetMaxMigDeviceCount`: zero unless MIG is enabled, then the profile's
 /// `max_devices` (UNKNOWN if it does not know it).
 pub fn max_mig_devices(mode: Option<MigMode>) -> Result<u32, NvmlReturn> {
@@ -233,43 +241,16 @@ pub fn mig_device_at(target: Target<'_>, index: u32) -> Result<(u32, u32), NvmlR
     if mode.current && index >= max_mig_devices(Some(mode))? {
         return Err(abi::ERROR_INVALID_ARGUMENT);
     }
-    let devices = mig_devices(&target.gpu()?);
+    let devices = seen_mig_devices(target, &target.gpu()?);
     usize::try_from(index)
         .ok()
         .and_then(|index| devices.get(index).copied())
         .ok_or(abi::ERROR_NOT_FOUND)
 }
 
-/// A MIG device's UUID, `MIG-` and a UUID derived from its parent's UUID, its instance ids and
-/// its GPU instance's profile and placement (the real driver makes a new one per instance; this
-/// one is stable while the instance lives and distinct per device).
+/// A MIG device's UUID ([`mig_state::mig_uuid`], which the NRI plugin resolves too).
 pub fn mig_uuid(parent: &Device, gi: &GpuInstance, ci: u32) -> String {
-    let seed = format!(
-        "{}/{}/{}/{}/{}",
-        parent.uuid, gi.id, ci, gi.profile_id, gi.placement.start
-    );
-    let high = fnv1a(0xcbf2_9ce4_8422_2325, &seed);
-    let low = fnv1a(high ^ 0x9e37_79b9_7f4a_7c15, &seed);
-    let bytes: Vec<u8> = high
-        .to_be_bytes()
-        .into_iter()
-        .chain(low.to_be_bytes())
-        .collect();
-    let hex: String = bytes.iter().map(|byte| format!("{byte:02x}")).collect();
-    format!(
-        "MIG-{}-{}-{}-{}-{}",
-        &hex[0..8],
-        &hex[8..12],
-        &hex[12..16],
-        &hex[16..20],
-        &hex[20..32]
-    )
-}
-
-fn fnv1a(seed: u64, text: &str) -> u64 {
-    text.bytes().fold(seed, |hash, byte| {
-        (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
-    })
+    mig_state::mig_uuid(&parent.uuid, gi, ci)
 }
 
 /// `nvmlDeviceGetAttributes(_v2)` of a MIG device: its compute instance's SMs and slices, its
@@ -299,7 +280,7 @@ pub fn find_mig_uuid(loaded: &Loaded, uuid: &str) -> Result<(usize, u32, u32), N
         let Ok(gpu) = target.gpu_in(&state) else {
             continue;
         };
-        for (gi, ci) in mig_devices(&gpu) {
+        for (gi, ci) in seen_mig_devices(target, &gpu) {
             let Some(instance) = gpu.instance(gi) else {
                 continue;
             };

@@ -319,13 +319,10 @@ pub fn addressing_mode(device: &Device) -> Result<DeviceAddressingMode, NvmlRetu
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
-    use nvml_profile::{Profile, GB200, GB300, H100};
+    use nvml_profile::{Profile, GB300, H100};
 
     use super::*;
-
-    fn gb200() -> Vec<Device> {
-        Profile::parse(GB200).unwrap().devices()
-    }
+    use test_support::gb200_devices as gb200;
 
     #[test]
     fn pci_info_follows_the_profile() {

@@ -13,29 +13,9 @@ use crate::{
     query,
 };
 
-/// `nvmlGpuTopologyLevel_t` value.
-pub fn level_code(level: TopologyLevel) -> u32 {
-    match level {
-        TopologyLevel::Internal => 0,
-        TopologyLevel::Single => 10,
-        TopologyLevel::Multiple => 20,
-        TopologyLevel::HostBridge => 30,
-        TopologyLevel::Node => 40,
-        TopologyLevel::System => 50,
-    }
-}
-
 /// Decodes `nvmlGpuTopologyLevel_t`; INVALID_ARGUMENT for any other number.
 pub fn level_from_raw(raw: u32) -> Result<TopologyLevel, NvmlReturn> {
-    Ok(match raw {
-        0 => TopologyLevel::Internal,
-        10 => TopologyLevel::Single,
-        20 => TopologyLevel::Multiple,
-        30 => TopologyLevel::HostBridge,
-        40 => TopologyLevel::Node,
-        50 => TopologyLevel::System,
-        _ => return Err(abi::ERROR_INVALID_ARGUMENT),
-    })
+    TopologyLevel::from_code(raw).ok_or(abi::ERROR_INVALID_ARGUMENT)
 }
 
 /// `nvmlDeviceGetTopologyCommonAncestor`: NOT_SUPPORTED without a PCIe topology; a GPU with
@@ -47,7 +27,7 @@ pub fn common_ancestor(
 ) -> Result<u32, NvmlReturn> {
     let pcie = pcie.ok_or(abi::ERROR_NOT_SUPPORTED)?;
     pcie.level(first.index as usize, second.index as usize)
-        .map(level_code)
+        .map(TopologyLevel::code)
         .ok_or(abi::ERROR_INVALID_ARGUMENT)
 }
 
@@ -176,7 +156,7 @@ mod tests {
     #[test]
     fn levels_round_trip() {
         for raw in [0, 10, 20, 30, 40, 50] {
-            assert_eq!(level_code(level_from_raw(raw).unwrap()), raw);
+            assert_eq!(level_from_raw(raw).unwrap().code(), raw);
         }
         for raw in [1, 5, 45, 60, u32::MAX] {
             assert_eq!(level_from_raw(raw), Err(abi::ERROR_INVALID_ARGUMENT));

@@ -6,12 +6,19 @@
 //! host or a plugin that reads the driver root without the nodes in `/dev`), nothing is
 //! filtered. [`select`] is the pure decision; [`present_minors`] the probe (one `stat` per GPU,
 //! once per profile load and dev root: `state.rs` keeps the result), under `MOCK_NVML_DEV_ROOT` (default `/dev`).
+//!
+//! MIG devices likewise: a container given a MIG device has its GPU instance's and compute
+//! instance's capability nodes (`nvidia-caps/nvidia-cap<N>`, [`node_layout::mig_minors`]) and
+//! sees only the MIG devices whose two nodes it has; without any MIG access node nothing is
+//! filtered. [`select_mig`] decides, [`present_caps`] probes (one directory read per call).
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use node_layout::{
     env::{DEFAULT_DEV_ROOT, MOCK_NVML_DEV_ROOT},
-    paths::{GPU_CONTROL_NODES, GPU_NODE_PREFIX},
+    mig_minors,
+    paths::{CAPS_DIR_NAME, CAP_NODE_PREFIX, GPU_CONTROL_NODES, GPU_NODE_PREFIX},
 };
 
 /// `nvidiactl`, the driver's control node.
@@ -72,6 +79,43 @@ pub fn present_minors(root: &Path, minors: &[u32]) -> Vec<u32> {
         .collect()
 }
 
+/// The minors `N` whose `<root>/nvidia-caps/nvidia-cap<N>` exists; none without the directory.
+pub fn present_caps(root: &Path) -> BTreeSet<u32> {
+    let Ok(entries) = std::fs::read_dir(root.join(CAPS_DIR_NAME)) else {
+        return BTreeSet::new();
+    };
+    entries
+        .filter_map(Result::ok)
+        .filter_map(|entry| {
+            let name = entry.file_name();
+            name.to_str()?.strip_prefix(CAP_NODE_PREFIX)?.parse().ok()
+        })
+        .collect()
+}
+
+/// The MIG devices `(gi, ci)` of the GPU with device minor `gpu_minor` that a process holding the
+/// capability nodes `present` sees: those whose GPU and compute instance capabilities are both
+/// present, as the real driver lets a container reach only them; every one when no MIG access
+/// capability is present (a host, or a plugin that reads the driver root without the nodes in
+/// its `/dev`, as for GPU nodes).
+pub fn select_mig(
+    gpu_minor: u32,
+    devices: Vec<(u32, u32)>,
+    present: &BTreeSet<u32>,
+) -> Vec<(u32, u32)> {
+    let (_, monitor) = mig_minors::MONITOR;
+    if present.range(monitor + 1..).next().is_none() {
+        return devices;
+    }
+    devices
+        .into_iter()
+        .filter(|&(gi, ci)| {
+            mig_minors::device_minors(gpu_minor, gi, ci)
+                .is_some_and(|caps| caps.iter().all(|cap| present.contains(cap)))
+        })
+        .collect()
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -109,5 +153,35 @@ mod tests {
             present_minors(&dir.path().join("absent"), &[0, 1]),
             Vec::<u32>::new()
         );
+    }
+
+    #[test]
+    fn mig_devices_need_both_capability_nodes_once_any_is_present() {
+        let devices = vec![(1, 0), (2, 0), (2, 1)];
+        // No MIG access node (none, or only config/monitor): nothing filtered.
+        assert_eq!(select_mig(0, devices.clone(), &BTreeSet::new()), devices);
+        assert_eq!(select_mig(0, devices.clone(), &[1, 2].into()), devices);
+        // gpu0/gi2: 21, its ci0 22, ci1 23.
+        let gi2 = mig_minors::gi_minor(0, 2).unwrap();
+        assert_eq!(
+            select_mig(0, devices.clone(), &[gi2, gi2 + 1].into()),
+            [(2, 0)]
+        );
+        // The GPU instance's node alone reaches no device; another GPU's nodes reach nothing here.
+        assert_eq!(select_mig(0, devices.clone(), &[gi2].into()), []);
+        let other = mig_minors::device_minors(1, 2, 0).unwrap();
+        assert_eq!(select_mig(0, devices, &other.into()), []);
+    }
+
+    #[test]
+    fn the_caps_probe_reads_the_nodes_names() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(present_caps(dir.path()), BTreeSet::new());
+        let caps = dir.path().join("nvidia-caps");
+        std::fs::create_dir(&caps).unwrap();
+        for name in ["nvidia-cap21", "nvidia-cap22", "nvidia-capx", "other"] {
+            std::fs::write(caps.join(name), "").unwrap();
+        }
+        assert_eq!(present_caps(dir.path()), [21, 22].into());
     }
 }

@@ -7,7 +7,7 @@
 use borsh::{BorshDeserialize, BorshSerialize};
 use serde::{Deserialize, Serialize};
 
-use crate::{Error, Result};
+use crate::error::{invalid, Result};
 
 /// `pcie_counters`: PCIe throughput (`nvmlDeviceGetPcieThroughput`) and the replay counter.
 #[derive(
@@ -159,7 +159,7 @@ pub(crate) fn check_processes(field: &str, processes: &[Process]) -> Result<()> 
         let at = format!("{field}[{n}]");
         if process.name.is_empty() || process.name.len() >= PROCESS_NAME_BUFFER {
             return invalid(
-                &format!("{at}.name"),
+                format!("{at}.name"),
                 format!("must be 1..={} bytes", PROCESS_NAME_BUFFER - 1),
             );
         }
@@ -170,7 +170,7 @@ pub(crate) fn check_processes(field: &str, processes: &[Process]) -> Result<()> 
             ("decoder_util", process.decoder_util),
         ];
         if let Some((name, value)) = utils.iter().find(|(_, value)| *value > 100) {
-            return invalid(&format!("{at}.{name}"), format!("is {value}, at most 100"));
+            return invalid(format!("{at}.{name}"), format!("is {value}, at most 100"));
         }
     }
     Ok(())
@@ -180,7 +180,7 @@ pub(crate) fn check_processes(field: &str, processes: &[Process]) -> Result<()> 
 pub(crate) fn check_platform(field: &str, platform: &Platform) -> Result<()> {
     if platform.chassis_serial.len() > CHASSIS_SERIAL_MAX {
         return invalid(
-            &format!("{field}.chassis_serial"),
+            format!("{field}.chassis_serial"),
             format!(
                 "is {} bytes, at most {CHASSIS_SERIAL_MAX}",
                 platform.chassis_serial.len()
@@ -201,7 +201,7 @@ pub(crate) fn check_codecs(field: &str, codecs: &Codecs) -> Result<()> {
     ];
     match values.iter().find(|(_, value)| *value > 100) {
         Some((name, value)) => invalid(
-            &format!("{field}.{name}"),
+            format!("{field}.{name}"),
             format!("is {value}, at most 100"),
         ),
         None => Ok(()),
@@ -213,19 +213,12 @@ pub(crate) fn check_pci_class(field: &str, class: &PciClass) -> Result<()> {
     for (name, value) in [("base", class.base), ("sub", class.sub)] {
         if value > 0xff {
             return invalid(
-                &format!("{field}.{name}"),
+                format!("{field}.{name}"),
                 format!("{value:#x} is over 0xff"),
             );
         }
     }
     Ok(())
-}
-
-fn invalid(field: &str, message: String) -> Result<()> {
-    Err(Error::Invalid {
-        field: field.to_owned(),
-        message,
-    })
 }
 
 #[cfg(test)]

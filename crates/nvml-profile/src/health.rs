@@ -8,8 +8,7 @@
 use borsh::{BorshDeserialize, BorshSerialize};
 use serde::{Deserialize, Serialize};
 
-mod validate;
-pub(crate) use validate::validate;
+pub(crate) mod validate;
 
 /// The `health` block (every sub-section optional).
 #[derive(

@@ -7,7 +7,7 @@ use crate::seen::Seen;
 use borsh::{BorshDeserialize, BorshSerialize};
 use serde::{Deserialize, Serialize};
 
-use crate::{Error, Result};
+use crate::error::{invalid, Result};
 
 /// `NVML_DEVICE_NAME_V2_BUFFER_SIZE`: the `name` buffer of `nvmlGpuInstanceProfileInfo_v2_t`.
 const NAME_BUFFER: usize = 96;
@@ -224,13 +224,6 @@ fn placements_ok(field: &str, placements: &Placements) -> Result<()> {
         return invalid(format!("{field}.starts"), "start + size overflows");
     }
     Ok(())
-}
-
-fn invalid(field: impl Into<String>, message: impl Into<String>) -> Result<()> {
-    Err(Error::Invalid {
-        field: field.into(),
-        message: message.into(),
-    })
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@ use crate::seen::Seen;
 use borsh::{BorshDeserialize, BorshSerialize};
 use serde::{Deserialize, Serialize};
 
-use crate::{Error, Result};
+use crate::error::{invalid, Error, Result};
 
 /// `pcie_topology`: the NUMA nodes of the machine.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, BorshSerialize, BorshDeserialize)]
@@ -55,6 +55,35 @@ pub enum TopologyLevel {
     Node,
     /// `NVML_TOPOLOGY_SYSTEM` (50): different NUMA nodes.
     System,
+}
+
+impl TopologyLevel {
+    /// Every level, nearest first.
+    pub const ALL: [TopologyLevel; 6] = [
+        TopologyLevel::Internal,
+        TopologyLevel::Single,
+        TopologyLevel::Multiple,
+        TopologyLevel::HostBridge,
+        TopologyLevel::Node,
+        TopologyLevel::System,
+    ];
+
+    /// Its `nvmlGpuTopologyLevel_t` value.
+    pub fn code(self) -> u32 {
+        match self {
+            TopologyLevel::Internal => 0,
+            TopologyLevel::Single => 10,
+            TopologyLevel::Multiple => 20,
+            TopologyLevel::HostBridge => 30,
+            TopologyLevel::Node => 40,
+            TopologyLevel::System => 50,
+        }
+    }
+
+    /// The level of an `nvmlGpuTopologyLevel_t` value; `None` for any other number.
+    pub fn from_code(code: u32) -> Option<TopologyLevel> {
+        TopologyLevel::ALL.into_iter().find(|it| it.code() == code)
+    }
 }
 
 /// Where one GPU sits: its NUMA node, host bridge and switch chain (outermost first), as
@@ -276,17 +305,20 @@ fn overlap(at: &str, ranges: &[(u32, u32)], earlier: &[(u32, Vec<(u32, u32)>)]) 
     Ok(())
 }
 
-fn invalid<T>(field: impl Into<String>, message: impl Into<String>) -> Result<T> {
-    Err(Error::Invalid {
-        field: field.into(),
-        message: message.into(),
-    })
-}
-
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn levels_carry_nvml_s_codes() {
+        let codes: Vec<u32> = TopologyLevel::ALL.iter().map(|it| it.code()).collect();
+        assert_eq!(codes, [0, 10, 20, 30, 40, 50]);
+        for level in TopologyLevel::ALL {
+            assert_eq!(TopologyLevel::from_code(level.code()), Some(level));
+        }
+        assert_eq!(TopologyLevel::from_code(41), None);
+    }
     use crate::{Profile, GB200, H100};
     use TopologyLevel::*;
 

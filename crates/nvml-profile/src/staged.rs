@@ -5,7 +5,9 @@
 //! validates the decoded document as [`Profile::parse`] validates a parsed one, so a staged file
 //! cannot hand the library a profile a YAML file could not.
 
-use crate::{schema::Document, validate, Profile, Result};
+use crate::error::Result;
+use crate::profile::Profile;
+use crate::{schema::Document, validate};
 
 /// The staged form of `profile` (with its `system.num_devices`, if set).
 pub fn encode(profile: &Profile) -> Vec<u8> {

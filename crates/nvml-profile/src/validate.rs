@@ -2,11 +2,11 @@
 
 use crate::seen::Seen;
 
+use crate::error::{invalid, Error, Result};
 use crate::{
     ids::{check_gpu_uuid, PciBusId},
     mig::GpuInstanceProfiles,
     schema::{Clocks, DeviceDefaults, DeviceEntry, Document, Memory, NvLink, Pcie, Utilization},
-    Error, Result,
 };
 
 /// NVML's string buffer limits (including the terminating NUL).
@@ -188,7 +188,7 @@ fn defaults(defaults: &DeviceDefaults) -> Result<()> {
     if_set(
         &at("health"),
         defaults.health.as_ref(),
-        crate::health::validate,
+        crate::health::validate::validate,
     )
 }
 
@@ -258,7 +258,7 @@ fn device(entry: &DeviceEntry, position: usize, defaults: &DeviceDefaults) -> Re
     if_set(&at("nvlink"), entry.nvlink.as_ref(), nvlink)?;
     // health and telemetry (issue 22): the entry's sub-sections over the defaults'
     let health = crate::health::resolve(defaults.health.as_ref(), entry.health.as_ref());
-    crate::health::validate(&at("health"), &health)
+    crate::health::validate::validate(&at("health"), &health)
 }
 
 /// Runs `check` on a per-device override that is set; an unset one keeps the default, which
@@ -453,11 +453,4 @@ fn check_len(field: &str, value: &str, buffer: usize) -> Result<()> {
         );
     }
     Ok(())
-}
-
-fn invalid(field: impl Into<String>, message: impl Into<String>) -> Result<()> {
-    Err(Error::Invalid {
-        field: field.into(),
-        message: message.into(),
-    })
 }

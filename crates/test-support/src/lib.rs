@@ -103,6 +103,13 @@ pub fn bench_runs(default: usize) -> usize {
         .max(1)
 }
 
+/// The GPUs of the shipped GB200 profile, defaults resolved.
+pub fn gb200_devices() -> Vec<nvml_profile::Device> {
+    nvml_profile::Profile::parse(nvml_profile::GB200)
+        .unwrap_or_else(|err| panic!("the shipped gb200 profile: {err}"))
+        .devices()
+}
+
 #[cfg(test)]
 mod tests {
     use std::process::Command;

@@ -4,11 +4,13 @@
 
 use std::ffi::{c_ulong, c_ulonglong};
 
-use super::*;
+use super::guard::*;
+use crate::abi::{self, NvmlReturn};
 use crate::{
     activity::{self, CounterSet, Engine},
     activity_abi::{self as cabi, C2cModeInfo, FbcStats, FieldValue, PciInfoExt},
 };
+use std::ffi::{c_int, c_uint, c_void};
 
 /// Writes `values` to the caller's array of `length` elements, zeroing the rest.
 ///

@@ -9,8 +9,9 @@ use std::{
 
 use nvml_profile::{GB200, H100};
 
-use super::tests::{handle, out, slot0, Mode, Session};
+use super::tests::{foreign_handles, handle, out, slot0, Mode, Session};
 use super::*;
+use crate::abi::{self, NvmlReturn};
 use crate::activity_abi::{
     self as cabi, C2cModeInfo, FbcStats, FieldValue, GpmMetric, GpmMetricsGet, GpmSupport,
     PciInfoExt, ProcessInfo, ProcessUtilizationSample,
@@ -83,169 +84,122 @@ struct Entry {
     call: fn(nvmlDevice_t, Mode) -> NvmlReturn,
 }
 
-/// `f(device, *mut T)`.
-macro_rules! one {
-    ($name:ident, $ty:ty) => {
+impl Entry {
+    /// A query of one GPU with an output pointer, answering SUCCESS on a valid call.
+    fn query(name: &'static str, call: fn(nvmlDevice_t, Mode) -> NvmlReturn) -> Entry {
         Entry {
-            name: stringify!($name),
+            name,
             takes_handle: true,
             has_output: true,
             valid: abi::SUCCESS,
-            call: |device, mode| {
-                // SAFETY: zeroed plain-old-data C struct or integer.
-                let mut value: $ty = unsafe { std::mem::zeroed() };
-                // SAFETY: `out` is NULL or points at `value`.
-                unsafe { $name(device, out(&mut value, mode)) }
-            },
+            call,
         }
+    }
+}
+
+/// `f(device, *mut T)`.
+macro_rules! one {
+    ($name:ident, $ty:ty) => {
+        Entry::query(stringify!($name), |device, mode| {
+            // SAFETY: zeroed plain-old-data C struct or integer.
+            let mut value: $ty = unsafe { std::mem::zeroed() };
+            // SAFETY: `out` is NULL or points at `value`.
+            unsafe { $name(device, out(&mut value, mode)) }
+        })
     };
 }
 
 /// `f(device, *mut u32, *mut u32)`.
 macro_rules! two {
     ($name:ident) => {
-        Entry {
-            name: stringify!($name),
-            takes_handle: true,
-            has_output: true,
-            valid: abi::SUCCESS,
-            call: |device, mode| {
-                let (mut a, mut b) = (0, 0);
-                // SAFETY: NULL or valid slots.
-                unsafe { $name(device, out(&mut a, mode), out(&mut b, mode)) }
-            },
-        }
+        Entry::query(stringify!($name), |device, mode| {
+            let (mut a, mut b) = (0, 0);
+            // SAFETY: NULL or valid slots.
+            unsafe { $name(device, out(&mut a, mode), out(&mut b, mode)) }
+        })
     };
 }
 
 /// `f(device, *mut count, *mut T)` with room for 4.
 macro_rules! list {
     ($name:ident, $ty:ty) => {
-        Entry {
-            name: stringify!($name),
-            takes_handle: true,
-            has_output: true,
-            valid: abi::SUCCESS,
-            call: |device, mode| {
-                // SAFETY: zeroed plain-old-data C structs.
-                let mut items: [$ty; 4] = unsafe { std::mem::zeroed() };
-                let mut count: c_uint = 4;
-                // SAFETY: NULL or a count of 4 with an array of 4.
-                unsafe { $name(device, out(&mut count, mode), items.as_mut_ptr().cast()) }
-            },
-        }
+        Entry::query(stringify!($name), |device, mode| {
+            // SAFETY: zeroed plain-old-data C structs.
+            let mut items: [$ty; 4] = unsafe { std::mem::zeroed() };
+            let mut count: c_uint = 4;
+            // SAFETY: NULL or a count of 4 with an array of 4.
+            unsafe { $name(device, out(&mut count, mode), items.as_mut_ptr().cast()) }
+        })
     };
 }
 
 /// `f(device, words, *mut c_ulong, scope)`.
 macro_rules! affinity {
     ($name:ident) => {
-        Entry {
-            name: stringify!($name),
-            takes_handle: true,
-            has_output: true,
-            valid: abi::SUCCESS,
-            call: |device, mode| {
-                let mut words: [c_ulong; 4] = [0; 4];
-                let set = match mode {
-                    Mode::Null => null_mut(),
-                    _ => words.as_mut_ptr(),
-                };
-                // SAFETY: NULL or 4 words.
-                unsafe { $name(device, 4, set, 0) }
-            },
-        }
+        Entry::query(stringify!($name), |device, mode| {
+            let mut words: [c_ulong; 4] = [0; 4];
+            let set = match mode {
+                Mode::Null => null_mut(),
+                _ => words.as_mut_ptr(),
+            };
+            // SAFETY: NULL or 4 words.
+            unsafe { $name(device, 4, set, 0) }
+        })
     };
 }
 
 fn table() -> Vec<Entry> {
     vec![
-        Entry {
-            name: "nvmlDeviceGetPciInfoExt",
-            takes_handle: true,
-            has_output: true,
-            valid: abi::SUCCESS,
-            call: |device, mode| {
-                // SAFETY: zeroed plain-old-data C struct.
-                let mut value: PciInfoExt = unsafe { std::mem::zeroed() };
-                value.version = cabi::PCI_INFO_EXT_V1;
-                // SAFETY: NULL or a valid struct.
-                unsafe { nvmlDeviceGetPciInfoExt(device, out(&mut value, mode)) }
-            },
-        },
-        Entry {
-            name: "nvmlDeviceGetPcieThroughput",
-            takes_handle: true,
-            has_output: true,
-            valid: abi::SUCCESS,
-            call: |device, mode| {
-                let mut value = 0;
-                // SAFETY: NULL or a valid slot.
-                unsafe { nvmlDeviceGetPcieThroughput(device, 1, out(&mut value, mode)) }
-            },
-        },
+        Entry::query("nvmlDeviceGetPciInfoExt", |device, mode| {
+            // SAFETY: zeroed plain-old-data C struct.
+            let mut value: PciInfoExt = unsafe { std::mem::zeroed() };
+            value.version = cabi::PCI_INFO_EXT_V1;
+            // SAFETY: NULL or a valid struct.
+            unsafe { nvmlDeviceGetPciInfoExt(device, out(&mut value, mode)) }
+        }),
+        Entry::query("nvmlDeviceGetPcieThroughput", |device, mode| {
+            let mut value = 0;
+            // SAFETY: NULL or a valid slot.
+            unsafe { nvmlDeviceGetPcieThroughput(device, 1, out(&mut value, mode)) }
+        }),
         one!(nvmlDeviceGetPcieReplayCounter, c_uint),
         one!(nvmlDeviceGetGpuMaxPcieLinkGeneration, c_uint),
-        Entry {
-            name: "nvmlDeviceGetCpuAffinity",
-            takes_handle: true,
-            has_output: true,
-            valid: abi::SUCCESS,
-            call: |device, mode| {
-                let mut words: [c_ulong; 4] = [0; 4];
-                let set = if mode == Mode::Null {
-                    null_mut()
-                } else {
-                    words.as_mut_ptr()
-                };
-                // SAFETY: NULL or 4 words.
-                unsafe { nvmlDeviceGetCpuAffinity(device, 4, set) }
-            },
-        },
+        Entry::query("nvmlDeviceGetCpuAffinity", |device, mode| {
+            let mut words: [c_ulong; 4] = [0; 4];
+            let set = if mode == Mode::Null {
+                null_mut()
+            } else {
+                words.as_mut_ptr()
+            };
+            // SAFETY: NULL or 4 words.
+            unsafe { nvmlDeviceGetCpuAffinity(device, 4, set) }
+        }),
         affinity!(nvmlDeviceGetCpuAffinityWithinScope),
         affinity!(nvmlDeviceGetMemoryAffinity),
         one!(nvmlDeviceGetNumaNodeId, c_uint),
-        Entry {
-            name: "nvmlDeviceGetP2PStatus",
-            takes_handle: true,
-            has_output: true,
-            valid: abi::SUCCESS,
-            call: |device, mode| {
-                let mut value = 0;
-                // SAFETY: NULL or a valid slot.
-                unsafe { nvmlDeviceGetP2PStatus(device, device, 2, out(&mut value, mode)) }
-            },
-        },
-        Entry {
-            name: "nvmlDeviceGetNvLinkErrorCounter",
-            takes_handle: true,
-            has_output: true,
-            valid: abi::SUCCESS,
-            call: |device, mode| {
-                let mut value: c_ulonglong = 0;
-                // SAFETY: NULL or a valid slot.
-                unsafe { nvmlDeviceGetNvLinkErrorCounter(device, 3, 0, out(&mut value, mode)) }
-            },
-        },
-        Entry {
-            name: "nvmlDeviceGetNvLinkUtilizationCounter",
-            takes_handle: true,
-            has_output: true,
-            valid: abi::SUCCESS,
-            call: |device, mode| {
-                let (mut rx, mut tx): (c_ulonglong, c_ulonglong) = (0, 0);
-                // SAFETY: NULL or valid slots.
-                unsafe {
-                    nvmlDeviceGetNvLinkUtilizationCounter(
-                        device,
-                        3,
-                        0,
-                        out(&mut rx, mode),
-                        out(&mut tx, mode),
-                    )
-                }
-            },
-        },
+        Entry::query("nvmlDeviceGetP2PStatus", |device, mode| {
+            let mut value = 0;
+            // SAFETY: NULL or a valid slot.
+            unsafe { nvmlDeviceGetP2PStatus(device, device, 2, out(&mut value, mode)) }
+        }),
+        Entry::query("nvmlDeviceGetNvLinkErrorCounter", |device, mode| {
+            let mut value: c_ulonglong = 0;
+            // SAFETY: NULL or a valid slot.
+            unsafe { nvmlDeviceGetNvLinkErrorCounter(device, 3, 0, out(&mut value, mode)) }
+        }),
+        Entry::query("nvmlDeviceGetNvLinkUtilizationCounter", |device, mode| {
+            let (mut rx, mut tx): (c_ulonglong, c_ulonglong) = (0, 0);
+            // SAFETY: NULL or valid slots.
+            unsafe {
+                nvmlDeviceGetNvLinkUtilizationCounter(
+                    device,
+                    3,
+                    0,
+                    out(&mut rx, mode),
+                    out(&mut tx, mode),
+                )
+            }
+        }),
         Entry {
             name: "nvmlDeviceFreezeNvLinkUtilizationCounter",
             takes_handle: true,
@@ -271,68 +225,44 @@ fn table() -> Vec<Entry> {
         two!(nvmlDeviceGetDecoderUtilization),
         two!(nvmlDeviceGetJpgUtilization),
         two!(nvmlDeviceGetOfaUtilization),
-        Entry {
-            name: "nvmlDeviceGetEncoderCapacity",
-            takes_handle: true,
-            has_output: true,
-            valid: abi::SUCCESS,
-            call: |device, mode| {
-                let mut value = 0;
-                // SAFETY: NULL or a valid slot.
-                unsafe { nvmlDeviceGetEncoderCapacity(device, 1, out(&mut value, mode)) }
-            },
-        },
-        Entry {
-            name: "nvmlDeviceGetEncoderStats",
-            takes_handle: true,
-            has_output: true,
-            valid: abi::SUCCESS,
-            call: |device, mode| {
-                let (mut a, mut b, mut c) = (9, 9, 9);
-                // SAFETY: NULL or valid slots.
-                unsafe {
-                    nvmlDeviceGetEncoderStats(
-                        device,
-                        out(&mut a, mode),
-                        out(&mut b, mode),
-                        out(&mut c, mode),
-                    )
-                }
-            },
-        },
+        Entry::query("nvmlDeviceGetEncoderCapacity", |device, mode| {
+            let mut value = 0;
+            // SAFETY: NULL or a valid slot.
+            unsafe { nvmlDeviceGetEncoderCapacity(device, 1, out(&mut value, mode)) }
+        }),
+        Entry::query("nvmlDeviceGetEncoderStats", |device, mode| {
+            let (mut a, mut b, mut c) = (9, 9, 9);
+            // SAFETY: NULL or valid slots.
+            unsafe {
+                nvmlDeviceGetEncoderStats(
+                    device,
+                    out(&mut a, mode),
+                    out(&mut b, mode),
+                    out(&mut c, mode),
+                )
+            }
+        }),
         one!(nvmlDeviceGetFBCStats, FbcStats),
         list!(nvmlDeviceGetEncoderSessions, [u32; 9]),
         list!(nvmlDeviceGetFBCSessions, [u32; 12]),
-        Entry {
-            name: "nvmlDeviceGetFieldValues",
-            takes_handle: true,
-            has_output: true,
-            valid: abi::SUCCESS,
-            call: |device, mode| {
-                let mut values = [field(91, 0), field(83, 0)];
-                let array = if mode == Mode::Null {
-                    null_mut()
-                } else {
-                    values.as_mut_ptr()
-                };
-                // SAFETY: NULL or two entries.
-                unsafe { nvmlDeviceGetFieldValues(device, 2, array) }
-            },
-        },
-        Entry {
-            name: "nvmlGpmQueryDeviceSupport",
-            takes_handle: true,
-            has_output: true,
-            valid: abi::SUCCESS,
-            call: |device, mode| {
-                let mut value = GpmSupport {
-                    version: cabi::GPM_SUPPORT_VERSION,
-                    is_supported_device: 7,
-                };
-                // SAFETY: NULL or a valid struct.
-                unsafe { nvmlGpmQueryDeviceSupport(device, out(&mut value, mode)) }
-            },
-        },
+        Entry::query("nvmlDeviceGetFieldValues", |device, mode| {
+            let mut values = [field(91, 0), field(83, 0)];
+            let array = if mode == Mode::Null {
+                null_mut()
+            } else {
+                values.as_mut_ptr()
+            };
+            // SAFETY: NULL or two entries.
+            unsafe { nvmlDeviceGetFieldValues(device, 2, array) }
+        }),
+        Entry::query("nvmlGpmQueryDeviceSupport", |device, mode| {
+            let mut value = GpmSupport {
+                version: cabi::GPM_SUPPORT_VERSION,
+                is_supported_device: 7,
+            };
+            // SAFETY: NULL or a valid struct.
+            unsafe { nvmlGpmQueryDeviceSupport(device, out(&mut value, mode)) }
+        }),
         Entry {
             name: "nvmlGpmSampleAlloc",
             takes_handle: false,
@@ -351,42 +281,26 @@ fn table() -> Vec<Entry> {
             valid: abi::SUCCESS,
             call: |_, mode| nvmlGpmSampleFree(sample(mode)),
         },
-        Entry {
-            name: "nvmlGpmSampleGet",
-            takes_handle: true,
-            has_output: true,
-            valid: abi::SUCCESS,
-            call: |device, mode| nvmlGpmSampleGet(device, sample(mode)),
-        },
-        Entry {
-            name: "nvmlGpmMetricsGet",
-            takes_handle: true,
-            has_output: true,
-            valid: abi::SUCCESS,
-            call: |device, mode| {
-                let mut request = metrics_request(device, &[1, 5]);
-                let pointer = if mode == Mode::Null {
-                    null_mut()
-                } else {
-                    &mut *request as *mut GpmMetricsGet
-                };
-                // SAFETY: NULL or a valid request.
-                unsafe { nvmlGpmMetricsGet(pointer) }
-            },
-        },
-        Entry {
-            name: "nvmlDeviceGetPlatformInfo",
-            takes_handle: true,
-            has_output: true,
-            valid: abi::SUCCESS,
-            call: |device, mode| {
-                // SAFETY: zeroed plain-old-data C struct.
-                let mut value: cabi::PlatformInfo = unsafe { std::mem::zeroed() };
-                value.version = cabi::PLATFORM_INFO_V2;
-                // SAFETY: NULL or a valid struct.
-                unsafe { nvmlDeviceGetPlatformInfo(device, out(&mut value, mode)) }
-            },
-        },
+        Entry::query("nvmlGpmSampleGet", |device, mode| {
+            nvmlGpmSampleGet(device, sample(mode))
+        }),
+        Entry::query("nvmlGpmMetricsGet", |device, mode| {
+            let mut request = metrics_request(device, &[1, 5]);
+            let pointer = if mode == Mode::Null {
+                null_mut()
+            } else {
+                &mut *request as *mut GpmMetricsGet
+            };
+            // SAFETY: NULL or a valid request.
+            unsafe { nvmlGpmMetricsGet(pointer) }
+        }),
+        Entry::query("nvmlDeviceGetPlatformInfo", |device, mode| {
+            // SAFETY: zeroed plain-old-data C struct.
+            let mut value: cabi::PlatformInfo = unsafe { std::mem::zeroed() };
+            value.version = cabi::PLATFORM_INFO_V2;
+            // SAFETY: NULL or a valid struct.
+            unsafe { nvmlDeviceGetPlatformInfo(device, out(&mut value, mode)) }
+        }),
         one!(nvmlDeviceGetC2cModeInfoV, C2cModeInfo),
         Entry {
             name: "nvmlDeviceGetDeviceHandleFromMigDeviceHandle",
@@ -407,26 +321,20 @@ fn table() -> Vec<Entry> {
         list!(nvmlDeviceGetGraphicsRunningProcesses_v2, ProcessInfo),
         list!(nvmlDeviceGetComputeRunningProcesses, cabi::ProcessInfoV1),
         list!(nvmlDeviceGetGraphicsRunningProcesses, cabi::ProcessInfoV1),
-        Entry {
-            name: "nvmlDeviceGetProcessUtilization",
-            takes_handle: true,
-            has_output: true,
-            valid: abi::SUCCESS,
-            call: |device, mode| {
-                // SAFETY: zeroed plain-old-data C structs.
-                let mut items: [ProcessUtilizationSample; 4] = unsafe { std::mem::zeroed() };
-                let mut count: c_uint = 4;
-                // SAFETY: NULL or a count of 4 with an array of 4.
-                unsafe {
-                    nvmlDeviceGetProcessUtilization(
-                        device,
-                        items.as_mut_ptr(),
-                        out(&mut count, mode),
-                        0,
-                    )
-                }
-            },
-        },
+        Entry::query("nvmlDeviceGetProcessUtilization", |device, mode| {
+            // SAFETY: zeroed plain-old-data C structs.
+            let mut items: [ProcessUtilizationSample; 4] = unsafe { std::mem::zeroed() };
+            let mut count: c_uint = 4;
+            // SAFETY: NULL or a count of 4 with an array of 4.
+            unsafe {
+                nvmlDeviceGetProcessUtilization(
+                    device,
+                    items.as_mut_ptr(),
+                    out(&mut count, mode),
+                    0,
+                )
+            }
+        }),
         Entry {
             name: "nvmlSystemGetProcessName",
             takes_handle: false,
@@ -661,15 +569,7 @@ fn every_output_pointer_is_checked_for_null_and_every_handle_validated() {
         assert_eq!(code, abi::ERROR_INVALID_ARGUMENT, "{} NULL", entry.name);
     }
     let local = [0u64; 8];
-    let misaligned = (slot0() as usize + 1) as nvmlDevice_t;
-    let unissued = state::handle(4).unwrap().cast_mut().cast();
-    let foreign: [nvmlDevice_t; 5] = [
-        null_mut(),
-        8 as nvmlDevice_t,
-        local.as_ptr().cast_mut().cast(),
-        misaligned,
-        unissued,
-    ];
+    let foreign = foreign_handles(&local, 4);
     for entry in table().iter().filter(|entry| entry.takes_handle) {
         for bad in foreign {
             let code = (entry.call)(bad, Mode::Valid);

@@ -1,6 +1,14 @@
 //! Device enumeration, handles and the per-device value, string and parameterised getters.
 
-use super::*;
+use super::guard::*;
+use super::{health, mig_device};
+use crate::{
+    abi::{self, NvmlReturn},
+    query::{self, ClockType},
+    state::{self, Loaded},
+};
+use nvml_profile::Device;
+use std::ffi::{c_char, c_int, c_uint, c_void};
 
 // ---------------------------------------------------------------- enumeration
 
@@ -228,6 +236,26 @@ getter!(nvmlDeviceGetGpuFabricInfo, abi::GpuFabricInfo, |device| {
 
 // ---------------------------------------------------------------- strings
 
+/// Writes the text `text` gives for a GPU or MIG device into the caller's buffer (INSUFFICIENT_SIZE
+/// when the text and its NUL do not fit).
+///
+/// # Safety
+/// The buffer must be NULL or valid for writing `length` bytes.
+unsafe fn put_device_or_mig_str(
+    device: nvmlDevice_t,
+    buffer: *mut c_char,
+    length: c_uint,
+    text: fn(&Device) -> &str,
+) -> NvmlReturn {
+    guard(|| {
+        mig_device::with_device_or_mig(device, |device| {
+            non_null([buffer.cast_const().cast()])?;
+            // SAFETY: forwarded from this function's contract.
+            unsafe { put_str(buffer, length, text(device)) }
+        })
+    })
+}
+
 /// `nvmlDeviceGetUUID` (a MIG device's is `MIG-<uuid>`); INSUFFICIENT_SIZE when the text and
 /// its NUL do not fit.
 ///
@@ -239,13 +267,8 @@ pub unsafe extern "C" fn nvmlDeviceGetUUID(
     buffer: *mut c_char,
     length: c_uint,
 ) -> NvmlReturn {
-    guard(|| {
-        mig_device::with_device_or_mig(device, |device| {
-            non_null([buffer.cast_const().cast()])?;
-            // SAFETY: forwarded from this function's contract.
-            unsafe { put_str(buffer, length, &device.uuid) }
-        })
-    })
+    // SAFETY: forwarded from this function's contract.
+    unsafe { put_device_or_mig_str(device, buffer, length, |device| &device.uuid) }
 }
 
 /// `nvmlDeviceGetName` (a MIG device's is its GPU's name, `MIG` and its profile name).
@@ -258,13 +281,8 @@ pub unsafe extern "C" fn nvmlDeviceGetName(
     buffer: *mut c_char,
     length: c_uint,
 ) -> NvmlReturn {
-    guard(|| {
-        mig_device::with_device_or_mig(device, |device| {
-            non_null([buffer.cast_const().cast()])?;
-            // SAFETY: forwarded from this function's contract.
-            unsafe { put_str(buffer, length, &device.name) }
-        })
-    })
+    // SAFETY: forwarded from this function's contract.
+    unsafe { put_device_or_mig_str(device, buffer, length, |device| &device.name) }
 }
 string_getter!(nvmlDeviceGetSerial, |device| device
     .serial
@@ -300,65 +318,20 @@ pair_getter!(nvmlDeviceGetEccMode, |device| {
     Ok((c_uint::from(mode.current), c_uint::from(mode.pending)))
 });
 
-/// `nvmlDeviceGetTemperature`: only `NVML_TEMPERATURE_GPU` (0).
-///
-/// # Safety
-/// `temp` must be NULL or valid for writing an `unsigned int`.
-#[no_mangle]
-pub unsafe extern "C" fn nvmlDeviceGetTemperature(
-    device: nvmlDevice_t,
-    sensor: c_uint,
-    temp: *mut c_uint,
-) -> NvmlReturn {
-    guard(|| {
-        let value = with_device(device, |_, device| {
-            non_null([temp.cast_const().cast()])?;
-            match sensor {
-                0 => Ok(device.temperature_c),
-                _ => Err(abi::ERROR_INVALID_ARGUMENT),
-            }
-        })?;
-        // SAFETY: forwarded from this function's contract.
-        unsafe { put(temp, value) }
-    })
-}
+// `nvmlDeviceGetTemperature`: only `NVML_TEMPERATURE_GPU` (0).
+getter!(nvmlDeviceGetTemperature, c_uint, |device, sensor| {
+    match sensor {
+        0 => Ok(device.temperature_c),
+        _ => Err(abi::ERROR_INVALID_ARGUMENT),
+    }
+});
 
-/// `nvmlDeviceGetClockInfo`.
-///
-/// # Safety
-/// `clock` must be NULL or valid for writing an `unsigned int`.
-#[no_mangle]
-pub unsafe extern "C" fn nvmlDeviceGetClockInfo(
-    device: nvmlDevice_t,
-    kind: c_uint,
-    clock: *mut c_uint,
-) -> NvmlReturn {
-    guard(|| {
-        let value = with_device(device, |_, device| {
-            non_null([clock.cast_const().cast()])?;
-            Ok(query::clock(device, ClockType::from_raw(kind)?))
-        })?;
-        // SAFETY: forwarded from this function's contract.
-        unsafe { put(clock, value) }
-    })
-}
+// `nvmlDeviceGetClockInfo`.
+getter!(nvmlDeviceGetClockInfo, c_uint, |device, kind| Ok(
+    query::clock(device, ClockType::from_raw(kind)?)
+));
 
-/// `nvmlDeviceGetMaxClockInfo`.
-///
-/// # Safety
-/// `clock` must be NULL or valid for writing an `unsigned int`.
-#[no_mangle]
-pub unsafe extern "C" fn nvmlDeviceGetMaxClockInfo(
-    device: nvmlDevice_t,
-    kind: c_uint,
-    clock: *mut c_uint,
-) -> NvmlReturn {
-    guard(|| {
-        let value = with_device(device, |_, device| {
-            non_null([clock.cast_const().cast()])?;
-            Ok(query::max_clock(device, ClockType::from_raw(kind)?))
-        })?;
-        // SAFETY: forwarded from this function's contract.
-        unsafe { put(clock, value) }
-    })
-}
+// `nvmlDeviceGetMaxClockInfo`.
+getter!(nvmlDeviceGetMaxClockInfo, c_uint, |device, kind| Ok(
+    query::max_clock(device, ClockType::from_raw(kind)?)
+));

@@ -1,11 +1,17 @@
 //! Event sets: `nvmlEventSetCreate`, `nvmlEventSetFree`, `nvmlDeviceRegisterEvents`,
 //! `nvmlDeviceGetSupportedEventTypes`, `nvmlEventSetWait_v2` and the v1 `nvmlEventSetWait`,
-//! over [`crate::events`] (Xid injections from the control file).
+//! over [`crate::events`] (Xid and ECC injections from the control file, lost GPUs, MIG
+//! partition changes).
 
 use std::{ffi::c_ulonglong, time::Duration};
 
-use super::*;
+use super::guard::*;
 use crate::events;
+use crate::{
+    abi::{self, NvmlReturn},
+    state,
+};
+use std::ffi::{c_uint, c_void};
 
 /// `nvmlEventSet_t`: the address [`events::create`] issued.
 pub type nvmlEventSet_t = *mut c_void;
@@ -34,8 +40,8 @@ pub extern "C" fn nvmlEventSetFree(set: nvmlEventSet_t) -> NvmlReturn {
     })
 }
 
-/// `nvmlDeviceRegisterEvents`: Xid critical errors only; another defined type is NOT_SUPPORTED
-/// with nothing registered.
+/// `nvmlDeviceRegisterEvents`: the types [`events::supported`] gives the GPU; another defined
+/// type is NOT_SUPPORTED with nothing registered.
 #[no_mangle]
 pub extern "C" fn nvmlDeviceRegisterEvents(
     device: nvmlDevice_t,
@@ -43,17 +49,18 @@ pub extern "C" fn nvmlDeviceRegisterEvents(
     set: nvmlEventSet_t,
 ) -> NvmlReturn {
     guard(|| {
-        with_device(device, |loaded, _| {
+        with_device(device, |loaded, profile| {
             let slot = state::slot_index(device as usize).ok_or(abi::ERROR_INVALID_ARGUMENT)?;
             // Sets register by host index, the control file's numbering.
             let gpu = loaded.host_index(slot).ok_or(abi::ERROR_INVALID_ARGUMENT)?;
-            events::with_set(set as usize, |set| set.register(gpu as usize, event_types))?
+            let supported = events::supported(profile);
+            events::register(set as usize, gpu as usize, event_types, supported)
         })
     })
 }
 
-getter!(nvmlDeviceGetSupportedEventTypes, c_ulonglong, |_device| Ok(
-    events::SUPPORTED
+getter!(nvmlDeviceGetSupportedEventTypes, c_ulonglong, |device| Ok(
+    events::supported(device)
 ));
 
 /// Checks init, the set and `data`, then waits up to `timeout_ms` for the set's next event.
@@ -83,7 +90,7 @@ fn next_event(
 }
 
 /// `nvmlEventSetWait_v2`: the next event, or TIMEOUT after `timeout_ms` with none (blocking in
-/// slices, re-reading the control file).
+/// slices, re-reading the control file), or GPU_IS_LOST once after a lost GPU's Xid 79.
 ///
 /// # Safety
 /// `data` must be NULL or valid for writing an `nvmlEventData_t`.

@@ -1,5 +1,6 @@
-//! Event sets through the `extern "C"` functions C sees: foreign and freed sets, unsupported
-//! types, and Xid injections written to the control file while a wait blocks.
+//! Event sets through the `extern "C"` functions C sees: foreign and freed sets, supported and
+//! unsupported types, Xid and ECC injections written to the control file while a wait blocks, a
+//! lost GPU (also across shutdown and init), and MIG partition changes.
 
 use std::{
     ffi::c_void,
@@ -10,11 +11,19 @@ use std::{
 use nvml_profile::{Profile, GB200};
 
 use super::{handle, Session};
-use crate::{abi, ffi::*};
+use crate::{
+    abi::{self, NvmlReturn},
+    ffi::*,
+};
 
 /// A session on a 4-GPU gb200 with `MOCK_NVML_XID_FILE` at a file in the returned directory.
 fn session() -> (Session, tempfile::TempDir, std::path::PathBuf) {
-    let profile = Profile::parse(GB200).unwrap().to_yaml().unwrap();
+    session_on(GB200)
+}
+
+/// As [`session`] on the profile `text`.
+fn session_on(text: &str) -> (Session, tempfile::TempDir, std::path::PathBuf) {
+    let profile = Profile::parse(text).unwrap().to_yaml().unwrap();
     let session = Session::new(&profile, None);
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("xid-injections");
@@ -80,18 +89,49 @@ fn foreign_and_freed_sets_are_invalid_arguments() {
     );
 }
 
-#[test]
-fn only_xid_is_supported() {
-    let (_session, _dir, _file) = session();
+fn supported_types() -> u64 {
     let mut types = 0u64;
     // SAFETY: a valid u64.
     let code = unsafe { nvmlDeviceGetSupportedEventTypes(handle(0), &mut types) };
-    assert_eq!(
-        (code, types),
-        (abi::SUCCESS, abi::EVENT_TYPE_XID_CRITICAL_ERROR)
-    );
+    assert_eq!(code, abi::SUCCESS);
+    types
+}
+
+#[test]
+fn ecc_off_and_no_mig_support_xid_only() {
+    let mut doc: serde_yaml::Value = serde_yaml::from_str(GB200).unwrap();
+    doc["device_defaults"]["ecc"] =
+        serde_yaml::from_str("{current: false, pending: false}").unwrap();
+    let defaults = doc["device_defaults"].as_mapping_mut().unwrap();
+    defaults.remove("mig_mode");
+    let (_session, _dir, _file) = session_on(&serde_yaml::to_string(&doc).unwrap());
+    assert_eq!(supported_types(), abi::EVENT_TYPE_XID_CRITICAL_ERROR);
     let set = create();
-    for unsupported in [0x1, 0x2, 0x4, 0x10, abi::EVENT_TYPE_ALL] {
+    for unsupported in [0x1, 0x2, 0x8 | 0x1, 0x100] {
+        assert_eq!(
+            nvmlDeviceRegisterEvents(handle(0), unsupported, set),
+            abi::ERROR_NOT_SUPPORTED,
+            "{unsupported:#x}"
+        );
+    }
+    assert_eq!(nvmlEventSetFree(set), abi::SUCCESS);
+}
+
+#[test]
+fn ecc_on_and_mig_capable_support_ecc_and_mig_events() {
+    let (_session, _dir, _file) = session();
+    assert_eq!(supported_types(), 0x1 | 0x2 | 0x8 | 0x100);
+    let set = create();
+    // NVIDIA's device plugin registers Xid | DBE | SBE masked by the supported types.
+    assert_eq!(
+        nvmlDeviceRegisterEvents(handle(0), 0x8 | 0x2 | 0x1, set),
+        abi::SUCCESS
+    );
+    assert_eq!(
+        nvmlDeviceRegisterEvents(handle(0), 0x100, set),
+        abi::SUCCESS
+    );
+    for unsupported in [0x4, 0x10, abi::EVENT_TYPE_ALL] {
         assert_eq!(
             nvmlDeviceRegisterEvents(handle(0), unsupported, set),
             abi::ERROR_NOT_SUPPORTED,
@@ -142,6 +182,9 @@ fn an_injection_written_during_a_wait_is_delivered_once() {
             compute_instance_id: abi::INSTANCE_ID_NONE,
         }
     );
+    let (code, _, elapsed) = wait_v2(set, 1_000);
+    assert_eq!(code, abi::ERROR_GPU_IS_LOST, "Xid 79: GPU 1 is lost");
+    assert!(elapsed < Duration::from_millis(500), "at once: {elapsed:?}");
     let (code, _, _) = wait_v2(set, 100);
     assert_eq!(
         code,
@@ -162,5 +205,113 @@ fn an_injection_written_during_a_wait_is_delivered_once() {
         "v1: 24 bytes only"
     );
     assert_eq!(nvmlEventSetFree(other), abi::SUCCESS);
+    assert_eq!(nvmlEventSetFree(set), abi::SUCCESS);
+}
+
+#[test]
+fn an_ecc_error_is_delivered_once_and_counted() {
+    let (_session, _dir, file) = session();
+    let total = |error: u32, counter: u32| {
+        let mut count = u64::MAX;
+        // SAFETY: a valid u64.
+        let code = unsafe { nvmlDeviceGetTotalEccErrors(handle(2), error, counter, &mut count) };
+        assert_eq!(code, abi::SUCCESS);
+        count
+    };
+    assert_eq!((total(0, 0), total(1, 0), total(1, 1)), (0, 0, 0));
+    let set = create();
+    assert_eq!(
+        nvmlDeviceRegisterEvents(handle(2), 0x8 | 0x2 | 0x1, set),
+        abi::SUCCESS
+    );
+    std::fs::write(
+        &file,
+        "id=1 gpu=2 ecc=double\nid=2 gpu=2 ecc=single\nid=3 gpu=2 ecc=double\n",
+    )
+    .unwrap();
+    let delivered: Vec<(u64, u64, usize)> = (0..3)
+        .map(|_| wait_v2(set, 0))
+        .map(|(code, data, _)| {
+            assert_eq!(code, abi::SUCCESS);
+            (data.event_type, data.event_data, data.device)
+        })
+        .collect();
+    let gpu2 = handle(2) as usize;
+    assert_eq!(delivered, [(0x2, 0, gpu2), (0x1, 0, gpu2), (0x2, 0, gpu2)]);
+    assert_eq!(wait_v2(set, 0).0, abi::ERROR_TIMEOUT, "each once");
+    // Volatile and aggregate, corrected (single) and uncorrected (double), in device memory.
+    assert_eq!(
+        (total(0, 0), total(0, 1), total(1, 0), total(1, 1)),
+        (1, 1, 2, 2)
+    );
+    let mut dram = 0u64;
+    // SAFETY: a valid u64; location 2 is device memory.
+    let code = unsafe { nvmlDeviceGetMemoryErrorCounter(handle(2), 1, 0, 2, &mut dram) };
+    assert_eq!((code, dram), (abi::SUCCESS, 2));
+    std::fs::write(&file, "").unwrap();
+    assert_eq!(total(1, 0), 0, "a clear ends the injected errors");
+    assert_eq!(nvmlEventSetFree(set), abi::SUCCESS);
+}
+
+#[test]
+fn a_lost_gpu_survives_shutdown_and_init() {
+    let (_session, _dir, file) = session();
+    std::fs::write(&file, "id=9 gpu=3 xid=79\n").unwrap();
+    assert_eq!(nvmlShutdown(), abi::SUCCESS);
+    assert_eq!(nvmlInit_v2(), abi::SUCCESS);
+    // A set registered only for ECC errors is told the GPU is lost at once.
+    let ecc_only = create();
+    assert_eq!(
+        nvmlDeviceRegisterEvents(handle(3), 0x1, ecc_only),
+        abi::SUCCESS
+    );
+    assert_eq!(wait_v2(ecc_only, 0).0, abi::ERROR_GPU_IS_LOST);
+    assert_eq!(wait_v2(ecc_only, 0).0, abi::ERROR_TIMEOUT);
+    // A set registered for Xid gets the Xid 79 event first, then GPU_IS_LOST.
+    let set = create();
+    assert_eq!(nvmlDeviceRegisterEvents(handle(3), 0x8, set), abi::SUCCESS);
+    let (code, data, _) = wait_v2(set, 0);
+    assert_eq!((code, data.event_data), (abi::SUCCESS, 79));
+    assert_eq!(wait_v2(set, 0).0, abi::ERROR_GPU_IS_LOST);
+    assert_eq!(nvmlEventSetFree(set), abi::SUCCESS);
+    assert_eq!(nvmlEventSetFree(ecc_only), abi::SUCCESS);
+}
+
+#[test]
+fn a_mig_partition_change_is_an_event() {
+    let (_session, dir, _file) = session();
+    let state = dir.path().join("mig-state");
+    std::env::set_var(node_layout::env::MOCK_NVML_MIG_STATE, &state);
+    let set = create();
+    assert_eq!(
+        nvmlDeviceRegisterEvents(handle(1), 0x100, set),
+        abi::SUCCESS
+    );
+    assert_eq!(wait_v2(set, 0).0, abi::ERROR_TIMEOUT, "no change yet");
+    let mut partition = node_layout::mig_state::MigState::default();
+    let gpu = partition.gpu_mut(
+        1,
+        (
+            node_layout::mig_state::Mode::Enabled,
+            node_layout::mig_state::Mode::Enabled,
+        ),
+    );
+    gpu.instances.push(node_layout::mig_state::GpuInstance {
+        id: 1,
+        profile_id: 0,
+        placement: node_layout::mig_state::Placement { start: 0, size: 8 },
+        compute: Vec::new(),
+    });
+    std::fs::write(&state, node_layout::mig_state::format(&partition)).unwrap();
+    let (code, data, _) = wait_v2(set, 1_000);
+    assert_eq!(code, abi::SUCCESS);
+    assert_eq!(
+        (data.event_type, data.event_data, data.device),
+        (0x100, 0, handle(1) as usize)
+    );
+    assert_eq!(data.gpu_instance_id, abi::INSTANCE_ID_NONE);
+    let again = wait_v2(set, 0).0;
+    std::env::remove_var(node_layout::env::MOCK_NVML_MIG_STATE);
+    assert_eq!(again, abi::ERROR_TIMEOUT, "once per change");
     assert_eq!(nvmlEventSetFree(set), abi::SUCCESS);
 }

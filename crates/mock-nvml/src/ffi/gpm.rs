@@ -1,10 +1,15 @@
 //! GPU Performance Monitoring (issue 22, misc area; answers and samples in [`crate::gpm`]).
 
-use super::*;
+use super::guard::*;
+use crate::{
+    abi::{self, NvmlReturn},
+    state,
+};
 use crate::{
     activity_abi::{self as cabi, GpmMetric, GpmMetricsGet, GpmSupport},
     gpm,
 };
+use std::ffi::c_void;
 
 /// `nvmlGpmSample_t`: the opaque handle [`gpm::alloc`] issued.
 pub type nvmlGpmSample_t = *mut c_void;

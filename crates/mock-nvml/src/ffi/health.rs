@@ -7,8 +7,11 @@ use std::{
     time::{Duration, Instant, SystemTime, UNIX_EPOCH},
 };
 
-use super::*;
+use super::guard::*;
+use crate::abi::{self, NvmlReturn};
 use crate::health::{self, ecc, layout, PowerLimit};
+use crate::state;
+use std::ffi::{c_char, c_uint};
 
 /// Time since the first query that depends on it (the energy counter's and violation times'
 /// origin).
@@ -165,18 +168,28 @@ getter!(nvmlDeviceGetDefaultEccMode, c_uint, |device| {
 getter!(
     nvmlDeviceGetTotalEccErrors,
     u64,
-    |device, error, counter| ecc::total(device, error, counter)
+    |device, error, counter| ecc::total(&injected(device), error, counter)
 );
 getter!(
     nvmlDeviceGetDetailedEccErrors,
     layout::EccErrorCounts,
-    |device, error, counter| ecc::detailed(device, error, counter)
+    |device, error, counter| ecc::detailed(&injected(device), error, counter)
 );
 getter!(
     nvmlDeviceGetMemoryErrorCounter,
     u64,
-    |device, error, counter, location| ecc::memory_error_counter(device, error, counter, location)
+    |device, error, counter, location| {
+        ecc::memory_error_counter(&injected(device), error, counter, location)
+    }
 );
+
+/// `device` with the ECC errors injected on it counted ([`crate::events::injected_ecc`]).
+fn injected(device: &nvml_profile::Device) -> nvml_profile::Device {
+    let host = state::loaded()
+        .ok()
+        .and_then(|loaded| loaded.host_index(device.index as usize));
+    ecc::with_injected(device, host.map_or((0, 0), crate::events::injected_ecc))
+}
 getter!(nvmlDeviceGetRetiredPagesPendingStatus, c_uint, |device| {
     ecc::retired_pages_pending(device)
 });

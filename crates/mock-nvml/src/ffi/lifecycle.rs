@@ -9,7 +9,11 @@
 
 use node_layout::mig_state::{GpuInstance, Placement};
 
-use super::*;
+use super::guard::*;
+use crate::{
+    abi::{self, NvmlReturn},
+    state::{self, Loaded},
+};
 use crate::{
     lifecycle::{self, Target},
     mig::{self, GpuInstancePlacement, ProfileInfoV},
@@ -21,6 +25,7 @@ use crate::{
     mig_handles::{self, GiRef},
     partition,
 };
+use std::ffi::{c_uint, c_void};
 
 /// `nvmlGpuInstance_t`.
 pub type nvmlGpuInstance_t = *mut c_void;
@@ -224,15 +229,33 @@ unsafe fn create_gpu_instance(
     placement: Option<Placement>,
     gpu_instance: *mut nvmlGpuInstance_t,
 ) -> NvmlReturn {
+    // SAFETY: forwarded from this function's contract.
+    unsafe {
+        put_gi(device, gpu_instance, |target| {
+            target.change(|gpu, table| {
+                partition::create_gpu_instance(gpu, table, profile_id, placement)
+            })
+        })
+    }
+}
+
+/// Checks init, the handle and `gpu_instance`, then writes the handle of the GPU instance `find`
+/// names on the device.
+///
+/// # Safety
+/// `gpu_instance` must be NULL or valid for writing a handle.
+unsafe fn put_gi(
+    device: nvmlDevice_t,
+    gpu_instance: *mut nvmlGpuInstance_t,
+    find: impl FnOnce(Target<'_>) -> Result<u32, NvmlReturn>,
+) -> NvmlReturn {
     guard(|| {
         let handle = with_target(device, |_, target| {
             non_null([gpu_instance.cast_const().cast()])?;
-            let id = target.change(|gpu, table| {
-                partition::create_gpu_instance(gpu, table, profile_id, placement)
-            })?;
+            let gi = find(target)?;
             gi_handle(GiRef {
                 gpu: target.device.index as usize,
-                gi: id,
+                gi,
             })
         })?;
         // SAFETY: forwarded from this function's contract.
@@ -273,14 +296,10 @@ pub unsafe extern "C" fn nvmlDeviceGetGpuInstances(
                 .map(|gi| gi_handle(GiRef { gpu, gi }))
                 .collect::<Result<Vec<_>, _>>()
         })?;
-        let found = c_uint::try_from(handles.len()).map_err(|_| abi::ERROR_UNKNOWN)?;
-        for (slot, handle) in handles.iter().enumerate() {
-            // SAFETY: the caller's array holds the profile's instance count, and there are never
-            // more live instances of a profile than that (the partition's invariant).
-            unsafe { gpu_instances.add(slot).write_unaligned(*handle) };
-        }
-        // SAFETY: forwarded from this function's contract.
-        unsafe { put(count, found) }
+        // SAFETY: the caller's array holds the profile's instance count, and there are never
+        // more live instances of a profile than that (the partition's invariant); `count` is
+        // forwarded from this function's contract.
+        unsafe { put_list(gpu_instances, count, &handles) }
     })
 }
 
@@ -295,18 +314,13 @@ pub unsafe extern "C" fn nvmlDeviceGetGpuInstanceById(
     id: c_uint,
     gpu_instance: *mut nvmlGpuInstance_t,
 ) -> NvmlReturn {
-    guard(|| {
-        let handle = with_target(device, |_, target| {
-            non_null([gpu_instance.cast_const().cast()])?;
+    // SAFETY: forwarded from this function's contract.
+    unsafe {
+        put_gi(device, gpu_instance, |target| {
             lifecycle::gpu_instance_by_id(target, id)?;
-            gi_handle(GiRef {
-                gpu: target.device.index as usize,
-                gi: id,
-            })
-        })?;
-        // SAFETY: forwarded from this function's contract.
-        unsafe { put(gpu_instance, handle) }
-    })
+            Ok(id)
+        })
+    }
 }
 
 /// `nvmlGpuInstanceGetInfo`: the parent's handle, the instance's id, profile id and placement.

@@ -361,7 +361,10 @@ fn every_lifecycle_handle_is_validated_before_use() {
     }
 }
 
-fn create_gi(device: nvmlDevice_t, profile_id: u32) -> Result<nvmlGpuInstance_t, NvmlReturn> {
+pub(super) fn create_gi(
+    device: nvmlDevice_t,
+    profile_id: u32,
+) -> Result<nvmlGpuInstance_t, NvmlReturn> {
     let mut gi = null_mut();
     // SAFETY: a live out slot.
     match unsafe { nvmlDeviceCreateGpuInstance(device, profile_id, &mut gi) } {

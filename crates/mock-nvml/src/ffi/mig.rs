@@ -1,9 +1,11 @@
 //! MIG exports by profile name and placement (i22-profiles): `nvmlDeviceGetGpuInstanceProfileInfoV`
 //! and `nvmlDeviceGetGpuInstancePossiblePlacements` (v1 and `_v2`); the answers are [`crate::mig`]'s.
 
+use super::guard::*;
 use super::lifecycle;
-use super::*;
+use crate::abi::{self, NvmlReturn};
 use crate::mig::{self, GpuInstancePlacement};
+use std::ffi::c_uint;
 
 /// `nvmlDeviceGetGpuInstanceProfileInfoV`: the caller sets `version` to
 /// `nvmlGpuInstanceProfileInfo_v2` or `_v3`; exactly that layout's bytes are written. Any other
@@ -29,47 +31,17 @@ pub unsafe extern "C" fn nvmlDeviceGetGpuInstanceProfileInfoV(
     })
 }
 
-/// `nvmlDeviceGetGpuInstancePossiblePlacements_v2`; see [`possible_placements`].
-///
-/// # Safety
-/// As for [`possible_placements`].
-#[no_mangle]
-pub unsafe extern "C" fn nvmlDeviceGetGpuInstancePossiblePlacements_v2(
-    device: nvmlDevice_t,
-    profile_id: c_uint,
-    placements: *mut GpuInstancePlacement,
-    count: *mut c_uint,
-) -> NvmlReturn {
-    // SAFETY: forwarded from this function's contract.
-    unsafe { possible_placements(device, profile_id, placements, count) }
-}
-
-/// `nvmlDeviceGetGpuInstancePossiblePlacements` (v1): nvml.h declares it without a description
-/// of its own, so it answers as `_v2`.
-///
-/// # Safety
-/// As for [`possible_placements`].
-#[no_mangle]
-pub unsafe extern "C" fn nvmlDeviceGetGpuInstancePossiblePlacements(
-    device: nvmlDevice_t,
-    profile_id: c_uint,
-    placements: *mut GpuInstancePlacement,
-    count: *mut c_uint,
-) -> NvmlReturn {
-    // SAFETY: forwarded from this function's contract.
-    unsafe { possible_placements(device, profile_id, placements, count) }
-}
-
-/// The placements of profile `profile_id` ([`mig::placements`]) by the count protocol: NULL
-/// `count` is INVALID_ARGUMENT; NULL `placements` sets `*count` to the number of placements;
-/// otherwise `*count` is read as the array's capacity: too small sets it to the number needed and
-/// is INSUFFICIENT_SIZE with the array untouched, else the placements are written and `*count`
-/// is their number.
+/// `nvmlDeviceGetGpuInstancePossiblePlacements_v2`: the placements of profile `profile_id`
+/// ([`mig::placements`]) by the count protocol: NULL `count` is INVALID_ARGUMENT; NULL
+/// `placements` sets `*count` to the number of placements; otherwise `*count` is read as the
+/// array's capacity: too small sets it to the number needed and is INSUFFICIENT_SIZE with the
+/// array untouched, else the placements are written and `*count` is their number.
 ///
 /// # Safety
 /// `count` must be NULL or valid for reading and writing an `unsigned int`; `placements` NULL or
 /// valid for writing `*count` placements.
-unsafe fn possible_placements(
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetGpuInstancePossiblePlacements_v2(
     device: nvmlDevice_t,
     profile_id: c_uint,
     placements: *mut GpuInstancePlacement,
@@ -81,21 +53,35 @@ unsafe fn possible_placements(
             mig::placements(device, profile_id)
         })?;
         let needed = c_uint::try_from(list.len()).map_err(|_| abi::ERROR_UNKNOWN)?;
-        if !placements.is_null() {
-            // SAFETY: `count` is non-NULL (checked) and readable, per this function's contract.
-            let capacity = unsafe { get_u32(count.cast_const().cast()) }?;
-            if capacity < needed {
-                // SAFETY: as above, and writable.
-                unsafe { put(count, needed) }?;
-                return Err(abi::ERROR_INSUFFICIENT_SIZE);
-            }
-            for (slot, placement) in list.iter().enumerate() {
-                // SAFETY: `placements` is valid for `capacity >= list.len()` entries (contract and
-                // the check above); each write stays inside them.
-                unsafe { placements.add(slot).write_unaligned(*placement) };
-            }
+        if placements.is_null() {
+            // SAFETY: `count` is non-NULL and writable, per this function's contract.
+            return unsafe { put(count, needed) };
         }
-        // SAFETY: `count` is non-NULL and writable, per this function's contract.
-        unsafe { put(count, needed) }
+        // SAFETY: `count` is non-NULL (checked) and readable, per this function's contract.
+        let capacity = unsafe { get_u32(count.cast_const().cast()) }?;
+        if capacity < needed {
+            // SAFETY: as above, and writable.
+            unsafe { put(count, needed) }?;
+            return Err(abi::ERROR_INSUFFICIENT_SIZE);
+        }
+        // SAFETY: `placements` is valid for `capacity >= list.len()` entries (contract and the
+        // check above); `count` is non-NULL and writable, per this function's contract.
+        unsafe { put_list(placements, count, &list) }
     })
+}
+
+/// `nvmlDeviceGetGpuInstancePossiblePlacements` (v1): nvml.h declares it without a description
+/// of its own, so it answers as `_v2`.
+///
+/// # Safety
+/// As for [`nvmlDeviceGetGpuInstancePossiblePlacements_v2`].
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetGpuInstancePossiblePlacements(
+    device: nvmlDevice_t,
+    profile_id: c_uint,
+    placements: *mut GpuInstancePlacement,
+    count: *mut c_uint,
+) -> NvmlReturn {
+    // SAFETY: forwarded from this function's contract.
+    unsafe { nvmlDeviceGetGpuInstancePossiblePlacements_v2(device, profile_id, placements, count) }
 }

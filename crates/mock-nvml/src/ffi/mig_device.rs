@@ -4,8 +4,12 @@
 
 use nvml_profile::Device;
 
+use super::guard::*;
 use super::lifecycle::{device_handle, gi_handle, nvmlGpuInstance_t, with_gi, with_target};
-use super::*;
+use crate::{
+    abi::{self, NvmlReturn},
+    state::{self, Loaded},
+};
 use crate::{
     lifecycle::{self, Target},
     mig_abi::{
@@ -15,6 +19,7 @@ use crate::{
     partition,
 };
 use node_layout::mig_state::Placement;
+use std::ffi::{c_uint, c_void};
 
 /// `nvmlComputeInstance_t`.
 pub type nvmlComputeInstance_t = *mut c_void;
@@ -204,14 +209,10 @@ pub unsafe extern "C" fn nvmlGpuInstanceGetComputeInstances(
                 .map(|ci| ci_handle(CiRef { parent: at, ci }))
                 .collect::<Result<Vec<_>, _>>()
         })?;
-        let found = c_uint::try_from(handles.len()).map_err(|_| abi::ERROR_UNKNOWN)?;
-        for (slot, handle) in handles.iter().enumerate() {
-            // SAFETY: the caller's array holds the profile's instance count, and a GPU instance
-            // never has more compute instances of its profile (the partition's invariant).
-            unsafe { compute_instances.add(slot).write_unaligned(*handle) };
-        }
-        // SAFETY: forwarded from this function's contract.
-        unsafe { put(count, found) }
+        // SAFETY: the caller's array holds the profile's instance count, and a GPU instance
+        // never has more compute instances of its profile (the partition's invariant); `count`
+        // is forwarded from this function's contract.
+        unsafe { put_list(compute_instances, count, &handles) }
     })
 }
 

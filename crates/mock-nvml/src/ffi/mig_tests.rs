@@ -10,6 +10,17 @@ fn h100_with_mig(current: bool) -> String {
     text.replace(from, &format!("mig_mode:\n    current: {current}"))
 }
 
+/// `nvmlDeviceGetGpuInstancePossiblePlacements_v2`.
+fn placements_v2(
+    device: nvmlDevice_t,
+    profile_id: c_uint,
+    slots: *mut GpuInstancePlacement,
+    count: *mut c_uint,
+) -> NvmlReturn {
+    // SAFETY: the callers pass NULL or pointers at live locals of the right type and size.
+    unsafe { nvmlDeviceGetGpuInstancePossiblePlacements_v2(device, profile_id, slots, count) }
+}
+
 #[test]
 fn placements_use_the_count_protocol() {
     let _session = Session::new(H100, None);
@@ -18,9 +29,7 @@ fn placements_use_the_count_protocol() {
     let mut count = 0;
     // SAFETY (all calls below): the pointers point at live locals of the right type and size.
     assert_eq!(
-        unsafe {
-            nvmlDeviceGetGpuInstancePossiblePlacements_v2(device, 15, null_mut(), &mut count)
-        },
+        placements_v2(device, 15, null_mut(), &mut count),
         abi::SUCCESS
     );
     assert_eq!(count, 4, "1g.20gb: four places, MIG disabled or not");
@@ -31,14 +40,7 @@ fn placements_use_the_count_protocol() {
     let mut slots = [blank; 8];
     count = 3;
     assert_eq!(
-        unsafe {
-            nvmlDeviceGetGpuInstancePossiblePlacements_v2(
-                device,
-                15,
-                slots.as_mut_ptr(),
-                &mut count,
-            )
-        },
+        placements_v2(device, 15, slots.as_mut_ptr(), &mut count),
         abi::ERROR_INSUFFICIENT_SIZE
     );
     assert_eq!(count, 4, "the number needed");
@@ -56,22 +58,13 @@ fn placements_use_the_count_protocol() {
     assert_eq!(slots[4], blank, "nothing past the placements");
     count = 5;
     assert_eq!(
-        unsafe {
-            nvmlDeviceGetGpuInstancePossiblePlacements_v2(device, 7, slots.as_mut_ptr(), &mut count)
-        },
+        placements_v2(device, 7, slots.as_mut_ptr(), &mut count),
         abi::ERROR_NOT_SUPPORTED,
         "no profile has id 7"
     );
     assert_eq!(count, 5, "nothing written");
     assert_eq!(
-        unsafe {
-            nvmlDeviceGetGpuInstancePossiblePlacements_v2(
-                device,
-                15,
-                slots.as_mut_ptr(),
-                null_mut(),
-            )
-        },
+        placements_v2(device, 15, slots.as_mut_ptr(), null_mut()),
         abi::ERROR_INVALID_ARGUMENT
     );
 }

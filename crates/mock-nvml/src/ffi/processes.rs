@@ -5,11 +5,16 @@ use std::ffi::c_ulonglong;
 
 use nvml_profile::ProcessKind;
 
-use super::*;
+use super::guard::*;
+use crate::{
+    abi::{self, NvmlReturn},
+    state,
+};
 use crate::{
     activity,
     activity_abi::{ProcessInfo, ProcessInfoV1, ProcessUtilizationSample},
 };
+use std::ffi::{c_char, c_uint};
 
 /// Reads the caller's array size: INVALID_ARGUMENT when `count` is NULL, or the array is NULL
 /// while the size is not zero (a NULL array with size 0 asks only how many there are).
@@ -75,62 +80,47 @@ unsafe fn running<T: Copy + From<ProcessInfo>>(
     })
 }
 
-/// `nvmlDeviceGetComputeRunningProcesses_v3`: the profile's compute processes on the GPU.
-///
-/// # Safety
-/// `info_count` must be NULL or valid for reading and writing an `unsigned int`; `infos` NULL or
-/// valid for writing `*info_count` `nvmlProcessInfo_t`s.
-#[no_mangle]
-pub unsafe extern "C" fn nvmlDeviceGetComputeRunningProcesses_v3(
-    device: nvmlDevice_t,
-    info_count: *mut c_uint,
-    infos: *mut ProcessInfo,
-) -> NvmlReturn {
-    // SAFETY: forwarded from this function's contract.
-    unsafe { running(device, ProcessKind::Compute, info_count, infos) }
+/// Defines `fn name(device, *mut count, *mut nvmlProcessInfo_t)`: the profile's processes of
+/// `kind` on the GPU (`_v2` and `_v3` share `nvmlProcessInfo_v2_t`).
+macro_rules! running_processes {
+    ($name:ident, $kind:ident, $doc:literal) => {
+        #[doc = $doc]
+        ///
+        /// # Safety
+        /// `info_count` must be NULL or valid for reading and writing an `unsigned int`; `infos`
+        /// NULL or valid for writing `*info_count` `nvmlProcessInfo_t`s.
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(
+            device: nvmlDevice_t,
+            info_count: *mut c_uint,
+            infos: *mut ProcessInfo,
+        ) -> NvmlReturn {
+            // SAFETY: forwarded from this function's contract.
+            unsafe { running(device, ProcessKind::$kind, info_count, infos) }
+        }
+    };
 }
 
-/// `nvmlDeviceGetGraphicsRunningProcesses_v3`: the profile's graphics processes on the GPU.
-///
-/// # Safety
-/// As for [`nvmlDeviceGetComputeRunningProcesses_v3`].
-#[no_mangle]
-pub unsafe extern "C" fn nvmlDeviceGetGraphicsRunningProcesses_v3(
-    device: nvmlDevice_t,
-    info_count: *mut c_uint,
-    infos: *mut ProcessInfo,
-) -> NvmlReturn {
-    // SAFETY: forwarded from this function's contract.
-    unsafe { running(device, ProcessKind::Graphics, info_count, infos) }
-}
-
-/// `nvmlDeviceGetComputeRunningProcesses_v2`: as `_v3` (the same `nvmlProcessInfo_v2_t`).
-///
-/// # Safety
-/// As for [`nvmlDeviceGetComputeRunningProcesses_v3`].
-#[no_mangle]
-pub unsafe extern "C" fn nvmlDeviceGetComputeRunningProcesses_v2(
-    device: nvmlDevice_t,
-    info_count: *mut c_uint,
-    infos: *mut ProcessInfo,
-) -> NvmlReturn {
-    // SAFETY: forwarded from this function's contract.
-    unsafe { running(device, ProcessKind::Compute, info_count, infos) }
-}
-
-/// `nvmlDeviceGetGraphicsRunningProcesses_v2`: as `_v3`.
-///
-/// # Safety
-/// As for [`nvmlDeviceGetComputeRunningProcesses_v3`].
-#[no_mangle]
-pub unsafe extern "C" fn nvmlDeviceGetGraphicsRunningProcesses_v2(
-    device: nvmlDevice_t,
-    info_count: *mut c_uint,
-    infos: *mut ProcessInfo,
-) -> NvmlReturn {
-    // SAFETY: forwarded from this function's contract.
-    unsafe { running(device, ProcessKind::Graphics, info_count, infos) }
-}
+running_processes!(
+    nvmlDeviceGetComputeRunningProcesses_v3,
+    Compute,
+    "`nvmlDeviceGetComputeRunningProcesses_v3`: the profile's compute processes on the GPU."
+);
+running_processes!(
+    nvmlDeviceGetGraphicsRunningProcesses_v3,
+    Graphics,
+    "`nvmlDeviceGetGraphicsRunningProcesses_v3`: the profile's graphics processes on the GPU."
+);
+running_processes!(
+    nvmlDeviceGetComputeRunningProcesses_v2,
+    Compute,
+    "`nvmlDeviceGetComputeRunningProcesses_v2`: as `_v3` (the same `nvmlProcessInfo_v2_t`)."
+);
+running_processes!(
+    nvmlDeviceGetGraphicsRunningProcesses_v2,
+    Graphics,
+    "`nvmlDeviceGetGraphicsRunningProcesses_v2`: as `_v3`."
+);
 
 /// `nvmlDeviceGetComputeRunningProcesses` (v1 symbol, and `_v1`): the 16-byte
 /// `nvmlProcessInfo_v1_t` (pid and memory).

@@ -1,6 +1,12 @@
 //! Versioned-struct queries (memory v2, fabric v2/v3), MIG and addressing mode.
 
-use super::*;
+use super::guard::*;
+use super::mig_device;
+use crate::{
+    abi::{self, NvmlReturn},
+    query,
+};
+use std::ffi::c_uint;
 
 // ---------------------------------------------------------------- versioned structs
 

@@ -8,7 +8,7 @@
 
 use std::ffi::c_void;
 
-use super::{guard, nvmlDevice_t};
+use super::guard::{guard, nvmlDevice_t};
 use crate::{
     abi::{self, NvmlReturn},
     state,

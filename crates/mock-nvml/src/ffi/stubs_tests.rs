@@ -7,11 +7,10 @@ use std::ffi::c_void;
 
 use nvml_profile::GB200;
 
-use super::{handle, nvmlShutdown, slot0, Mode, Session};
+use super::{foreign_handles, handle, nvmlShutdown, slot0, Mode, Session};
 use crate::{
     abi::{self, NvmlReturn},
     ffi::{nvmlDevice_t, stubs},
-    state,
 };
 
 /// Zeroed blocks a call's pointers point into, and one non-NULL handle no one issued.
@@ -110,13 +109,7 @@ fn every_stub_checks_devices_and_pointers() {
     let device = handle(0);
     let local = [0u64; 8];
     // Slot 7 exists in the array, but gb200 has 4 GPUs: it was never issued.
-    let foreign: [nvmlDevice_t; 5] = [
-        std::ptr::null_mut(),
-        8 as nvmlDevice_t,
-        local.as_ptr().cast_mut().cast(),
-        (slot0() as usize + 1) as nvmlDevice_t,
-        state::handle(7).unwrap().cast_mut().cast(),
-    ];
+    let foreign = foreign_handles(&local, 7);
     for stub in STUB_CALLS {
         if stub.device {
             for other in foreign {

@@ -1,6 +1,12 @@
 //! Init, shutdown, error strings and the system queries.
 
-use super::*;
+use super::guard::*;
+use crate::{
+    abi::{self, NvmlReturn},
+    state,
+};
+use std::ffi::{c_char, c_int, c_uint};
+use std::panic::catch_unwind;
 
 // ---------------------------------------------------------------- init, shutdown, errors
 

@@ -16,6 +16,10 @@ use test_support::staged::{profile_bytes, topology_bytes};
 use super::*;
 
 use crate::ENV_LOCK as LOCK;
+use crate::{
+    abi::{self, NvmlReturn},
+    state,
+};
 
 /// Holds the lock, a profile on disk (staged from the YAML given) and the environment pointing
 /// at it; shuts down on drop.
@@ -79,6 +83,18 @@ pub(super) fn handle(index: c_uint) -> nvmlDevice_t {
 /// The slot address of device 0, valid whether or not the library is initialised.
 pub(super) fn slot0() -> nvmlDevice_t {
     state::handle(0).unwrap().cast_mut().cast()
+}
+
+/// Device handles the library never issued: NULL, a small integer, the address of `local`, a
+/// misaligned slot address and slot `unissued` (in the slot array, but never handed out).
+pub(super) fn foreign_handles(local: &[u64; 8], unissued: usize) -> [nvmlDevice_t; 5] {
+    [
+        null_mut(),
+        8 as nvmlDevice_t,
+        local.as_ptr().cast_mut().cast(),
+        (slot0() as usize + 1) as nvmlDevice_t,
+        state::handle(unissued).unwrap().cast_mut().cast(),
+    ]
 }
 
 /// How a table entry is called.
@@ -656,16 +672,8 @@ fn every_handle_is_validated_before_use() {
     );
     assert_eq!(nvmlInit_v2(), abi::SUCCESS);
     let local = [0u64; 8];
-    let misaligned = (slot0() as usize + 1) as nvmlDevice_t;
     // Slot 2 exists in the array but only two GPUs are visible: it was never issued.
-    let unissued = state::handle(2).unwrap().cast_mut().cast();
-    let foreign: [nvmlDevice_t; 5] = [
-        null_mut(),
-        8 as nvmlDevice_t,
-        local.as_ptr().cast_mut().cast(),
-        misaligned,
-        unissued,
-    ];
+    let foreign = foreign_handles(&local, 2);
     for entry in table().iter().filter(|entry| entry.takes_handle) {
         for handle in foreign {
             let code = (entry.call)(handle, Mode::Valid);

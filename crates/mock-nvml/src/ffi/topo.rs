@@ -1,7 +1,12 @@
 //! PCIe topology and NVLink queries (answers in [`crate::topo`]).
 
-use super::*;
+use super::guard::*;
 use crate::topo;
+use crate::{
+    abi::{self, NvmlReturn},
+    state,
+};
+use std::ffi::{c_uint, c_void};
 
 // ---------------------------------------------------------------- PCIe topology
 

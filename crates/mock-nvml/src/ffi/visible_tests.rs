@@ -10,7 +10,10 @@ use std::{
 use nvml_profile::{Profile, GB200, H100};
 
 use super::{handle, Session};
-use crate::{abi, ffi::*};
+use crate::{
+    abi::{self, NvmlReturn},
+    ffi::*,
+};
 
 /// A session on `profile` whose dev root (`MOCK_NVML_DEV_ROOT`) holds `nvidia<minor>` for
 /// `minors`, and whose Xid control file is `xid-injections` in the same directory.
@@ -235,7 +238,72 @@ fn an_xid_names_the_host_index_and_reaches_the_visible_handle() {
     // SAFETY: as above.
     assert_eq!(
         unsafe { nvmlEventSetWait_v2(set, &mut data, 100) },
+        abi::ERROR_GPU_IS_LOST,
+        "Xid 79: the visible GPU is lost"
+    );
+    // SAFETY: as above.
+    assert_eq!(
+        unsafe { nvmlEventSetWait_v2(set, &mut data, 100) },
         abi::ERROR_TIMEOUT
     );
     assert_eq!(nvmlEventSetFree(set), abi::SUCCESS);
+}
+
+/// The MIG devices of `device` by index, as their UUIDs.
+fn mig_uuids(device: nvmlDevice_t) -> Vec<String> {
+    (0..7)
+        .map_while(|index| {
+            let mut mig = null_mut();
+            // SAFETY: a live out slot.
+            let code = unsafe { nvmlDeviceGetMigDeviceHandleByIndex(device, index, &mut mig) };
+            (code == abi::SUCCESS).then(|| text(nvmlDeviceGetUUID, mig))
+        })
+        .collect()
+}
+
+/// A container given one MIG device (its parent's node and the two capability nodes of its
+/// GPU and compute instance) sees that parent alone and, of its MIG devices, that one; the
+/// hardware's maximum count stays.
+#[test]
+fn a_mig_device_container_sees_its_parent_and_that_device_only() {
+    let (_session, dir) = session(H100, &[1]);
+    assert_eq!(count(), 1);
+    let device = handle(0);
+    let minor = scalar(nvmlDeviceGetMinorNumber, device);
+    let mut status = 0;
+    // SAFETY (all calls below): live handles and out slots.
+    assert_eq!(
+        unsafe { nvmlDeviceSetMigMode(device, 1, &mut status) },
+        abi::SUCCESS
+    );
+    for _ in 0..2 {
+        let gi = super::lifecycle_tests::create_gi(device, 19).unwrap();
+        let mut ci = null_mut();
+        assert_eq!(
+            unsafe { nvmlGpuInstanceCreateComputeInstance(gi, 0, &mut ci) },
+            abi::SUCCESS
+        );
+    }
+    let all = mig_uuids(device);
+    assert_eq!(all.len(), 2, "no capability node: nothing filtered");
+    let mut second = null_mut();
+    assert_eq!(
+        unsafe { nvmlDeviceGetMigDeviceHandleByIndex(device, 1, &mut second) },
+        abi::SUCCESS
+    );
+    let gi = scalar(nvmlDeviceGetGpuInstanceId, second);
+    let ci = scalar(nvmlDeviceGetComputeInstanceId, second);
+    let caps = dir.path().join("nvidia-caps");
+    std::fs::create_dir(&caps).unwrap();
+    for cap in node_layout::mig_minors::device_minors(minor, gi, ci).unwrap() {
+        std::fs::write(caps.join(format!("nvidia-cap{cap}")), "").unwrap();
+    }
+    assert_eq!(mig_uuids(device), [all[1].clone()]);
+    let hidden = CString::new(all[0].clone()).unwrap();
+    let mut found = null_mut();
+    assert_eq!(
+        unsafe { nvmlDeviceGetHandleByUUID(hidden.as_ptr(), &mut found) },
+        abi::ERROR_NOT_FOUND
+    );
+    assert_eq!(scalar(nvmlDeviceGetMaxMigDeviceCount, device), 7);
 }

@@ -69,6 +69,22 @@ fn pick(errors: &EccErrors, error: ErrorType, counter: Counter) -> (EccLocations
     }
 }
 
+/// `device` with `single` more corrected and `double` more uncorrected errors in device memory
+/// (the injected ECC errors, `node_layout::xid`): a volatile error counts in the volatile and in
+/// the aggregate counters, as on the real part. A device without ECC counters is unchanged.
+pub fn with_injected(device: &Device, (single, double): (u64, u64)) -> Device {
+    let mut device = device.clone();
+    if let Some(errors) = device.health.ecc_errors.as_mut() {
+        for counts in [&mut errors.volatile, &mut errors.aggregate] {
+            let corrected = &mut counts.corrected.device_memory;
+            *corrected = corrected.saturating_add(single);
+            let uncorrected = &mut counts.uncorrected.device_memory;
+            *uncorrected = uncorrected.saturating_add(double);
+        }
+    }
+    device
+}
+
 /// `nvmlDeviceGetDefaultEccMode`.
 pub fn default_mode(device: &Device) -> Answer<u32> {
     section(device, |health| health.ecc_errors).map(|errors| u32::from(errors.default_enabled))

@@ -1,7 +1,7 @@
 //! Checks of a `health` block: every error names its field.
 
 use super::{ClocksEventReason, Health};
-use crate::{Error, Result};
+use crate::error::{invalid, Result};
 
 /// NVML's string buffers (including the NUL).
 const PART_NUMBER_BUFFER: usize = 80;
@@ -106,11 +106,4 @@ fn strings(field: &str, health: &Health) -> Result<()> {
         }
     }
     Ok(())
-}
-
-fn invalid(field: String, message: impl Into<String>) -> Result<()> {
-    Err(Error::Invalid {
-        field,
-        message: message.into(),
-    })
 }

@@ -1,7 +1,8 @@
 // Command nvml-events drives NVML's event API through NVIDIA's go-nvml the way NVIDIA's device
 // plugin does on its normal path: an event set, the supported types of every GPU, registration
-// for Xid critical errors, then waits (nvmlEventSetWait_v2) with the timeouts given as
-// arguments, in milliseconds.
+// for Xid critical errors and single- and double-bit ECC errors (the device plugin's mask) and
+// MIG config changes, each masked by the supported types, then waits (nvmlEventSetWait_v2) with
+// the timeouts given as arguments, in milliseconds.
 //
 // It prints one JSON object per line, as it goes, so that tests/nvml_events.rs can act while a
 // wait blocks: "ready" (GPU 1's uuid, every GPU's supported types), then "waiting" and "waited"
@@ -55,7 +56,9 @@ func main() {
 		types, ret := device.GetSupportedEventTypes()
 		check("GetSupportedEventTypes", ret)
 		supported = append(supported, types)
-		check("RegisterEvents", device.RegisterEvents(types&nvml.EventTypeXidCriticalError, set))
+		mask := uint64(nvml.EventTypeXidCriticalError | nvml.EventTypeDoubleBitEccError |
+			nvml.EventTypeSingleBitEccError | nvml.EventMigConfigChange)
+		check("RegisterEvents", device.RegisterEvents(types&mask, set))
 		devices = append(devices, device)
 	}
 	gpu1, ret := devices[1].GetUUID()
@@ -80,6 +83,9 @@ func main() {
 			check("event device GetUUID", uret)
 			result["uuid"] = uuid
 			result["same_handle_as_gpu1"] = data.Device == devices[1]
+			index, iret := data.Device.GetIndex()
+			check("event device GetIndex", iret)
+			result["index"] = index
 			result["event_type"] = data.EventType
 			result["event_data"] = data.EventData
 			result["gpu_instance_id"] = data.GpuInstanceId

@@ -2,8 +2,12 @@
 
 use std::sync::atomic::{AtomicU8, Ordering};
 
-use super::*;
+use crate::abi::{self, NvmlReturn};
 use crate::config::MAX_DEVICES;
+use crate::ffi::guard::*;
+use crate::health::{self, ecc};
+use nvml_profile::Device;
+use std::ffi::c_uint;
 
 /// Reads `*count`: INVALID_ARGUMENT when `count` is NULL, or `addresses` is NULL while `*count`
 /// is not zero (nvml.h).
