@@ -67,12 +67,26 @@ fn eval_json(flake_dir: &Path, installable: &str, apply: &str) -> serde_json::Va
     serde_json::from_str(&out).expect("nix eval --json prints JSON")
 }
 
-/// The flake as git sees it (tracked files only), copied into a plain
-/// directory so a test can alter it without touching the work tree.
-fn flake_copy() -> tempfile::TempDir {
-    let root = repo_root();
+/// Each attribute of `installable` (an attribute set) mapped through `value`, a Nix function
+/// giving a string, as (name, string) pairs; a value that is not a string reads as "".
+fn eval_strings(flake_dir: &Path, installable: &str, value: &str) -> Vec<(String, String)> {
+    let set = eval_json(
+        flake_dir,
+        installable,
+        &format!("set: builtins.mapAttrs (name: {value}) set"),
+    );
+    set.as_object()
+        .expect("an attribute set")
+        .iter()
+        .map(|(name, it)| (name.clone(), it.as_str().unwrap_or_default().to_owned()))
+        .collect()
+}
+
+/// The files git lists below `root` (tracked, and untracked but not ignored) that match
+/// `pathspec` (every one when it is empty), as paths relative to `root`.
+fn git_files(root: &Path, pathspec: &[&str]) -> Vec<String> {
     let listed = Command::new("git")
-        .current_dir(&root)
+        .current_dir(root)
         .args([
             "ls-files",
             "-z",
@@ -80,15 +94,24 @@ fn flake_copy() -> tempfile::TempDir {
             "--others",
             "--exclude-standard",
         ])
+        .args(pathspec)
         .output()
         .expect("git ls-files runs");
-    let dir = tempfile::tempdir().expect("temp dir");
-    for name in listed
+    listed
         .stdout
         .split(|it| *it == 0)
         .filter(|it| !it.is_empty())
-    {
-        let relative = PathBuf::from(String::from_utf8_lossy(name).into_owned());
+        .map(|name| String::from_utf8_lossy(name).into_owned())
+        .collect()
+}
+
+/// The flake as git sees it (tracked files only), copied into a plain
+/// directory so a test can alter it without touching the work tree.
+fn flake_copy() -> tempfile::TempDir {
+    let root = repo_root();
+    let dir = tempfile::tempdir().expect("temp dir");
+    for name in git_files(&root, &[]) {
+        let relative = PathBuf::from(name);
         let from = root.join(&relative);
         if !from.is_file() {
             continue;
@@ -117,21 +140,7 @@ fn every_nix_file_parses() {
         "install Debian's nix-bin (`apt-get install nix-bin`)",
     );
     let root = repo_root();
-    let listed = Command::new("git")
-        .current_dir(&root)
-        .args([
-            "ls-files",
-            "--cached",
-            "--others",
-            "--exclude-standard",
-            "*.nix",
-        ])
-        .output()
-        .expect("git ls-files runs");
-    let files: Vec<String> = String::from_utf8_lossy(&listed.stdout)
-        .lines()
-        .map(str::to_owned)
-        .collect();
+    let files = git_files(&root, &["*.nix"]);
     assert!(
         files.len() >= 8,
         "expected the flake, nix/ and the stub, found {files:?}"
@@ -163,6 +172,20 @@ fn every_nix_file_is_formatted() {
     );
 }
 
+/// The flake's apps besides `default` (which is `demo`), in name order.
+const APPS: [&str; 10] = [
+    "demo",
+    "doctor",
+    "down",
+    "scenario1",
+    "scenario2",
+    "scenario3",
+    "scenario4",
+    "scenario5",
+    "status",
+    "up",
+];
+
 #[test]
 fn flake_shows_every_output_for_both_systems() {
     let out = nix_with_stub(&repo_root(), &["flake", "show", "--json"])
@@ -190,22 +213,9 @@ fn flake_shows_every_output_for_both_systems() {
                 "workload-image"
             ]
         );
-        assert_eq!(
-            names("apps"),
-            [
-                "default",
-                "demo",
-                "doctor",
-                "down",
-                "scenario1",
-                "scenario2",
-                "scenario3",
-                "scenario4",
-                "scenario5",
-                "status",
-                "up"
-            ]
-        );
+        let mut apps = vec!["default"];
+        apps.extend(APPS);
+        assert_eq!(names("apps"), apps);
         assert_eq!(
             names("checks"),
             [
@@ -230,29 +240,19 @@ fn every_derivation_instantiates_against_the_stub() {
     let root = repo_root();
     for system in SYSTEMS {
         for output in ["packages", "checks", "devShells"] {
-            let drvs = eval_json(
-                &root,
-                &format!(".#{output}.{system}"),
-                "set: builtins.mapAttrs (name: drv: drv.drvPath) set",
-            );
-            for (name, drv) in drvs.as_object().expect("an attribute set") {
-                let drv = drv.as_str().unwrap_or_default();
+            let drvs = eval_strings(&root, &format!(".#{output}.{system}"), "drv: drv.drvPath");
+            for (name, drv) in drvs {
                 assert!(
                     drv.starts_with("/nix/store/") && drv.ends_with(".drv"),
                     "{output}.{system}.{name}: {drv}"
                 );
             }
         }
-        let programs = eval_json(
-            &root,
-            &format!(".#apps.{system}"),
-            "set: builtins.mapAttrs (name: app: app.program) set",
-        );
-        for (name, program) in programs.as_object().expect("an attribute set") {
-            let program = program.as_str().unwrap_or_default();
+        let programs = eval_strings(&root, &format!(".#apps.{system}"), "app: app.program");
+        for (name, program) in programs {
             assert!(program.ends_with(&format!(
                 "/bin/cdsim-{}",
-                if name == "default" { "demo" } else { name }
+                if name == "default" { "demo" } else { &name }
             )));
         }
     }
@@ -282,18 +282,7 @@ fn wrapper_texts() -> serde_json::Value {
 #[test]
 fn apps_hand_nix_built_images_to_xtask() {
     let texts = wrapper_texts();
-    for app in [
-        "demo",
-        "up",
-        "down",
-        "scenario1",
-        "scenario2",
-        "scenario3",
-        "scenario4",
-        "scenario5",
-        "doctor",
-        "status",
-    ] {
+    for app in APPS {
         let text = texts[app].as_str().unwrap_or_default();
         assert!(
             text.contains(&format!("/bin/xtask {app} \"$@\"")),
@@ -329,16 +318,13 @@ fn apps_hand_nix_built_images_to_xtask() {
 /// `nix flake check` warns about an app without meta.description.
 #[test]
 fn every_app_has_a_description() {
-    let descriptions = eval_json(
+    let descriptions = eval_strings(
         &repo_root(),
         ".#apps.x86_64-linux",
-        "apps: builtins.mapAttrs (name: app: app.meta.description or \"\") apps",
+        "app: app.meta.description or \"\"",
     );
-    for (app, description) in descriptions.as_object().expect("apps") {
-        assert!(
-            description.as_str().is_some_and(|it| it.len() > 10),
-            "app {app} has no meta.description"
-        );
+    for (app, description) in descriptions {
+        assert!(description.len() > 10, "app {app} has no meta.description");
     }
 }
 

@@ -2,7 +2,7 @@
 //! go-nvlib's device library at two versions (`tests/nvlib`, v0.13.0 and v0.10.0, the one the
 //! DRA driver vendors), `nvidia-ctk cdi generate` (nvidia-container-toolkit from the module
 //! proxy), GPU feature discovery (`gpu-feature-discovery --oneshot` of the device plugin's
-//! module, from the module proxy) and the DRA driver's compute-domain kubelet plugin, built from
+//! module, from the module proxy; whole GPUs, and a MIG partition under the mixed strategy) and the DRA driver's compute-domain kubelet plugin, built from
 //! the snapshot in the peers directory. Pins: `manifests/versions.toml` `[peers]`.
 //!
 //! Every consumer gets only the staged tree and none of the mock's variables (`env -i`), as in
@@ -17,6 +17,7 @@
 //! snapshot's sha256), so warm runs build nothing and a cold one builds the driver once.
 
 use std::{
+    collections::BTreeMap,
     io::{BufRead, BufReader},
     path::{Path, PathBuf},
     process::{Command, Stdio},
@@ -24,21 +25,14 @@ use std::{
     time::{Duration, Instant},
 };
 
-use integration_tests::{
-    artifact, checked, pin, repo_root, require_program, staged_profile, stager_input_args,
-};
-use nvml_profile::Profile;
+use integration_tests::node_software::{cached_go_binary, stage_tree, Staged};
+use integration_tests::{checked, pin, repo_root, require_program, staged_profile};
+use nvml_profile::{GpuInstanceProfiles, Profile};
 use serde_json::Value;
 
 const CLUSTER: &str = "nvml-mock-compute-domain";
 
 // ---------------------------------------------------------------- pins, caches, prerequisites
-
-fn cache_dir() -> PathBuf {
-    std::env::var_os("CDSIM_CACHE_DIR")
-        .filter(|dir| !dir.is_empty())
-        .map_or_else(|| PathBuf::from("/var/cache/cdsim"), PathBuf::from)
-}
 
 fn require_root() {
     integration_tests::require_root(
@@ -57,65 +51,7 @@ fn go() -> PathBuf {
     )
 }
 
-/// `<cache>/go/<key>/<binary>`, built by `build(dir)` into a fresh directory and renamed into
-/// place when it is missing (so an interrupted build never leaves a half binary behind).
-fn cached_go_binary(key: &str, binary: &str, build: impl FnOnce(&Path)) -> PathBuf {
-    let dir = cache_dir().join("go").join(key);
-    let path = dir.join(binary);
-    if path.is_file() {
-        return path;
-    }
-    let parent = cache_dir().join("go");
-    std::fs::create_dir_all(&parent)
-        .unwrap_or_else(|err| panic!("cannot create {}: {err}", parent.display()));
-    let staging = tempfile::tempdir_in(&parent)
-        .unwrap_or_else(|err| panic!("cannot create a temp dir in {}: {err}", parent.display()));
-    let started = Instant::now();
-    build(staging.path());
-    eprintln!(
-        "built {binary} ({key}) in {:.0} s",
-        started.elapsed().as_secs_f64()
-    );
-    assert!(
-        staging.path().join(binary).is_file(),
-        "the build of {key} wrote no {binary}"
-    );
-    let built = staging.keep();
-    match std::fs::rename(&built, &dir) {
-        Ok(()) => {}
-        // Another test process won the race: use its copy.
-        Err(_) if path.is_file() => {
-            let _ = std::fs::remove_dir_all(&built);
-        }
-        Err(err) => panic!(
-            "cannot move {} to {}: {err}",
-            built.display(),
-            dir.display()
-        ),
-    }
-    path
-}
-
 // ---------------------------------------------------------------- the staged tree
-
-/// A staged tree in a temp dir, as the stager writes it on a node.
-struct Staged {
-    dir: tempfile::TempDir,
-}
-
-impl Staged {
-    fn driver(&self) -> PathBuf {
-        self.dir.path().join("driver")
-    }
-
-    fn lib_dir(&self) -> PathBuf {
-        self.driver().join("usr/lib64")
-    }
-
-    fn proc_devices(&self) -> PathBuf {
-        self.dir.path().join("imex/proc-devices")
-    }
-}
 
 /// Runs the real stager once (`--once --no-label`) for `node` with `topology`, on gb200.
 fn stage(topology: &topology::Topology, node: &str) -> Staged {
@@ -125,32 +61,7 @@ fn stage(topology: &topology::Topology, node: &str) -> Staged {
 /// As [`stage`], with the shipped profile `profile`.
 fn stage_profile(topology: &topology::Topology, node: &str, profile: &str) -> Staged {
     require_root();
-    let dir = tempfile::tempdir().unwrap_or_else(|err| panic!("cannot create a temp dir: {err}"));
-    let topology_file = dir.path().join("topology-source.yaml");
-    std::fs::write(&topology_file, topology.to_yaml())
-        .unwrap_or_else(|err| panic!("cannot write {}: {err}", topology_file.display()));
-    let overlay = dir.path().to_path_buf();
-    checked(
-        Command::new(artifact("nvml-mock-stager", "node-stager"))
-            .arg(format!("--node-name={node}"))
-            .arg(format!("--overlay-dir={}", overlay.display()))
-            .args(
-                stager_input_args(artifact)
-                    .into_iter()
-                    .filter(|arg| !arg.starts_with("--profile=")),
-            )
-            .arg(format!("--profile={}", profile_path(profile).display()))
-            .arg(format!("--topology-file={}", topology_file.display()))
-            .args([
-                "--imex-channels",
-                "--channel-count=8",
-                "--no-label",
-                "--once",
-            ])
-            .output(),
-        "the stager",
-    );
-    Staged { dir }
+    stage_tree(&topology.to_yaml(), node, &profile_path(profile))
 }
 
 fn workers() -> Vec<String> {
@@ -432,8 +343,12 @@ fn gpu_feature_discovery() -> PathBuf {
 
 /// GFD's labels for `node`, run once on the node's staged tree (the library found on the
 /// loader path, as in GFD's container, and none of the mock's variables).
-fn gfd_labels(node: &str) -> std::collections::BTreeMap<String, String> {
-    let staged = stage(&topology::demo(&workers()), node);
+fn gfd_labels(node: &str) -> BTreeMap<String, String> {
+    run_gfd(&stage(&topology::demo(&workers()), node), node, &[])
+}
+
+/// GFD run once (`--oneshot`) on `staged` as `node`, with `extra` flags; the labels it wrote.
+fn run_gfd(staged: &Staged, node: &str, extra: &[&str]) -> BTreeMap<String, String> {
     let output_file = staged.dir.path().join("gfd-labels");
     checked(
         Command::new(gpu_feature_discovery())
@@ -447,9 +362,10 @@ fn gfd_labels(node: &str) -> std::collections::BTreeMap<String, String> {
                 "--use-node-feature-api=false",
                 "--fail-on-init-error",
             ])
+            .args(extra)
             .arg(format!("--output-file={}", output_file.display()))
             .output(),
-        &format!("gpu-feature-discovery --oneshot on {node}"),
+        &format!("gpu-feature-discovery --oneshot {extra:?} on {node}"),
     );
     let text = std::fs::read_to_string(&output_file)
         .unwrap_or_else(|err| panic!("GFD wrote no {}: {err}", output_file.display()));
@@ -457,6 +373,77 @@ fn gfd_labels(node: &str) -> std::collections::BTreeMap<String, String> {
         .filter_map(|line| line.split_once('='))
         .map(|(key, value)| (key.to_owned(), value.to_owned()))
         .collect()
+}
+
+/// The device plugin's mixed MIG strategy, through its GPU feature discovery (the same
+/// module, the same resource naming): an h100 tray whose GPU 0 was partitioned by the staged
+/// `nvidia-smi` in one process (two 1g.10gb and one 2g.20gb instances, each with its compute
+/// instance) is seen by GFD in the next as `nvidia.com/mig-<profile>.count` per profile, and
+/// its seven other GPUs as whole GPUs; the MIG labels carry the profile table's values.
+#[test]
+fn gpu_feature_discovery_mixed_strategy_counts_the_mig_partition() {
+    let node = &workers()[0];
+    let staged = stage_profile(&topology::demo(&workers()), node, "h100");
+    let smi = |args: &[&str]| {
+        checked(
+            Command::new(staged.driver().join("usr/bin/nvidia-smi"))
+                .args(args)
+                .env_clear()
+                .env("PATH", "/usr/bin:/bin")
+                .env("LD_LIBRARY_PATH", staged.lib_dir())
+                .output(),
+            &format!("the staged nvidia-smi {}", args.join(" ")),
+        )
+    };
+    smi(&["-i", "0", "-mig", "1"]);
+    smi(&["mig", "-i", "0", "-cgi", "19,19,14", "-C"]);
+    let labels = run_gfd(&staged, node, &["--mig-strategy=mixed"]);
+    let devices = Profile::parse(&std::fs::read_to_string(profile_path("h100")).expect("h100"))
+        .unwrap_or_else(|err| panic!("{err}"))
+        .devices();
+    // GFD's gpu.count is every full GPU, the MIG-enabled one included (its product label
+    // says MIG); the resources the plugin advertises for it are the partition's.
+    let expected = [
+        ("nvidia.com/mig.strategy", "mixed".to_owned()),
+        ("nvidia.com/gpu.count", devices.len().to_string()),
+        ("nvidia.com/mig-1g.10gb.count", "2".to_owned()),
+        ("nvidia.com/mig-2g.20gb.count", "1".to_owned()),
+    ];
+    for (key, value) in expected {
+        assert_eq!(labels.get(key), Some(&value), "GFD's {key}: {labels:#?}");
+    }
+    let Some(GpuInstanceProfiles::Known(rows)) = &devices[0].gpu_instance_profiles else {
+        panic!("h100's GPU 0 has no MIG profile table");
+    };
+    for name in ["1g.10gb", "2g.20gb"] {
+        let row = rows
+            .iter()
+            .find(|row| row.name.as_deref() == Some(name))
+            .unwrap_or_else(|| panic!("h100's table has no {name}"));
+        for (label, value) in [
+            ("multiprocessors", row.multiprocessors),
+            ("slices.gi", row.slices),
+            ("engines.copy", row.copy_engines),
+            ("engines.decoder", row.decoders),
+        ] {
+            let key = format!("nvidia.com/mig-{name}.{label}");
+            assert_eq!(
+                labels.get(&key),
+                Some(&value.to_string()),
+                "GFD's {key} against the profile's {name} row: {labels:#?}"
+            );
+        }
+    }
+    let mig_profiles: Vec<&String> = labels
+        .keys()
+        .filter(|it| it.starts_with("nvidia.com/mig-") && it.ends_with(".count"))
+        .collect();
+    assert_eq!(
+        mig_profiles.len(),
+        2,
+        "only the partition's profiles: {labels:#?}"
+    );
+    eprintln!("GFD mixed on the partitioned h100: {labels:#?}");
 }
 
 #[test]
@@ -677,6 +664,123 @@ fn plugin_cliques(staged: &Staged, node: &str) -> Vec<String> {
     plugin_cliques_with_gates(staged, node, "", 4)
 }
 
+/// One of the DRA driver's kubelet plugins started on a staged tree with no API server to
+/// reach (it does its node-side work first, then waits for the API): its work directory (CDI
+/// root, plugin and registry directories), the process and its log lines as they come.
+struct RunningPlugin {
+    work: tempfile::TempDir,
+    child: std::process::Child,
+    lines: mpsc::Receiver<String>,
+    log: Vec<String>,
+}
+
+impl RunningPlugin {
+    /// Starts `plugin` for `node` on `staged`, with the chart's `FEATURE_GATES`.
+    fn start(plugin: &Path, staged: &Staged, node: &str, feature_gates: &str) -> RunningPlugin {
+        let work = tempfile::tempdir().unwrap_or_else(|err| panic!("{err}"));
+        let kubeconfig = work.path().join("kubeconfig");
+        // An API server that refuses connections.
+        std::fs::write(
+            &kubeconfig,
+            "apiVersion: v1\nkind: Config\nclusters: [{name: x, cluster: {server: \"https://127.0.0.1:1\"}}]\ncontexts: [{name: x, context: {cluster: x, user: x}}]\ncurrent-context: x\nusers: [{name: x, user: {token: x}}]\n",
+        )
+        .unwrap_or_else(|err| panic!("{err}"));
+        let hook = work.path().join("nvidia-cdi-hook");
+        std::fs::write(&hook, "#!/bin/sh\nexit 0\n").unwrap_or_else(|err| panic!("{err}"));
+        for dir in ["cdi", "plugins", "registry"] {
+            std::fs::create_dir_all(work.path().join(dir)).unwrap_or_else(|err| panic!("{err}"));
+        }
+        let driver = staged.driver();
+        let mut child = Command::new(plugin)
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .env("KUBECONFIG", &kubeconfig)
+            .env("NODE_NAME", node)
+            .env("NAMESPACE", "nvidia-dra-driver")
+            .env("CDI_ROOT", work.path().join("cdi"))
+            .env("NVIDIA_DRIVER_ROOT", &driver)
+            .env("DRIVER_ROOT_CTR_PATH", &driver)
+            .env("NVIDIA_CDI_HOOK_PATH", &hook)
+            .env(
+                "KUBELET_REGISTRAR_DIRECTORY_PATH",
+                work.path().join("registry"),
+            )
+            .env(
+                "KUBELET_PLUGINS_DIRECTORY_PATH",
+                work.path().join("plugins"),
+            )
+            .env("ALT_PROC_DEVICES_PATH", staged.proc_devices())
+            .env("FEATURE_GATES", feature_gates)
+            // The GPU plugin's required flag (the image its MPS daemons would use).
+            .env("IMAGE_NAME", "unused")
+            .arg("-v=6")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|err| panic!("cannot start {}: {err}", plugin.display()));
+        let stderr = child.stderr.take().unwrap_or_else(|| panic!("no stderr"));
+        let (sender, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if sender.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+        RunningPlugin {
+            work,
+            child,
+            lines,
+            log: Vec::new(),
+        }
+    }
+
+    /// Reads log lines until `done(line)` has held `count` times or the plugin has been quiet
+    /// past `deadline`; returns the lines that matched.
+    fn until(
+        &mut self,
+        count: usize,
+        deadline: Instant,
+        done: impl Fn(&str) -> bool,
+    ) -> Vec<String> {
+        let mut matched = Vec::new();
+        while matched.len() < count {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) => {
+                    if done(&line) {
+                        matched.push(line.clone());
+                    }
+                    self.log.push(line);
+                }
+                Err(_) => break,
+            }
+        }
+        matched
+    }
+
+    /// Waits up to `deadline` for `path` (the plugin writes it), reading the log meanwhile.
+    fn wait_for_file(&mut self, path: &Path, deadline: Instant) {
+        while !path.is_file() && Instant::now() < deadline {
+            while let Ok(line) = self.lines.try_recv() {
+                self.log.push(line);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn log(&self) -> String {
+        self.log.join("\n")
+    }
+}
+
+impl Drop for RunningPlugin {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// As [`plugin_cliques`], with the plugin's `FEATURE_GATES` (as the DRA chart sets it), for a
 /// node of `gpus` GPUs.
 fn plugin_cliques_with_gates(
@@ -685,95 +789,34 @@ fn plugin_cliques_with_gates(
     feature_gates: &str,
     gpus: usize,
 ) -> Vec<String> {
-    let plugin = compute_domain_plugin();
-    let work = tempfile::tempdir().unwrap_or_else(|err| panic!("{err}"));
-    let kubeconfig = work.path().join("kubeconfig");
-    // An API server that refuses connections: the plugin identifies the clique before it needs one.
-    std::fs::write(
-        &kubeconfig,
-        "apiVersion: v1\nkind: Config\nclusters: [{name: x, cluster: {server: \"https://127.0.0.1:1\"}}]\ncontexts: [{name: x, context: {cluster: x, user: x}}]\ncurrent-context: x\nusers: [{name: x, user: {token: x}}]\n",
-    )
-    .unwrap_or_else(|err| panic!("{err}"));
-    let hook = work.path().join("nvidia-cdi-hook");
-    std::fs::write(&hook, "#!/bin/sh\nexit 0\n").unwrap_or_else(|err| panic!("{err}"));
-    for dir in ["cdi", "plugins", "registry"] {
-        std::fs::create_dir_all(work.path().join(dir)).unwrap_or_else(|err| panic!("{err}"));
-    }
-    let driver = staged.driver();
-    let mut child = Command::new(&plugin)
-        .env_clear()
-        .env("PATH", "/usr/bin:/bin")
-        .env("KUBECONFIG", &kubeconfig)
-        .env("NODE_NAME", node)
-        .env("NAMESPACE", "nvidia-dra-driver")
-        .env("CDI_ROOT", work.path().join("cdi"))
-        .env("NVIDIA_DRIVER_ROOT", &driver)
-        .env("DRIVER_ROOT_CTR_PATH", &driver)
-        .env("NVIDIA_CDI_HOOK_PATH", &hook)
-        .env(
-            "KUBELET_REGISTRAR_DIRECTORY_PATH",
-            work.path().join("registry"),
-        )
-        .env(
-            "KUBELET_PLUGINS_DIRECTORY_PATH",
-            work.path().join("plugins"),
-        )
-        .env("ALT_PROC_DEVICES_PATH", staged.proc_devices())
-        .env("FEATURE_GATES", feature_gates)
-        .arg("-v=4")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|err| panic!("cannot start {}: {err}", plugin.display()));
-    let stderr = child.stderr.take().unwrap_or_else(|| panic!("no stderr"));
-    let (sender, receiver) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if sender.send(line).is_err() {
-                return;
-            }
-        }
-    });
+    let mut plugin = RunningPlugin::start(&compute_domain_plugin(), staged, node, feature_gates);
     let marker = "identified fabric clique UUID/ID (device ";
     let deadline = Instant::now() + Duration::from_secs(60);
-    let mut log = Vec::new();
-    let mut cliques = Vec::new();
-    while cliques.len() < gpus {
-        let left = deadline.saturating_duration_since(Instant::now());
-        match receiver.recv_timeout(left) {
-            Ok(line) => {
-                if let Some((_, rest)) = line.split_once(marker) {
-                    if let Some((_, clique)) = rest.rsplit_once(": ") {
-                        cliques.push(clique.trim().to_owned());
-                    }
-                }
-                log.push(line);
-            }
-            Err(_) => break,
-        }
-    }
+    let cliques: Vec<String> = plugin
+        .until(gpus, deadline, |line| line.contains(marker))
+        .iter()
+        .filter_map(|line| {
+            let (_, rest) = line.split_once(marker)?;
+            let (_, clique) = rest.rsplit_once(": ")?;
+            Some(clique.trim().to_owned())
+        })
+        .collect();
     // It writes its base CDI spec next, before it waits for the API server.
-    let spec = work
+    let spec = plugin
+        .work
         .path()
         .join("cdi/k8s.compute-domain.nvidia.com-device_base.yaml");
-    while !spec.is_file() && Instant::now() < deadline {
-        while let Ok(line) = receiver.try_recv() {
-            log.push(line);
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let _ = child.kill();
-    let _ = child.wait();
+    plugin.wait_for_file(&spec, deadline);
     assert_eq!(
         cliques.len(),
         gpus,
         "the plugin logged {} cliques for {node} in 60 s:\n{}",
         cliques.len(),
-        log.join("\n")
+        plugin.log()
     );
     // The spec holds the staged device nodes.
     let text = std::fs::read_to_string(&spec)
-        .unwrap_or_else(|err| panic!("no {} ({err}); log:\n{}", spec.display(), log.join("\n")));
+        .unwrap_or_else(|err| panic!("no {} ({err}); log:\n{}", spec.display(), plugin.log()));
     assert!(
         text.contains("/dev/nvidia-caps-imex-channels/channel7") && text.contains("/dev/nvidia3"),
         "{text}"
@@ -840,6 +883,79 @@ fn compute_domain_kubelet_plugin_logs_the_clique_on_every_fabric_profile() {
         ["gb200", "gb300"],
         "the profiles with a fabric"
     );
+}
+
+// ---------------------------------------------------------------- the DRA driver's GPU plugin
+
+/// The GPU kubelet plugin with the `DynamicMIG` feature gate (v0.4.1, alpha), on a staged tray
+/// of each MIG-capable profile with a known table: it enumerates every GPU's MIG profiles and
+/// placements through the mock (the largest placement it sees is the table's largest, in
+/// memory slices), then, owning MIG on the node, turns MIG off on every GPU it found no
+/// MIG device of its own on, which the mock's `nvmlDeviceSetMigMode` grants at once; then it
+/// waits for the API server. (The claims' create and destroy need a cluster with
+/// `DRAPartitionableDevices`: issue 38.)
+#[test]
+fn gpu_kubelet_plugin_with_dynamic_mig_enumerates_and_owns_the_partitions() {
+    let sh = xshell::Shell::new().unwrap_or_else(|err| panic!("{err}"));
+    let binaries = harness::scenario4::image::binaries(&sh).unwrap_or_else(|err| {
+        panic!("building the DRA driver from its snapshot (needs Go 1.26 and the peers snapshot): {err:#}")
+    });
+    let workers = workers();
+    let demo = topology::demo(&workers);
+    for name in ["h100", "gb200"] {
+        let (_, profile) = shipped_profile(name);
+        let devices = profile.devices();
+        let largest = devices
+            .iter()
+            .filter_map(|device| match &device.gpu_instance_profiles {
+                Some(nvml_profile::GpuInstanceProfiles::Known(rows)) => rows
+                    .iter()
+                    .filter_map(|row| Some(row.placements.as_ref()?.size))
+                    .max(),
+                _ => None,
+            })
+            .max()
+            .unwrap_or_else(|| panic!("{name} has no MIG table"));
+        let staged = stage_profile(&demo, &workers[0], name);
+        let mut plugin = RunningPlugin::start(
+            &binaries.join("gpu-kubelet-plugin"),
+            &staged,
+            &workers[0],
+            "DynamicMIG=true",
+        );
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let disabled = plugin.until(devices.len(), deadline, |line| {
+            line.contains("Called nvml.SetMigMode(nvml.DEVICE_MIG_DISABLE)")
+        });
+        let log = plugin.log();
+        assert_eq!(
+            disabled.len(),
+            devices.len(),
+            "{name}: MIG off on every GPU:\n{log}"
+        );
+        assert!(
+            disabled
+                .iter()
+                .all(|line| line.ends_with("got activationStatus: Success")),
+            "{name}: {disabled:#?}"
+        );
+        for device in &devices {
+            let uuid = &device.uuid;
+            let enumerated = format!(
+                "gpu-{}-{uuid}: Per-capacity maximum across all MIG profiles+placements",
+                device.index
+            );
+            let slices = format!(
+                "gpu-{}-{uuid}: Largest MIG placement size seen (maxMemSlicesConsumed): {largest}",
+                device.index
+            );
+            assert!(
+                log.contains(&enumerated),
+                "{name}: no {enumerated:?}:\n{log}"
+            );
+            assert!(log.contains(&slices), "{name}: no {slices:?}:\n{log}");
+        }
+    }
 }
 
 #[test]

@@ -5,7 +5,8 @@
 //!
 //! Real peers: the nvidia-smi binary dlopens the mock library through the loader search
 //! (`LD_LIBRARY_PATH`), as in a workload container; roxmltree reads the XML as a consumer would.
-//! Build first: `cargo build -p mock-nvml -p nvidia-smi`.
+//! Build first: `cargo build -p mock-nvml -p nvidia-smi` (and for the MIG test, which stages a
+//! tree with the real stager as root, `-p node-stager -p check-fabric`).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -53,16 +54,20 @@ impl Run<'_> {
 
     /// stdout of a run that must succeed quietly.
     fn ok(&self, args: &[&str]) -> String {
-        let output = self.smi(args);
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        assert_eq!(
-            output.status.code(),
-            Some(0),
-            "nvidia-smi {args:?}: {stderr}"
-        );
-        assert!(stderr.is_empty(), "nvidia-smi {args:?}: {stderr}");
-        String::from_utf8(output.stdout).expect("UTF-8 stdout")
+        quiet_success(args, self.smi(args))
     }
+}
+
+/// stdout of a run of `nvidia-smi <args>` that must succeed quietly.
+fn quiet_success(args: &[&str], output: Output) -> String {
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "nvidia-smi {args:?}: {stderr}"
+    );
+    assert!(stderr.is_empty(), "nvidia-smi {args:?}: {stderr}");
+    String::from_utf8(output.stdout).expect("UTF-8 stdout")
 }
 
 fn profile_path(profile: &str) -> PathBuf {
@@ -642,4 +647,201 @@ fn a_process_seeing_two_gpu_nodes_lists_those_two_from_index_0() {
         .filter_map(|rest| rest.split('<').next())
         .collect();
     assert_eq!(minors, ["1", "3"], "each keeps its own minor number");
+}
+
+// ---------------------------------------------------------------- MIG (issue 38)
+
+/// A driver tree staged by the real stager (`--once --no-label`) with the shipped h100
+/// profile; its `nvidia-smi` runs with only `LD_LIBRARY_PATH` set, so the library finds its
+/// profile and its MIG state file (`driver/config/mig-state`) from its own location, as in a
+/// workload container.
+struct StagedMig {
+    dir: tempfile::TempDir,
+}
+
+impl StagedMig {
+    fn stage() -> StagedMig {
+        integration_tests::require_root(
+            "the stager creates device nodes: run as root (`sudo -E cargo test -p integration-tests --test nvidia_smi`)",
+        );
+        let dir = tempfile::tempdir().expect("temp dir");
+        let output = Command::new(artifact("nvml-mock-stager", "node-stager"))
+            .arg("--node-name=mig-node")
+            .arg(format!("--overlay-dir={}", dir.path().display()))
+            .args(
+                integration_tests::stager_input_args(artifact)
+                    .into_iter()
+                    .filter(|arg| !arg.starts_with("--profile=")),
+            )
+            .arg(format!("--profile={}", profile_path("h100").display()))
+            .args(["--no-label", "--once"])
+            .output()
+            .expect("run the stager");
+        assert!(
+            output.status.success(),
+            "the stager: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        StagedMig { dir }
+    }
+
+    /// The staged `nvidia-smi <args>`, in its own process.
+    fn smi(&self, args: &[&str]) -> Output {
+        let driver = self.dir.path().join("driver");
+        Command::new(driver.join("usr/bin/nvidia-smi"))
+            .args(args)
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .env("LD_LIBRARY_PATH", driver.join("usr/lib64"))
+            .output()
+            .expect("run the staged nvidia-smi")
+    }
+
+    /// stdout of a run that must succeed quietly.
+    fn ok(&self, args: &[&str]) -> String {
+        quiet_success(args, self.smi(args))
+    }
+
+    /// A run that must fail with NVML code `code`, printing `stderr` (exactly).
+    fn fails(&self, args: &[&str], code: i32, stderr: &str) -> String {
+        let output = self.smi(args);
+        assert_eq!(
+            output.status.code(),
+            Some(code),
+            "nvidia-smi {args:?}: {output:?}"
+        );
+        assert_eq!(String::from_utf8_lossy(&output.stderr), stderr, "{args:?}");
+        String::from_utf8(output.stdout).expect("UTF-8 stdout")
+    }
+}
+
+/// The MIG device lines `-L` prints under GPU 0 (`  MIG <name>  Device  N: (UUID: MIG-…)`).
+fn mig_lines_of_gpu_0(list: &str) -> Vec<String> {
+    list.lines()
+        .skip(1)
+        .take_while(|line| line.starts_with("  MIG "))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// h100 with MIG off: the library's NOT_SUPPORTED printed as nvidia-smi prints it; `-mig 1`,
+/// `-cgi 19,19,14 -C`, the instances listed; `-L` lists the three MIG devices; a second
+/// process (every run is one) sees the same partition, and an overlapping profile fails with
+/// INSUFFICIENT_RESOURCES; `-dgi` with compute instances left is IN_USE; `-dci`, `-dgi` clear it.
+#[test]
+fn h100_mig_lifecycle_through_the_staged_nvidia_smi() {
+    let staged = StagedMig::stage();
+    let bus = staged.ok(&["--query-gpu=pci.bus_id", "--format=csv,noheader", "-i", "0"]);
+    let bus = bus.trim();
+    // MIG off.
+    staged.fails(
+        &["mig", "-i", "0", "-cgi", "19"],
+        3,
+        "Unable to create a GPU instance on GPU  0 using profile 19: Not Supported\nFailed to create GPU instances: Not Supported\n",
+    );
+    let off = staged.fails(&["mig", "-lgi"], 6, "");
+    assert_eq!(off, "No MIG-enabled devices found.\n");
+    assert_eq!(
+        staged.ok(&["-i", "0", "-mig", "1"]),
+        format!("Enabled MIG Mode for GPU {bus}\nAll done.\n")
+    );
+    let lgip = staged.ok(&["mig", "-i", "0", "-lgip"]);
+    assert!(
+        lgip.contains(
+            "|   0  MIG 1g.10gb       19     7/7        9.75       No     16     1     0   |"
+        ),
+        "{lgip}"
+    );
+    let created = staged.ok(&["mig", "-i", "0", "-cgi", "19,19,14", "-C"]);
+    let lines: Vec<&str> = created.lines().collect();
+    assert_eq!(lines.len(), 6, "{created}");
+    for (line, profile) in lines.chunks(2).zip([
+        "MIG 1g.10gb (ID 19)",
+        "MIG 1g.10gb (ID 19)",
+        "MIG 2g.20gb (ID 14)",
+    ]) {
+        assert!(
+            line[0].starts_with("Successfully created GPU instance ID "),
+            "{created}"
+        );
+        assert!(
+            line[0].ends_with(&format!("on GPU  0 using profile {profile}")),
+            "{created}"
+        );
+        assert!(
+            line[1].starts_with("Successfully created compute instance ID  0 on GPU  0"),
+            "{created}"
+        );
+    }
+    check_partition(&staged);
+    staged.fails(
+        &["mig", "-i", "0", "-cgi", "0"],
+        23,
+        "Unable to create a GPU instance on GPU  0 using profile 0: Insufficient Resources\nFailed to create GPU instances: Insufficient Resources\n",
+    );
+    let in_use = "Unable to destroy GPU instance ID  1 from GPU  0: In use by another client\nFailed to destroy GPU instances: In use by another client\n";
+    assert_eq!(staged.fails(&["mig", "-dgi"], 19, in_use), "");
+    clear_partition(&staged);
+}
+
+/// What a second process sees after `-cgi 19,19,14 -C`: three GPU instances (two 1g, one 2g),
+/// their compute instances, and `-L`'s three MIG devices with distinct `MIG-` UUIDs.
+fn check_partition(staged: &StagedMig) {
+    let lgi = staged.ok(&["mig", "-lgi"]);
+    let rows: Vec<&str> = lgi
+        .lines()
+        .filter(|line| line.starts_with("|   0  MIG"))
+        .collect();
+    assert_eq!(rows.len(), 3, "{lgi}");
+    assert!(rows[0].contains("MIG 1g.10gb         19"), "{lgi}");
+    assert!(rows[2].contains("MIG 2g.20gb         14"), "{lgi}");
+    let lci = staged.ok(&["mig", "-lci"]);
+    assert_eq!(
+        lci.lines()
+            .filter(|line| line.starts_with("|   0 "))
+            .count(),
+        3,
+        "{lci}"
+    );
+    let list = staged.ok(&["-L"]);
+    let migs = mig_lines_of_gpu_0(&list);
+    assert_eq!(migs.len(), 3, "{list}");
+    let mut uuids = Vec::new();
+    for (index, line) in migs.iter().enumerate() {
+        let name = if index < 2 {
+            "MIG 1g.10gb"
+        } else {
+            "MIG 2g.20gb"
+        };
+        let prefix = format!("  {name:<16}Device {index:>2}: (UUID: MIG-");
+        assert!(line.starts_with(&prefix), "{line}");
+        uuids.push(line.split("(UUID: ").nth(1).unwrap_or_default());
+    }
+    uuids.sort_unstable();
+    uuids.dedup();
+    assert_eq!(uuids.len(), 3, "{list}");
+    assert!(
+        list.lines()
+            .nth(4)
+            .is_some_and(|line| line.starts_with("GPU 1: ")),
+        "{list}"
+    );
+}
+
+/// `-dci` then `-dgi` clear GPU 0; `-L` lists no MIG device, `-lgi` finds none.
+fn clear_partition(staged: &StagedMig) {
+    let dci = staged.ok(&["mig", "-dci"]);
+    assert_eq!(dci.lines().count(), 3, "{dci}");
+    assert!(
+        dci.lines().all(|line| line.starts_with(
+            "Successfully destroyed compute instance ID  0 from GPU  0 GPU instance ID "
+        )),
+        "{dci}"
+    );
+    let dgi = staged.ok(&["mig", "-i", "0", "-dgi"]);
+    assert_eq!(dgi.lines().count(), 3, "{dgi}");
+    let none = staged.fails(&["mig", "-lgi"], 6, "");
+    assert_eq!(none, "No GPU instances found: Not Found\n");
+    assert!(mig_lines_of_gpu_0(&staged.ok(&["-L"])).is_empty());
+    assert_eq!(staged.ok(&["-mig", "0"]).lines().last(), Some("All done."));
 }

@@ -158,6 +158,39 @@ impl Gpu {
     }
 }
 
+/// A MIG device's UUID: `MIG-` and a UUID derived from its parent GPU's UUID, its instance ids
+/// and its GPU instance's profile and placement (the real driver makes a new one per instance;
+/// this one is stable while the instance lives and distinct per device). The mock library
+/// answers it and the NRI plugin resolves `MIG-<uuid>` requests with it.
+pub fn mig_uuid(parent_uuid: &str, gi: &GpuInstance, ci: u32) -> String {
+    let seed = format!(
+        "{parent_uuid}/{}/{ci}/{}/{}",
+        gi.id, gi.profile_id, gi.placement.start
+    );
+    let high = fnv1a(0xcbf2_9ce4_8422_2325, &seed);
+    let low = fnv1a(high ^ 0x9e37_79b9_7f4a_7c15, &seed);
+    let hex: String = high
+        .to_be_bytes()
+        .into_iter()
+        .chain(low.to_be_bytes())
+        .map(|byte| format!("{byte:02x}"))
+        .collect();
+    format!(
+        "MIG-{}-{}-{}-{}-{}",
+        &hex[0..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..32]
+    )
+}
+
+fn fnv1a(seed: u64, text: &str) -> u64 {
+    text.bytes().fold(seed, |hash, byte| {
+        (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
 /// Formats the whole file.
 pub fn format(state: &MigState) -> String {
     let mut out = String::new();

@@ -32,6 +32,15 @@ pub const CHANNEL_DIR_NAME: &str = "nvidia-caps-imex-channels";
 /// The prefix of an IMEX channel node's file name (`channel<i>`).
 pub const CHANNEL_PREFIX: &str = "channel";
 
+/// The directory of the capability nodes under `/dev` (MIG access, IMEX management).
+pub const CAPS_DIR_NAME: &str = "nvidia-caps";
+
+/// The prefix of a capability node's file name (`nvidia-cap<minor>`).
+pub const CAP_NODE_PREFIX: &str = "nvidia-cap";
+
+/// The MIG capability table in the driver root, where the real driver has it under `/proc`.
+pub const MIG_MINORS_IN_DRIVER: &str = "proc/driver/nvidia-caps/mig-minors";
+
 /// The prefix every GPU device node's file name starts with.
 pub const GPU_NODE_PREFIX: &str = "nvidia";
 
@@ -223,6 +232,22 @@ impl Layout {
         self.channel_dir().join(channel_file_name(index))
     }
 
+    /// `driver/proc/driver/nvidia-caps/mig-minors`: the MIG capability table
+    /// ([`crate::mig_minors`]), staged for MIG-capable profiles.
+    pub fn mig_minors(&self) -> PathBuf {
+        self.driver_dir().join(MIG_MINORS_IN_DRIVER)
+    }
+
+    /// `driver/dev/nvidia-caps`: the staged capability nodes (`nvidia-cap<minor>`).
+    pub fn caps_dir(&self) -> PathBuf {
+        self.dev_dir().join(CAPS_DIR_NAME)
+    }
+
+    /// `driver/dev/nvidia-caps/nvidia-cap<minor>`.
+    pub fn cap_node(&self, minor: u32) -> PathBuf {
+        self.caps_dir().join(cap_file_name(minor))
+    }
+
     /// `driver/proc/driver/nvidia/capabilities/fabric-imex-mgmt`: the IMEX caps file.
     pub fn imex_caps_file(&self) -> PathBuf {
         self.driver_dir()
@@ -280,6 +305,18 @@ pub fn container_topology() -> PathBuf {
 /// `/dev/<file_name>`: where a staged GPU node (`nvidia0`, `nvidiactl`, …) appears in a container.
 pub fn container_gpu_device(file_name: &str) -> PathBuf {
     Path::new(DEVICE_DIR).join(file_name)
+}
+
+/// `/dev/nvidia-caps/nvidia-cap<minor>`: where a capability node appears in a container.
+pub fn container_cap_device(minor: u32) -> PathBuf {
+    Path::new(DEVICE_DIR)
+        .join(CAPS_DIR_NAME)
+        .join(cap_file_name(minor))
+}
+
+/// `nvidia-cap<minor>`.
+pub fn cap_file_name(minor: u32) -> String {
+    format!("{CAP_NODE_PREFIX}{minor}")
 }
 
 /// `/dev/nvidia-caps-imex-channels/channel<index>`: where a channel appears in a container.

@@ -1,5 +1,5 @@
-//! `nvml-mock-stager inject --gpu N --xid X` and `inject --clear`: writes the Xid injection
-//! control file (`driver/config/xid-injections`, format in `node_layout::xid`) under the staged
+//! `nvml-mock-stager inject --gpu N --xid X`, `inject --gpu N --ecc single|double` and
+//! `inject --clear`: writes the fault injection control file (`driver/config/xid-injections`, format in `node_layout::xid`) under the staged
 //! root, atomically, for the mock library to report as events to long-running consumers.
 //!
 //! The GPU index is checked against the staged profile's GPU count; an existing file with a
@@ -13,21 +13,26 @@ use node_layout::{paths::Layout, xid};
 
 use crate::stage;
 
-/// Injects an Xid fault the mock library reports as an event, or clears every fault.
+/// Injects an Xid fault or an ECC error the mock library reports as an event, or clears every
+/// fault.
 #[derive(Debug, Parser)]
 #[command(name = "nvml-mock-stager inject", about, long_about = None)]
+#[command(group(clap::ArgGroup::new("fault").args(["xid", "ecc"])))]
 pub struct InjectArgs {
     /// Where the host overlay dir (the staged root) is mounted.
     #[arg(long, default_value = "/host/var/lib/nvml-mock")]
     overlay_dir: PathBuf,
     /// The GPU's index on this node.
-    #[arg(long, requires = "xid", required_unless_present = "clear")]
+    #[arg(long, requires = "fault", required_unless_present = "clear")]
     gpu: Option<u32>,
-    /// The Xid code (decimal), e.g. 79 (GPU has fallen off the bus).
+    /// The Xid code (decimal), e.g. 79 (GPU has fallen off the bus: the GPU is then lost).
     #[arg(long, requires = "gpu")]
     xid: Option<u64>,
+    /// A volatile ECC error in device memory: `single` (corrected) or `double` (uncorrected).
+    #[arg(long, requires = "gpu")]
+    ecc: Option<xid::Ecc>,
     /// Remove every injection (the faults end; a later injection is a new event).
-    #[arg(long, conflicts_with_all = ["gpu", "xid"])]
+    #[arg(long, conflicts_with_all = ["gpu", "xid", "ecc"])]
     clear: bool,
 }
 
@@ -38,8 +43,8 @@ pub enum Action {
     Inject {
         /// GPU index.
         gpu: u32,
-        /// Xid code.
-        xid: u64,
+        /// The Xid or ECC error.
+        fault: xid::Fault,
     },
     /// Empty the file.
     Clear,
@@ -47,7 +52,7 @@ pub enum Action {
 
 /// The file's new text: `existing` (the current text) changed by `action`.
 pub fn updated(existing: &str, action: Action, gpu_count: usize, now_nanos: u64) -> Result<String> {
-    let Action::Inject { gpu, xid: code } = action else {
+    let Action::Inject { gpu, fault } = action else {
         return Ok(String::new());
     };
     if gpu as usize >= gpu_count {
@@ -60,15 +65,24 @@ pub fn updated(existing: &str, action: Action, gpu_count: usize, now_nanos: u64)
     if let Some(error) = errors.first() {
         bail!("{error}: fix the file or run `inject --clear`");
     }
-    Ok(xid::format(&xid::append(&injections, gpu, code, now_nanos)))
+    Ok(xid::format(&xid::append(
+        &injections,
+        gpu,
+        fault,
+        now_nanos,
+    )))
 }
 
 /// Runs `inject` with the arguments after the subcommand; returns what was done.
 pub fn run(args: impl IntoIterator<Item = String>) -> Result<String> {
     let args = InjectArgs::parse_from(args);
     let layout = Layout::new(args.overlay_dir);
-    let action = match (args.clear, args.gpu, args.xid) {
-        (false, Some(gpu), Some(xid)) => Action::Inject { gpu, xid },
+    let fault = match (args.xid, args.ecc) {
+        (Some(code), _) => Some(xid::Fault::Xid(code)),
+        (None, ecc) => ecc.map(xid::Fault::Ecc),
+    };
+    let action = match (args.clear, args.gpu, fault) {
+        (false, Some(gpu), Some(fault)) => Action::Inject { gpu, fault },
         _ => Action::Clear,
     };
     let path = layout.xid_injections();
@@ -94,10 +108,19 @@ pub fn run(args: impl IntoIterator<Item = String>) -> Result<String> {
     let text = updated(&existing, action, gpu_count, now)?;
     stage::write_atomic(&path, text.as_bytes(), 0o644)?;
     Ok(match action {
-        Action::Inject { gpu, xid } => {
-            format!("injected Xid {xid} on GPU {gpu} ({})", path.display())
-        }
-        Action::Clear => format!("cleared every Xid injection ({})", path.display()),
+        Action::Inject {
+            gpu,
+            fault: xid::Fault::Xid(code),
+        } => format!("injected Xid {code} on GPU {gpu} ({})", path.display()),
+        Action::Inject {
+            gpu,
+            fault: xid::Fault::Ecc(ecc),
+        } => format!(
+            "injected a {}-bit ECC error on GPU {gpu} ({})",
+            ecc.as_str(),
+            path.display()
+        ),
+        Action::Clear => format!("cleared every fault injection ({})", path.display()),
     })
 }
 
@@ -105,14 +128,25 @@ pub fn run(args: impl IntoIterator<Item = String>) -> Result<String> {
 mod tests {
     use super::*;
 
+    fn xid(gpu: u32, code: u64) -> Action {
+        Action::Inject {
+            gpu,
+            fault: xid::Fault::Xid(code),
+        }
+    }
+
     #[test]
     fn an_injection_is_appended_with_a_fresh_id() {
-        let text = updated("", Action::Inject { gpu: 1, xid: 79 }, 4, 1_000)
-            .unwrap_or_else(|err| panic!("{err:#}"));
+        let text = updated("", xid(1, 79), 4, 1_000).unwrap_or_else(|err| panic!("{err:#}"));
         assert_eq!(text, "id=1000 gpu=1 xid=79\n");
-        let text = updated(&text, Action::Inject { gpu: 3, xid: 48 }, 4, 5)
-            .unwrap_or_else(|err| panic!("{err:#}"));
+        let text = updated(&text, xid(3, 48), 4, 5).unwrap_or_else(|err| panic!("{err:#}"));
         assert_eq!(text, "id=1000 gpu=1 xid=79\nid=1001 gpu=3 xid=48\n");
+        let ecc = Action::Inject {
+            gpu: 0,
+            fault: xid::Fault::Ecc(xid::Ecc::Double),
+        };
+        let text = updated(&text, ecc, 4, 5).unwrap_or_else(|err| panic!("{err:#}"));
+        assert!(text.ends_with("\nid=1002 gpu=0 ecc=double\n"), "{text}");
     }
 
     #[test]
@@ -126,14 +160,14 @@ mod tests {
 
     #[test]
     fn bad_input_is_refused_with_a_reason() {
-        let err = updated("", Action::Inject { gpu: 4, xid: 79 }, 4, 1)
+        let err = updated("", xid(4, 79), 4, 1)
             .err()
             .map(|err| err.to_string());
         assert_eq!(
             err.as_deref(),
             Some("GPU 4 is out of range: the staged profile has 4 GPU(s) (0..=3)")
         );
-        let err = updated("junk\n", Action::Inject { gpu: 0, xid: 79 }, 4, 1)
+        let err = updated("junk\n", xid(0, 79), 4, 1)
             .err()
             .map(|err| err.to_string())
             .unwrap_or_default();
@@ -160,6 +194,19 @@ mod tests {
             .unwrap_or_default();
         assert!(
             err.contains("invalid value 'seventy' for '--xid <XID>'"),
+            "{err}"
+        );
+        assert!(parse(&["--gpu", "1", "--ecc", "single"]).is_ok());
+        assert!(parse(&["--gpu", "1", "--ecc", "double"]).is_ok());
+        assert!(parse(&["--ecc", "single"]).is_err());
+        assert!(parse(&["--gpu", "1", "--xid", "79", "--ecc", "single"]).is_err());
+        assert!(parse(&["--clear", "--ecc", "single"]).is_err());
+        let err = parse(&["--gpu", "1", "--ecc", "triple"])
+            .err()
+            .unwrap_or_default();
+        assert!(
+            err.contains("invalid value 'triple' for '--ecc <ECC>'")
+                && err.contains("use `single` (corrected) or `double` (uncorrected)"),
             "{err}"
         );
     }

@@ -89,7 +89,8 @@ struct Args {
     /// The IMEX channels' device major (1..4095, free on the host).
     #[arg(long, default_value = "235")]
     channel_major: proc_devices::DeviceMajor,
-    /// The nvidia-caps device major (1..4095, free on the host).
+    /// The nvidia-caps device major (1..4095, free on the host): the IMEX surface's
+    /// proc-devices names it, and a MIG-capable profile's `nvidia-caps/nvidia-cap<N>` nodes have it.
     #[arg(long, default_value = "236")]
     caps_major: proc_devices::DeviceMajor,
     /// The host kernel's /proc/devices.
@@ -360,6 +361,7 @@ fn read_inputs(args: &Args) -> Result<plan::Inputs> {
         )
     })?;
     let profile_staged = nvml_profile::staged::encode(&staged);
+    let mig = mig_caps(&staged, args.caps_major);
 
     let imex = if args.imex_channels {
         let source = std::fs::read_to_string(&args.proc_devices_source)
@@ -404,7 +406,24 @@ fn read_inputs(args: &Args) -> Result<plan::Inputs> {
         profile_staged,
         imex,
         imex_binaries,
+        mig,
     })
+}
+
+/// The MIG capability surface of a MIG-capable profile (any GPU with a MIG mode): its GPUs'
+/// minors, and the caps major.
+fn mig_caps(
+    profile: &nvml_profile::Profile,
+    caps_major: proc_devices::DeviceMajor,
+) -> Option<plan::MigCaps> {
+    let devices = profile.devices();
+    devices
+        .iter()
+        .any(|device| device.mig_mode.is_some())
+        .then(|| plan::MigCaps {
+            gpu_minors: devices.iter().map(|device| device.minor_number).collect(),
+            caps_major,
+        })
 }
 
 /// The IMEX payload's files in `dir`: the staged daemon (the shim carrying the daemon) and ctl.

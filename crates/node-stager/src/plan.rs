@@ -6,7 +6,7 @@
 
 use std::path::PathBuf;
 
-use node_layout::{paths::Layout, proc_devices::DeviceMajor};
+use node_layout::{mig_minors, paths::Layout, proc_devices::DeviceMajor};
 
 /// The major of `/dev/nvidia<i>` and `/dev/nvidiactl`.
 pub const NVIDIA_MAJOR: u32 = 195;
@@ -43,6 +43,17 @@ pub struct Inputs {
     pub imex: Option<Imex>,
     /// NVIDIA's IMEX daemon and ctl for the driver root, when a payload is given.
     pub imex_binaries: Option<ImexBinaries>,
+    /// The MIG capability surface, for a MIG-capable profile.
+    pub mig: Option<MigCaps>,
+}
+
+/// The MIG capability surface's inputs: the `mig-minors` table and its `nvidia-cap<N>` nodes.
+#[derive(Debug, Clone)]
+pub struct MigCaps {
+    /// The device minors of the profile's GPUs (the table's `gpu<minor>`).
+    pub gpu_minors: Vec<u32>,
+    /// The nodes' major: the `nvidia-caps` line of the staged `/proc/devices`.
+    pub caps_major: DeviceMajor,
 }
 
 /// The IMEX programs a driver install puts in `usr/bin`.
@@ -175,6 +186,11 @@ pub fn plan(layout: &Layout, inputs: &Inputs) -> Plan {
             ]);
         }
     }
+    match &inputs.mig {
+        Some(mig) => entries.extend(mig_entries(layout, mig)),
+        // `dev` is exclusive: the caps nodes go with it.
+        None => absent.push(layout.mig_minors()),
+    }
     absent.push(layout.legacy_topology_dir());
     absent.extend(layout.legacy_yaml());
     Plan {
@@ -278,6 +294,27 @@ fn imex_entries(layout: &Layout, imex: &Imex) -> Vec<Entry> {
     entries
 }
 
+/// The MIG capability surface: `proc/driver/nvidia-caps/mig-minors` and a node
+/// `dev/nvidia-caps/nvidia-cap<N>` for each of its minors, as the real driver's table and the
+/// nodes `nvidia-modprobe` makes from it.
+fn mig_entries(layout: &Layout, mig: &MigCaps) -> Vec<Entry> {
+    let table = mig_minors::format(&mig.gpu_minors);
+    let minors = mig_minors::parse(&table).into_values();
+    let mut entries = Vec::new();
+    let file = layout.mig_minors();
+    if let Some(parent) = file.parent() {
+        entries.push(dir(parent.to_path_buf()));
+    }
+    entries.push(text(file, &table));
+    entries.push(dir(layout.caps_dir()));
+    entries.extend(minors.map(|minor| Entry::CharDevice {
+        path: layout.cap_node(minor),
+        major: mig.caps_major.get(),
+        minor,
+    }));
+    entries
+}
+
 /// The top-level directories the stager owns under the root; SIGTERM removes them.
 pub fn owned_roots(layout: &Layout) -> [PathBuf; 3] {
     [
@@ -309,7 +346,62 @@ mod tests {
             profile_staged: b"staged".to_vec(),
             imex,
             imex_binaries: None,
+            mig: None,
         }
+    }
+
+    #[test]
+    fn a_mig_capable_profile_gets_the_table_and_its_caps_nodes_and_others_lose_them() {
+        let layout = Layout::new(PathBuf::from("/r"));
+        let mut with = inputs(None);
+        with.mig = Some(MigCaps {
+            gpu_minors: vec![0, 1],
+            caps_major: DeviceMajor::new(236).expect("a valid major"),
+        });
+        let planned = plan(&layout, &with);
+        let table = planned.entries.iter().find_map(|entry| match entry {
+            Entry::File {
+                path,
+                contents: Contents::Text(text),
+                ..
+            } if path == Path::new("/r/driver/proc/driver/nvidia-caps/mig-minors") => {
+                Some(text.clone())
+            }
+            _ => None,
+        });
+        assert_eq!(table, Some(mig_minors::format(&[0, 1])));
+        let caps: Vec<(PathBuf, u32, u32)> = planned
+            .entries
+            .iter()
+            .filter_map(|entry| match entry {
+                Entry::CharDevice { path, major, minor }
+                    if path.starts_with("/r/driver/dev/nvidia-caps/") =>
+                {
+                    Some((path.clone(), *major, *minor))
+                }
+                _ => None,
+            })
+            .collect();
+        assert_eq!(caps.len(), 2 + 2 * 135);
+        assert!(caps.contains(&(
+            PathBuf::from("/r/driver/dev/nvidia-caps/nvidia-cap13"),
+            236,
+            13
+        )));
+        assert!(caps.contains(&(
+            PathBuf::from("/r/driver/dev/nvidia-caps/nvidia-cap272"),
+            236,
+            272
+        )));
+        assert!(!planned.absent.contains(&layout.mig_minors()));
+
+        let without = plan(&layout, &inputs(None));
+        assert!(without.absent.contains(&layout.mig_minors()));
+        assert!(without
+            .entries
+            .iter()
+            .all(|entry| !entry.path().starts_with(layout.caps_dir())));
+        assert!(without.exclusive_dirs.contains(&layout.dev_dir()));
     }
 
     #[test]
@@ -457,11 +549,12 @@ mod tests {
         assert_eq!(
             plan.absent,
             [
+                PathBuf::from("/r/driver/proc/driver/nvidia-caps/mig-minors"),
                 PathBuf::from("/r/topology"),
                 PathBuf::from("/r/driver/config/config.yaml"),
                 PathBuf::from("/r/driver/topology/topology.yaml"),
             ],
-            "the legacy topology dir and YAML files"
+            "no MIG table, the legacy topology dir and YAML files"
         );
         assert!(plan
             .exclusive_dirs
@@ -482,6 +575,7 @@ mod tests {
                 PathBuf::from("/r/imex"),
                 PathBuf::from("/r/driver/proc/driver/nvidia/capabilities/fabric-imex-mgmt"),
                 PathBuf::from("/r/driver/dev/nvidia-caps-imex-channels"),
+                PathBuf::from("/r/driver/proc/driver/nvidia-caps/mig-minors"),
                 PathBuf::from("/r/topology"),
                 PathBuf::from("/r/driver/config/config.yaml"),
                 PathBuf::from("/r/driver/topology/topology.yaml"),

@@ -50,17 +50,30 @@ fn injections_are_appended_and_cleared() {
     assert!(stdout.starts_with("injected Xid 79 on GPU 1"), "{stdout}");
     let (ok, _, stderr) = inject(dir.path(), &["--gpu", "0", "--xid", "48"]);
     assert!(ok, "{stderr}");
+    let (ok, stdout, stderr) = inject(dir.path(), &["--gpu", "1", "--ecc", "single"]);
+    assert!(ok, "{stderr}");
+    assert!(
+        stdout.starts_with("injected a single-bit ECC error on GPU 1"),
+        "{stdout}"
+    );
     let found = injections(&layout);
     assert_eq!(
-        found.iter().map(|it| (it.gpu, it.xid)).collect::<Vec<_>>(),
-        vec![(1, 79), (0, 48)]
+        found
+            .iter()
+            .map(|it| (it.gpu, it.fault))
+            .collect::<Vec<_>>(),
+        vec![
+            (1, xid::Fault::Xid(79)),
+            (0, xid::Fault::Xid(48)),
+            (1, xid::Fault::Ecc(xid::Ecc::Single))
+        ]
     );
     assert!(found[1].id > found[0].id);
 
     let (ok, stdout, stderr) = inject(dir.path(), &["--clear"]);
     assert!(ok, "{stderr}");
     assert!(
-        stdout.starts_with("cleared every Xid injection"),
+        stdout.starts_with("cleared every fault injection"),
         "{stdout}"
     );
     assert_eq!(
@@ -76,7 +89,7 @@ fn injections_are_appended_and_cleared() {
 #[test]
 fn bad_input_fails_naming_the_problem() {
     let (dir, layout) = staged_root();
-    let cases: [(&[&str], &str); 4] = [
+    let cases: [(&[&str], &str); 5] = [
         (
             &["--gpu", "2", "--xid", "79"],
             "GPU 2 is out of range: the staged profile has 2 GPU(s) (0..=1)",
@@ -86,6 +99,10 @@ fn bad_input_fails_naming_the_problem() {
             "invalid value 'seventy-nine' for '--xid <XID>'",
         ),
         (&["--gpu", "1"], "--xid <XID>"),
+        (
+            &["--gpu", "1", "--ecc", "triple"],
+            "`triple` is not an ECC error kind: use `single` (corrected) or `double` (uncorrected)",
+        ),
         (
             &["--clear", "--gpu", "1", "--xid", "79"],
             "cannot be used with",

@@ -8,21 +8,26 @@
 //! - the device plugin's `volume-mounts` strategy: a mount at
 //!   `/var/run/nvidia-container-devices/<index|uuid|all>` per GPU (the variable then names that
 //!   directory, and says nothing itself);
-//! - CDI device names of kind `nvidia.com/gpu` (`nvidia.com/gpu=<index|uuid|all>`), from the
-//!   container's CDI devices and from its `cdi.k8s.io/*` annotations (comma lists of names).
+//! - CDI device names of kind `nvidia.com/gpu` (`nvidia.com/gpu=<index|uuid|all>`) or
+//!   `nvidia.com/mig-<profile>`, from the container's CDI devices and from its `cdi.k8s.io/*`
+//!   annotations (comma lists of names).
 //!
 //! The sources together: `all` in any is every GPU, else the union of what they list.
-//! MIG devices (`MIG-…`, `<gpu>:<instance>`) are not modelled: logged and left out, as are
-//! unknown UUIDs and indices past the staged GPU count.
+//! A MIG device (`MIG-<uuid>`, `<gpu>:<gi>:<ci>`: [`crate::mig`]) grants its parent GPU's node
+//! and its two capability nodes. Unknown UUIDs, MIG devices and indices past the staged GPU
+//! count are logged and left out.
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::mig::{self, MigId, MigView, Parent};
 use crate::proto::Container;
 
 /// The toolkit's variable naming a container's GPUs.
 pub const VISIBLE_DEVICES: &str = "NVIDIA_VISIBLE_DEVICES";
 /// The CDI kind of NVIDIA's GPUs.
 pub const CDI_KIND: &str = "nvidia.com/gpu";
+/// The prefix of the CDI kinds of NVIDIA's MIG devices (`nvidia.com/mig-1g.10gb`).
+pub const CDI_MIG_KIND_PREFIX: &str = "nvidia.com/mig-";
 /// Where the device plugin's `volume-mounts` strategy mounts one empty file per GPU
 /// (`<root>/<index|uuid|all>`), `NVIDIA_VISIBLE_DEVICES` then naming this directory.
 pub const VOLUME_MOUNTS_ROOT: &str = "/var/run/nvidia-container-devices";
@@ -49,7 +54,9 @@ pub enum GpuId {
     Index(u32),
     /// Its `GPU-…` UUID.
     Uuid(String),
-    /// Anything else (a MIG device, a typo): logged, not injected.
+    /// A MIG device.
+    Mig(MigId),
+    /// Anything else (a typo): logged, not injected.
     Unsupported(String),
 }
 
@@ -63,7 +70,10 @@ impl GpuId {
         if text.len() > 4 && text[..4].eq_ignore_ascii_case("GPU-") {
             return GpuId::Uuid(text.to_owned());
         }
-        GpuId::Unsupported(text.to_owned())
+        match MigId::parse(text) {
+            Some(id) => GpuId::Mig(id),
+            None => GpuId::Unsupported(text.to_owned()),
+        }
     }
 }
 
@@ -145,10 +155,11 @@ fn item(text: &str) -> Item {
     }
 }
 
-/// A CDI name of kind `nvidia.com/gpu`, as an item; other kinds are not ours.
+/// A CDI name of kind `nvidia.com/gpu` or `nvidia.com/mig-…`, as an item; other kinds are not
+/// ours.
 fn cdi_item(name: &str) -> Option<Item> {
     let (kind, device) = name.trim().split_once('=')?;
-    (kind == CDI_KIND).then(|| item(device))
+    (kind == CDI_KIND || kind.starts_with(CDI_MIG_KIND_PREFIX)).then(|| item(device))
 }
 
 /// One GPU of the staged profile.
@@ -171,47 +182,73 @@ pub enum Granted {
     Minors(BTreeSet<u32>),
 }
 
-/// Resolves a request against the staged GPUs; what cannot be resolved becomes a warning.
-/// `None` for [`GpuRequest::Unspecified`].
-pub fn resolve(request: &GpuRequest, gpus: &[StagedGpu]) -> (Option<Granted>, Vec<String>) {
+/// A request resolved against the staged tree.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Resolved {
+    /// The GPU nodes; `None` for [`GpuRequest::Unspecified`].
+    pub granted: Option<Granted>,
+    /// The capability minors of the requested MIG devices (`/dev/nvidia-caps/nvidia-cap<N>`).
+    pub caps: BTreeSet<u32>,
+    /// What could not be resolved, to log.
+    pub warnings: Vec<String>,
+}
+
+/// Resolves a request against the staged GPUs and MIG partition; what cannot be resolved
+/// becomes a warning.
+pub fn resolve(request: &GpuRequest, gpus: &[StagedGpu], mig: &MigView) -> Resolved {
     let ids = match request {
-        GpuRequest::Unspecified => return (None, Vec::new()),
-        GpuRequest::All => return (Some(Granted::All), Vec::new()),
-        GpuRequest::NoGpus => return (Some(Granted::Minors(BTreeSet::new())), Vec::new()),
-        GpuRequest::Listed(ids) => ids,
+        GpuRequest::Unspecified => return Resolved::default(),
+        GpuRequest::All => {
+            return Resolved {
+                granted: Some(Granted::All),
+                ..Resolved::default()
+            }
+        }
+        GpuRequest::NoGpus => Vec::new(),
+        GpuRequest::Listed(ids) => ids.iter().collect(),
     };
     let by_uuid: BTreeMap<String, u32> = gpus
         .iter()
         .map(|gpu| (gpu.uuid.to_ascii_lowercase(), gpu.minor))
         .collect();
+    let parent = |index: u32| {
+        let gpu = gpus.iter().find(|gpu| gpu.index == index)?;
+        Some(Parent {
+            uuid: &gpu.uuid,
+            minor: gpu.minor,
+        })
+    };
     let mut minors = BTreeSet::new();
-    let mut warnings = Vec::new();
+    let mut resolved = Resolved::default();
     for id in ids {
         let minor = match id {
-            GpuId::Index(index) => gpus
-                .iter()
-                .find(|gpu| gpu.index == *index)
-                .map(|gpu| gpu.minor),
-            GpuId::Uuid(uuid) => by_uuid.get(&uuid.to_ascii_lowercase()).copied(),
-            GpuId::Unsupported(_) => None,
+            GpuId::Index(index) => parent(*index).map(|gpu| gpu.minor).ok_or_else(|| {
+                format!(
+                    "GPU index {index} is past the {} staged GPUs; not injected",
+                    gpus.len()
+                )
+            }),
+            GpuId::Uuid(uuid) => by_uuid
+                .get(&uuid.to_ascii_lowercase())
+                .copied()
+                .ok_or_else(|| format!("GPU {uuid} is not in the staged profile; not injected")),
+            GpuId::Mig(id) => mig::resolve(id, parent, mig).map(|grant| {
+                resolved.caps.extend(grant.caps);
+                grant.gpu_minor
+            }),
+            GpuId::Unsupported(text) => Err(format!(
+                "GPU {text:?} is neither an index, a GPU UUID nor a MIG device; not injected"
+            )),
         };
-        match (minor, id) {
-            (Some(minor), _) => {
+        match minor {
+            Ok(minor) => {
                 minors.insert(minor);
             }
-            (None, GpuId::Index(index)) => warnings.push(format!(
-                "GPU index {index} is past the {} staged GPUs; not injected",
-                gpus.len()
-            )),
-            (None, GpuId::Uuid(uuid)) => {
-                warnings.push(format!("GPU {uuid} is not in the staged profile; not injected"))
-            }
-            (None, GpuId::Unsupported(text)) => warnings.push(format!(
-                "GPU {text:?} is neither an index nor a GPU UUID (MIG devices are not modelled); not injected"
-            )),
+            Err(warning) => resolved.warnings.push(warning),
         }
     }
-    (Some(Granted::Minors(minors)), warnings)
+    resolved.granted = Some(Granted::Minors(minors));
+    resolved
 }
 
 #[cfg(test)]

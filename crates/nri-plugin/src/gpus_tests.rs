@@ -30,6 +30,13 @@ fn env(value: &str) -> GpuRequest {
 const UUID_A: &str = "GPU-b200b200-0000-0000-0000-000000000001";
 const UUID_B: &str = "GPU-b200b200-0000-0000-0000-000000000003";
 
+/// The GPU side of a resolution without a MIG partition.
+fn plain(request: &GpuRequest, gpus: &[StagedGpu]) -> (Option<Granted>, Vec<String>) {
+    let resolved = resolve(request, gpus, &MigView::default());
+    assert!(resolved.caps.is_empty(), "{resolved:?}");
+    (resolved.granted, resolved.warnings)
+}
+
 fn staged() -> Vec<StagedGpu> {
     (0..4)
         .map(|index| StagedGpu {
@@ -62,8 +69,8 @@ fn none_all_and_lists_of_indices_and_uuids() {
         GpuRequest::Listed(vec![
             GpuId::Index(2),
             GpuId::Uuid(UUID_A.to_owned()),
+            GpuId::Mig(MigId::Uuid("MIG-1234".to_owned())),
             GpuId::Unsupported("0:1".to_owned()),
-            GpuId::Unsupported("MIG-1234".to_owned()),
         ])
     );
     // The last entry wins, as in the process environment.
@@ -162,39 +169,98 @@ fn both_sources_are_merged() {
 #[test]
 fn resolution_maps_indices_and_uuids_to_minors() {
     let gpus = staged();
-    let (granted, warnings) = resolve(&env(&format!("0,{}", UUID_B.to_lowercase())), &gpus);
+    let (granted, warnings) = plain(&env(&format!("0,{}", UUID_B.to_lowercase())), &gpus);
     assert_eq!(granted, Some(Granted::Minors(BTreeSet::from([10, 13]))));
     assert!(warnings.is_empty(), "{warnings:?}");
-    assert_eq!(resolve(&GpuRequest::Unspecified, &gpus), (None, vec![]));
+    assert_eq!(plain(&GpuRequest::Unspecified, &gpus), (None, vec![]));
+    assert_eq!(plain(&GpuRequest::All, &gpus), (Some(Granted::All), vec![]));
     assert_eq!(
-        resolve(&GpuRequest::All, &gpus),
-        (Some(Granted::All), vec![])
-    );
-    assert_eq!(
-        resolve(&GpuRequest::NoGpus, &gpus),
+        plain(&GpuRequest::NoGpus, &gpus),
         (Some(Granted::Minors(BTreeSet::new())), vec![])
     );
 }
 
 #[test]
 fn unknown_uuids_out_of_range_indices_and_mig_devices_are_logged_not_fatal() {
-    let request = env("1,7,GPU-ffffffff-0000-0000-0000-000000000000,MIG-abc");
-    let (granted, warnings) = resolve(&request, &staged());
+    let request = env("1,7,GPU-ffffffff-0000-0000-0000-000000000000,MIG-abc,0:1");
+    let (granted, warnings) = plain(&request, &staged());
     assert_eq!(granted, Some(Granted::Minors(BTreeSet::from([11]))));
     assert_eq!(
         warnings,
         [
             "GPU index 7 is past the 4 staged GPUs; not injected",
             "GPU GPU-ffffffff-0000-0000-0000-000000000000 is not in the staged profile; not injected",
-            "GPU \"MIG-abc\" is neither an index nor a GPU UUID (MIG devices are not modelled); not injected",
+            "MIG device MIG-abc is not in the node's MIG partition; not injected",
+            "GPU \"0:1\" is neither an index, a GPU UUID nor a MIG device; not injected",
         ]
     );
     // Nothing resolvable: no GPU node at all, still a GPU allocation (not today's rules).
-    let (granted, warnings) = resolve(&env("9"), &staged());
+    let (granted, warnings) = plain(&env("9"), &staged());
     assert_eq!(granted, Some(Granted::Minors(BTreeSet::new())));
     assert_eq!(warnings.len(), 1);
     // No staged table (the profile unreadable): every listed GPU is logged.
-    let (granted, warnings) = resolve(&env(&format!("0,{UUID_A}")), &[]);
+    let (granted, warnings) = plain(&env(&format!("0,{UUID_A}")), &[]);
     assert_eq!(granted, Some(Granted::Minors(BTreeSet::new())));
     assert_eq!(warnings.len(), 2);
+}
+
+#[test]
+fn mig_devices_come_from_the_variable_and_nvidias_cdi_kinds() {
+    let cdi = container(
+        &["NVIDIA_VISIBLE_DEVICES=1:2:0"],
+        &["nvidia.com/gpu=MIG-aaaa", "nvidia.com/mig-1g.10gb=MIG-bbbb"],
+        &[(
+            "cdi.k8s.io/x",
+            "nvidia.com/mig-2g.20gb=0:1:0,vendor.com/mig-1g=MIG-cccc",
+        )],
+    );
+    let mig = |text: &str| GpuId::Mig(MigId::parse(text).expect("MIG id"));
+    assert_eq!(
+        request(&cdi),
+        GpuRequest::Listed(vec![
+            mig("MIG-aaaa"),
+            mig("MIG-bbbb"),
+            mig("0:1:0"),
+            mig("1:2:0"),
+        ])
+    );
+}
+
+#[test]
+fn a_mig_device_grants_its_parent_and_its_capabilities() {
+    use node_layout::mig_state::{self, ComputeInstance, Gpu, GpuInstance, Mode, Placement};
+    let gi = GpuInstance {
+        id: 3,
+        profile_id: 19,
+        placement: Placement { start: 2, size: 1 },
+        compute: vec![ComputeInstance {
+            id: 0,
+            profile_id: 0,
+            placement: Placement { start: 0, size: 1 },
+        }],
+    };
+    let gpus = staged();
+    let uuid = mig_state::mig_uuid(&gpus[2].uuid, &gi, 0);
+    let view = MigView {
+        state: mig_state::MigState {
+            gpus: vec![Gpu {
+                gpu: 2,
+                current: Mode::Enabled,
+                pending: Mode::Enabled,
+                instances: vec![gi],
+            }],
+        },
+        minors: node_layout::mig_minors::parse(&node_layout::mig_minors::format(&[10, 11, 12, 13])),
+    };
+    let resolved = resolve(&env(&format!("{uuid},2:3:0,1:3:0")), &gpus, &view);
+    assert_eq!(
+        resolved.granted,
+        Some(Granted::Minors(BTreeSet::from([12])))
+    );
+    let caps = node_layout::mig_minors::device_minors(12, 3, 0).expect("caps");
+    assert_eq!(resolved.caps, BTreeSet::from(caps));
+    assert_eq!(
+        resolved.warnings,
+        ["MIG device 1:3:0 is not in the node's MIG partition; not injected"]
+    );
 }

@@ -16,6 +16,7 @@ mod ffi;
 mod gpus;
 mod heal;
 mod health;
+mod mig;
 mod plan;
 mod proto;
 mod service;

@@ -6,7 +6,7 @@
 //! filesystem.
 //! GPU device nodes: a container whose allocation names GPUs ([`gpus::request`]:
 //! `NVIDIA_VISIBLE_DEVICES`, `nvidia.com/gpu` CDI names) gets only those GPUs' nodes and the
-//! control nodes; one without a request gets every staged node when the pod's device annotation
+//! control nodes (a MIG device: its parent's node and its two capability nodes); one without a request gets every staged node when the pod's device annotation
 //! asks, else none. A device path the container already has is never added again.
 //! Nothing here fails: a problem becomes a warning and less injection.
 
@@ -126,6 +126,8 @@ pub struct Staged {
     pub gpus: Vec<StagedGpu>,
     /// The request resolved against them ([`gpus::resolve`]); `None`: no request.
     pub granted: Option<Granted>,
+    /// The capability nodes of the requested MIG devices (`/dev/nvidia-caps/nvidia-cap<N>`).
+    pub cap_nodes: Vec<DeviceNode>,
     /// Problems met while looking, to log.
     pub warnings: Vec<String>,
 }
@@ -234,6 +236,7 @@ pub fn adjust(policy: &Policy, container: &Container, staged: Staged) -> Plan {
         .gpu_nodes
         .iter()
         .filter(|node| granted(staged.granted.as_ref(), node))
+        .chain(staged.cap_nodes.iter())
         .chain(staged.channel_nodes.iter())
         .filter(|node| !existing.contains(node.container_path.as_str()))
         .map(linux_device)

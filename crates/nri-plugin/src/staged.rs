@@ -10,12 +10,16 @@ use std::path::Path;
 
 use node_layout::channels::ChannelSelector;
 use node_layout::paths::{self, Layout};
+use node_layout::{mig_minors, mig_state};
 
-use crate::gpus::{self, GpuRequest, StagedGpu};
+use crate::gpus::{self, GpuId, GpuRequest, StagedGpu};
+use crate::mig::MigView;
 use crate::plan::{DeviceNode, Policy, Staged, Wants};
 
 /// The largest staged profile read to resolve GPU UUIDs (as the mock library's limit).
 const MAX_PROFILE_BYTES: u64 = 4 << 20;
+/// The largest staged `mig-minors` read (the real driver's 32 GPUs take about 100 KiB).
+const MAX_MIG_MINORS_BYTES: u64 = 1 << 20;
 
 /// Takes the snapshot one container's injection needs.
 pub fn snapshot(policy: &Policy, wants: &Wants) -> Staged {
@@ -31,29 +35,82 @@ pub fn snapshot(policy: &Policy, wants: &Wants) -> Staged {
     if wants.gpus || wants.request != GpuRequest::Unspecified {
         staged.gpu_nodes = gpu_nodes(&layout.dev_dir(), &mut staged.warnings);
     }
-    if matches!(wants.request, GpuRequest::Listed(_)) {
+    let mut mig = MigView::default();
+    if let GpuRequest::Listed(ids) = &wants.request {
         staged.gpus = gpu_table(&layout.config(), &mut staged.warnings);
+        if ids.iter().any(|id| matches!(id, GpuId::Mig(_))) {
+            mig = mig_view(&layout, &mut staged.warnings);
+        }
     }
-    let (granted, warnings) = gpus::resolve(&wants.request, &staged.gpus);
-    staged.granted = granted;
-    staged.warnings.extend(warnings);
+    let resolved = gpus::resolve(&wants.request, &staged.gpus, &mig);
+    staged.granted = resolved.granted;
+    staged.warnings.extend(resolved.warnings);
+    staged.cap_nodes = resolved
+        .caps
+        .into_iter()
+        .filter_map(|minor| {
+            let host = layout.cap_node(minor);
+            let stat = fs::metadata(&host);
+            let path = paths::container_cap_device(minor);
+            device_node(
+                &host,
+                stat,
+                path.to_string_lossy().into_owned(),
+                &mut staged.warnings,
+            )
+        })
+        .collect();
     staged.channel_nodes = channel_nodes(&layout, &wants.channels, &mut staged.warnings);
     staged
+}
+
+/// A regular file of at most `max` bytes.
+fn read_bounded(path: &Path, max: u64) -> Result<Vec<u8>, String> {
+    match fs::metadata(path) {
+        Ok(meta) if meta.is_file() && meta.len() <= max => {
+            fs::read(path).map_err(|err| err.to_string())
+        }
+        Ok(_) => Err(format!("not a regular file of at most {max} bytes")),
+        Err(err) => Err(err.to_string()),
+    }
+}
+
+/// The node's MIG partition (the MIG state file; none yet: no MIG device) and the staged
+/// capability table; what cannot be read becomes a warning and resolves no MIG device.
+fn mig_view(layout: &Layout, warnings: &mut Vec<String>) -> MigView {
+    let state_file = layout.mig_state();
+    let state = match read_bounded(&state_file, mig_state::MAX_FILE_BYTES) {
+        Err(_) if !state_file.exists() => Ok(mig_state::MigState::default()),
+        read => read.and_then(|bytes| {
+            let text = String::from_utf8(bytes).map_err(|err| err.to_string())?;
+            mig_state::parse(&text).map_err(|err| err.to_string())
+        }),
+    };
+    let table_file = layout.mig_minors();
+    let minors = read_bounded(&table_file, MAX_MIG_MINORS_BYTES)
+        .map(|bytes| mig_minors::parse(&String::from_utf8_lossy(&bytes)));
+    let mut view = MigView::default();
+    match state {
+        Ok(state) => view.state = state,
+        Err(err) => warnings.push(format!(
+            "cannot read the MIG state {}: {err}; MIG devices cannot be resolved",
+            state_file.display()
+        )),
+    }
+    match minors {
+        Ok(minors) => view.minors = minors,
+        Err(err) => warnings.push(format!(
+            "cannot read the staged {}: {err}; MIG devices cannot be resolved",
+            table_file.display()
+        )),
+    }
+    view
 }
 
 /// The staged profile's GPUs (index, UUID, minor), which map a request's UUIDs and indices to
 /// device nodes; a profile that cannot be read or parsed gives none, with a warning.
 fn gpu_table(config: &Path, warnings: &mut Vec<String>) -> Vec<StagedGpu> {
-    let bytes = match fs::metadata(config) {
-        Ok(meta) if meta.is_file() && meta.len() <= MAX_PROFILE_BYTES => {
-            fs::read(config).map_err(|err| err.to_string())
-        }
-        Ok(_) => Err(format!(
-            "not a regular file of at most {MAX_PROFILE_BYTES} bytes"
-        )),
-        Err(err) => Err(err.to_string()),
-    };
-    let profile = bytes.and_then(|bytes| parse_profile(&bytes));
+    let profile = read_bounded(config, MAX_PROFILE_BYTES).and_then(|bytes| parse_profile(&bytes));
     match profile {
         Ok(profile) => profile
             .devices()
@@ -233,6 +290,7 @@ mod tests {
     use std::path::PathBuf;
 
     use super::*;
+    use crate::mig::MigId;
 
     /// A staged tree whose device nodes are symlinks to /dev/null (char 1:3), so no root is needed.
     fn tree(channels: &[u32]) -> (tempfile::TempDir, Policy) {
@@ -334,6 +392,53 @@ mod tests {
                 .warnings
                 .iter()
                 .any(|warning| warning.starts_with("cannot read the staged profile")),
+            "{:?}",
+            staged.warnings
+        );
+    }
+
+    #[test]
+    fn a_mig_device_gets_its_capability_nodes_from_the_staged_table() {
+        let (dir, policy) = tree(&[]);
+        let layout = Layout::new(dir.path().to_path_buf());
+        fs::create_dir_all(layout.config_dir()).expect("config dir");
+        let profile = nvml_profile::Profile::parse(nvml_profile::GB200).expect("gb200");
+        fs::write(layout.config(), nvml_profile::staged::encode(&profile)).expect("profile");
+        fs::write(
+            layout.mig_state(),
+            "gpu=1 current=1 pending=1\ngi gpu=1 id=2 profile=19 start=1 size=1\nci gpu=1 gi=2 id=0 profile=0 start=0 size=1\n",
+        )
+        .expect("state");
+        let minor = profile.devices()[1].minor_number;
+        let table = layout.mig_minors();
+        fs::create_dir_all(table.parent().expect("parent")).expect("proc dir");
+        fs::write(&table, mig_minors::format(&[minor])).expect("table");
+        fs::create_dir_all(layout.caps_dir()).expect("caps dir");
+        let [gi_cap, ci_cap] = mig_minors::device_minors(minor, 2, 0).expect("caps");
+        symlink("/dev/null", layout.cap_node(gi_cap)).expect("symlink");
+        let mut listed = wants(false, ChannelSelector::None);
+        let ids = ["1:2:0", "1:3:0"].map(|text| GpuId::Mig(MigId::parse(text).expect("id")));
+        listed.request = GpuRequest::Listed(ids.to_vec());
+        let staged = snapshot(&policy, &listed);
+        assert_eq!(staged.granted, Some(gpus::Granted::Minors([minor].into())));
+        assert_eq!(
+            paths(&staged.cap_nodes),
+            [format!("/dev/nvidia-caps/nvidia-cap{gi_cap}")]
+        );
+        // The tree's broken GPU node, the unknown device, the missing capability node.
+        assert_eq!(staged.warnings.len(), 3, "{:?}", staged.warnings);
+        assert!(staged.warnings[1].starts_with("MIG device 1:3:0 is not in"));
+        assert!(staged.warnings[2].contains(&format!("nvidia-cap{ci_cap}: ")));
+
+        // Without the table nothing resolves, with a warning.
+        fs::remove_file(&table).expect("remove");
+        let staged = snapshot(&policy, &listed);
+        assert!(staged.cap_nodes.is_empty());
+        assert!(
+            staged
+                .warnings
+                .iter()
+                .any(|warning| warning.starts_with("cannot read the staged")),
             "{:?}",
             staged.warnings
         );

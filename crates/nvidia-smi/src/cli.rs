@@ -1,8 +1,11 @@
 //! The command line, parsed without side effects.
 //!
-//! nvidia-smi's own syntax (`--query-gpu=a,b --format=csv,noheader`, `-i 0`), for the subset
-//! this mock answers; anything else is a usage error (exit 2, as nvidia-smi's "invalid
-//! argument or flag").
+//! nvidia-smi's own syntax (`--query-gpu=a,b --format=csv,noheader`, `-i 0`, `-mig 1`), for
+//! the subset this mock answers; `mig …` goes to `mig_cli.rs`. Anything else is a usage error
+//! (exit 2, as nvidia-smi's "invalid argument or flag").
+
+use crate::args;
+use crate::mig_cli::{self, Mig};
 
 /// What to print.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,6 +29,10 @@ pub enum Command {
     },
     /// No arguments: a short per-GPU table.
     Summary,
+    /// `-mig 0|1` / `--multi-instance-gpu=0|1`: disable or enable MIG mode.
+    MigMode(bool),
+    /// `mig …`: MIG profiles and instances.
+    Mig(Mig),
     /// `-h` / `--help`.
     Help,
 }
@@ -99,10 +106,23 @@ nvidia-smi (cdsim mock driver): answers through libnvidia-ml.so.1
                                               serial, minor number, PCI, memory, fabric)
   -x, --xml-format                            with -q: as XML (<nvidia_smi_log>)
   -i, --id=<index>                            only this GPU
-Other nvidia-smi operations (-pm, -mig, -r, ...) are not available on the mock.";
+  -mig, --multi-instance-gpu=<0|1>            disable or enable MIG mode (with -i: that GPU)
+  -L                                          also lists each GPU's MIG devices
+mig                                           MIG profiles and instances: nvidia-smi mig -h
+Other nvidia-smi operations (-pm, -r, ...) are not available on the mock.";
 
 /// Parses `args` (without the program name); a usage error says what is wrong.
 pub fn parse(args: &[String]) -> Result<Invocation, String> {
+    if let Some(("mig", rest)) = args
+        .split_first()
+        .map(|(first, rest)| (first.as_str(), rest))
+    {
+        let parsed = mig_cli::parse(rest)?;
+        return Ok(Invocation {
+            command: Command::Mig(parsed.command),
+            gpu: parsed.gpu.as_deref().map(gpu_index).transpose()?,
+        });
+    }
     let mut command = None;
     let mut query = None;
     let mut format = None;
@@ -114,17 +134,8 @@ pub fn parse(args: &[String]) -> Result<Invocation, String> {
         Some(_) => Err("Invalid combination of input arguments.".to_owned()),
     };
     while let Some(arg) = iter.next() {
-        let (flag, inline) = match arg.split_once('=') {
-            Some((flag, value)) if flag.starts_with("--") => (flag, Some(value.to_owned())),
-            _ => (arg.as_str(), None),
-        };
-        let mut value = |name: &str| match inline.clone() {
-            Some(value) => Ok(value),
-            None => iter
-                .next()
-                .cloned()
-                .ok_or_else(|| format!("{name} needs a value")),
-        };
+        let (flag, inline) = args::split(arg);
+        let mut value = |name: &str| args::value(name, inline, &mut iter);
         match flag {
             "--version" => set(&mut command, Command::Version)?,
             "-L" | "--list-gpus" => set(&mut command, Command::List)?,
@@ -133,11 +144,16 @@ pub fn parse(args: &[String]) -> Result<Invocation, String> {
             "-x" | "--xml-format" => xml = true,
             "--query-gpu" => query = Some(value("--query-gpu")?),
             "--format" => format = Some(value("--format")?),
-            "-i" | "--id" => {
-                let text = value("-i")?;
-                gpu = Some(text.parse::<u32>().map_err(|_| {
-                    format!("-i {text}: the mock selects GPUs by index only (e.g. -i 0)")
-                })?);
+            "-i" | "--id" => gpu = Some(gpu_index(&value("-i")?)?),
+            "-mig" | "--multi-instance-gpu" => {
+                let mode = match value("-mig")?.as_str() {
+                    "0" => false,
+                    "1" => true,
+                    other => {
+                        return Err(format!("-mig {other}: 0 disables MIG mode, 1 enables it"))
+                    }
+                };
+                set(&mut command, Command::MigMode(mode))?;
             }
             other => return Err(format!("Invalid argument or flag: {other}")),
         }
@@ -174,6 +190,12 @@ pub fn parse(args: &[String]) -> Result<Invocation, String> {
         (command, false) => command.unwrap_or(Command::Summary),
     };
     Ok(Invocation { command, gpu })
+}
+
+/// `-i`'s GPU index.
+fn gpu_index(text: &str) -> Result<u32, String> {
+    text.parse::<u32>()
+        .map_err(|_| format!("-i {text}: the mock selects GPUs by index only (e.g. -i 0)"))
 }
 
 #[cfg(test)]
@@ -232,10 +254,39 @@ mod tests {
     }
 
     #[test]
+    fn mig_mode_and_the_mig_subcommand() {
+        assert_eq!(
+            parse(&args("-i 0 -mig 1")),
+            Ok(Invocation {
+                command: Command::MigMode(true),
+                gpu: Some(0)
+            })
+        );
+        assert_eq!(
+            parse(&args("--multi-instance-gpu=0")).map(|it| it.command),
+            Ok(Command::MigMode(false))
+        );
+        assert_eq!(
+            parse(&args("mig -i 2 -lgip")),
+            Ok(Invocation {
+                command: Command::Mig(Mig::ListProfiles),
+                gpu: Some(2)
+            })
+        );
+        assert_eq!(
+            parse(&args("mig -lgi")).map(|it| it.command),
+            Ok(Command::Mig(Mig::ListGpuInstances { gi: None }))
+        );
+    }
+
+    #[test]
     fn everything_else_is_a_usage_error() {
         for (line, message) in [
             ("-pm 1", "Invalid argument or flag: -pm"),
-            ("-i 0 -mig 1", "Invalid argument or flag: -mig"),
+            ("-i 0 -r", "Invalid argument or flag: -r"),
+            ("-mig 2", "1 enables it"),
+            ("-mig 1 -L", "Invalid combination"),
+            ("mig -i GPU-1 -lgi", "by index only"),
             (
                 "--query-gpu=bogus --format=csv",
                 "Field \"bogus\" is not a valid field",

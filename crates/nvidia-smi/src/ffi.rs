@@ -4,6 +4,8 @@
 
 #![allow(unsafe_code)]
 
+pub mod mig;
+
 use std::ffi::{c_char, c_int, c_uint};
 use std::ops::Deref;
 
@@ -204,6 +206,7 @@ pub struct Nvml {
     serial: DeviceStringFn,
     pci_info: PciInfoFn,
     optional: Optional,
+    mig: mig::MigApi,
 }
 
 impl Deref for Nvml {
@@ -255,9 +258,15 @@ impl Nvml {
                         core.optional("nvmlDeviceGetCurrPcieLinkWidth"),
                     ],
                 },
+                mig: mig::MigApi::load(&core),
                 core,
             })
         }
+    }
+
+    /// The MIG entry points.
+    pub fn mig(&self) -> &mig::MigApi {
+        &self.mig
     }
 
     /// `nvmlErrorString`.

@@ -3,16 +3,23 @@
 //! container runs `env -i LD_PRELOAD=<lib> nvidia-smi --version`) and a few for humans
 //! (`-L`, `--query-gpu`, `-q` and `-q -x`: `report.rs` holds what `-q` reports, `collect.rs`
 //! fills it through the library, `layout.rs` orders it (`modes.rs` names the modes), `text.rs` and `xml.rs` print it),
-//! everything through `libnvidia-ml.so.1`. It works against NVIDIA's library too.
+//! and MIG (`-mig 0|1` and `mig …`, issue 38: `mig_cli.rs` parses, `mig.rs` lists and sets the
+//! mode, `mig_change.rs` creates and destroys, `mig_view.rs` prints), everything through
+//! `libnvidia-ml.so.1`. It works against NVIDIA's library too.
 //!
 //! Exit codes follow nvidia-smi's: 0 success, 2 invalid argument or flag, the NVML error
 //! code when a call fails (9 driver not loaded, …; 255 for codes above 255), 12 when the
 //! library cannot be loaded.
 
+mod args;
 mod cli;
 mod collect;
 mod ffi;
 mod layout;
+mod mig;
+mod mig_change;
+mod mig_cli;
+mod mig_view;
 mod modes;
 mod report;
 mod text;
@@ -23,6 +30,7 @@ use std::{io::Write, process::ExitCode};
 use cli::{Command, Field};
 use collect::Failure;
 use ffi::{Nvml, Return};
+use mig_cli::Mig;
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -33,8 +41,12 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    if invocation.command == Command::Help {
-        println!("{}", cli::USAGE);
+    match invocation.command {
+        Command::Help => println!("{}", cli::USAGE),
+        Command::Mig(Mig::Help) => println!("{}", mig_cli::USAGE),
+        _ => {}
+    }
+    if matches!(invocation.command, Command::Help | Command::Mig(Mig::Help)) {
         return ExitCode::SUCCESS;
     }
     let nvml = match Nvml::load() {
@@ -51,6 +63,17 @@ fn main() -> ExitCode {
         );
         return exit_code(code);
     }
+    if let Some(outcome) = mig_command(&nvml, &invocation) {
+        let _ = nvml.shutdown();
+        let _ = std::io::stdout().lock().write_all(outcome.out.as_bytes());
+        return match outcome.failure {
+            None => ExitCode::SUCCESS,
+            Some((text, code)) => {
+                eprint!("{text}");
+                exit_code(code)
+            }
+        };
+    }
     let result = run(&nvml, &invocation);
     let _ = nvml.shutdown();
     match result {
@@ -64,6 +87,31 @@ fn main() -> ExitCode {
             exit_code(code)
         }
     }
+}
+
+/// `-mig 0|1` and `mig …` (`None` for any other command): the GPUs they work on and who does
+/// the work (see `mig.rs`).
+fn mig_command(nvml: &Nvml, invocation: &cli::Invocation) -> Option<mig::Outcome> {
+    let selected = invocation.gpu;
+    let mut out = String::new();
+    let result = match &invocation.command {
+        Command::MigMode(enable) => mig::set_mode(nvml, selected, *enable, &mut out),
+        Command::Mig(
+            command @ (Mig::CreateGpuInstances { .. } | Mig::CreateComputeInstances { .. }),
+        ) => mig::select(nvml, selected, selected.is_some(), &mut out)
+            .and_then(|gpus| mig_change::create(nvml, &gpus, command, &mut out)),
+        Command::Mig(
+            command @ (Mig::DestroyComputeInstances { .. } | Mig::DestroyGpuInstances { .. }),
+        ) => mig::select(nvml, selected, false, &mut out)
+            .and_then(|gpus| mig_change::destroy(nvml, &gpus, command, &mut out)),
+        Command::Mig(command) => mig::select(nvml, selected, false, &mut out)
+            .and_then(|gpus| mig::list(nvml, &gpus, command, &mut out)),
+        _ => return None,
+    };
+    Some(mig::Outcome {
+        out,
+        failure: result.err(),
+    })
 }
 
 fn exit_code(code: Return) -> ExitCode {
@@ -129,7 +177,10 @@ fn run(nvml: &Nvml, invocation: &cli::Invocation) -> Result<String, Failure> {
                     .map_err(at(&format!("GPU {index} pci")))?;
                 out.push_str(&format!("GPU {index}  {name}  {bus}  {uuid}\n"));
             }
-            _ => out.push_str(&format!("GPU {index}: {name} (UUID: {uuid})\n")),
+            _ => {
+                out.push_str(&format!("GPU {index}: {name} (UUID: {uuid})\n"));
+                out.push_str(&mig::list_lines(nvml, device, &name)?);
+            }
         }
     }
     Ok(out)
