@@ -96,12 +96,15 @@ pub enum Command {
     Doctor(DoctorArgs),
     /// What is deployed and whether it is healthy.
     Status(ClusterArgs),
-    /// Inject an Xid fault on one GPU of a node, or clear every fault of the node.
+    /// Inject an Xid fault (`--xid`) or a volatile ECC error (`--ecc single|double`) on one
+    /// GPU of a node, or clear every fault of the node.
     ///
-    /// Runs `nvml-mock-stager inject` in the node's stager container, which writes the Xid
+    /// Runs `nvml-mock-stager inject` in the node's stager container, which writes the fault
     /// injection control file of the staged tree; the mock library reports each injection once
-    /// as an `nvmlEventTypeXidCriticalError` event to every event set registered on that GPU
-    /// (NVIDIA's device plugin then marks the GPU unhealthy).
+    /// as its event (`nvmlEventTypeXidCriticalError`, `…SingleBitEccError`,
+    /// `…DoubleBitEccError`) to every event set registered for it on that GPU (NVIDIA's device
+    /// plugin then marks the GPU unhealthy for a fatal Xid), an ECC error also in the GPU's ECC
+    /// counters; Xid 79 also makes the next wait answer GPU_IS_LOST.
     Inject(InjectArgs),
     /// Fault checks against the running demo cluster: a concurrent run, an
     /// incompatible cluster, a worker stopped mid-run (it is restarted), the

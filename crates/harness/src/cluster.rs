@@ -11,131 +11,10 @@ use crate::runner::{Cmd, Runner};
 use xtask_support::image_ref::containerd_name;
 use xtask_support::node_images::{NodeImages, Role};
 
-/// The pinned online node image (`[online].node_image`), validated as
-/// `repo:tag@sha256:<64 hex>`.
-pub fn online_pin(versions: &toml::Table) -> anyhow::Result<String> {
-    let value = versions
-        .get("online")
-        .and_then(|it| it.get("node_image"))
-        .and_then(toml::Value::as_str)
-        .ok_or_else(|| {
-            anyhow::format_err!(
-                "manifests/versions.toml has no [online].node_image: pin the kindest/node image the pinned kind names, \
-                 e.g. node_image = \"kindest/node:v1.34.3@sha256:<digest>\""
-            )
-        })?;
-    let valid = value.split_once("@sha256:").is_some_and(|(name, hex)| {
-        name.contains(':') && hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit())
-    });
-    if !valid {
-        anyhow::bail!("[online].node_image = {value:?} is not `repo:tag@sha256:<64 hex digits>`");
-    }
-    Ok(value.to_owned())
-}
-
-/// Which node image the online path creates the cluster from.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum OnlineImage {
-    /// The pinned image itself: present locally by its digest, or pulled by kind.
-    Pinned {
-        /// `repo:tag@sha256:…`.
-        reference: String,
-        /// Whether the engine already holds it.
-        present: bool,
-    },
-    /// A local image tagged as the pinned tag without the pinned digest (a
-    /// registry-less machine's rehearsal): used, and said to be a stand-in.
-    StandIn {
-        /// The tag kind is given (`repo:tag`).
-        tag: String,
-        /// The pinned reference it stands in for.
-        pinned: String,
-        /// Its image id.
-        image_id: String,
-    },
-}
-
-impl OnlineImage {
-    /// What kind's `--image` gets.
-    pub fn kind_image(&self) -> &str {
-        match self {
-            OnlineImage::Pinned { reference, .. } => reference,
-            OnlineImage::StandIn { tag, .. } => tag,
-        }
-    }
-
-    /// The report's note.
-    pub fn note(&self) -> String {
-        match self {
-            OnlineImage::Pinned {
-                reference,
-                present: true,
-            } => format!("node image: {reference} (the pinned image, present in the local engine)"),
-            OnlineImage::Pinned {
-                reference,
-                present: false,
-            } => format!(
-                "node image: {reference} (the pinned image, pulled from the registry by kind)"
-            ),
-            OnlineImage::StandIn {
-                tag,
-                pinned,
-                image_id,
-            } => format!(
-                "node image: {tag} = {image_id}, a LOCAL STAND-IN for the pinned {pinned} \
-                 (tagged in the local engine without the pinned digest; nothing was pulled)"
-            ),
-        }
-    }
-}
-
-/// Classifies the pinned reference against `docker image inspect` of its tag
-/// (`<id> <repo digest>…`, `None`: no such image).
-pub fn classify_online(pinned: &str, inspected: Option<&str>) -> OnlineImage {
-    let (tag, digest) = pinned.split_once('@').unwrap_or((pinned, ""));
-    let repo = tag.rsplit_once(':').map_or(tag, |(repo, _)| repo);
-    let Some(inspected) = inspected.map(str::trim).filter(|it| !it.is_empty()) else {
-        return OnlineImage::Pinned {
-            reference: pinned.to_owned(),
-            present: false,
-        };
-    };
-    let mut words = inspected.split_whitespace();
-    let image_id = words.next().unwrap_or_default().to_owned();
-    let wanted = format!("{repo}@{digest}");
-    let wanted_hub = format!("docker.io/{wanted}");
-    if words.any(|it| it == wanted || it == wanted_hub) {
-        return OnlineImage::Pinned {
-            reference: pinned.to_owned(),
-            present: true,
-        };
-    }
-    OnlineImage::StandIn {
-        tag: tag.to_owned(),
-        pinned: pinned.to_owned(),
-        image_id,
-    }
-}
-
-/// The online path's node image, looked up in the local engine.
-pub fn online_image<R: Runner>(runner: &R, pinned: &str) -> OnlineImage {
-    let tag = pinned.split_once('@').map_or(pinned, |(tag, _)| tag);
-    let inspected = runner
-        .run(&Cmd::new(
-            "docker",
-            &[
-                "image",
-                "inspect",
-                "--format",
-                "{{.Id}} {{range .RepoDigests}}{{.}} {{end}}",
-                tag,
-            ],
-        ))
-        .ok()
-        .filter(|out| out.ok)
-        .map(|out| out.stdout);
-    classify_online(pinned, inspected.as_deref())
-}
+mod online;
+pub use online::{classify_online, online_image, online_pin, OnlineImage};
+mod cpu_weight;
+use cpu_weight::prioritise_control_plane;
 
 /// The image the control-plane node container runs.
 pub fn node_image_in_use<R: Runner>(runner: &R, cluster: &KindCluster) -> Option<String> {
@@ -487,6 +366,7 @@ fn create_cluster<R: Runner>(
             create.config
         );
     }
+    prioritise_control_plane(runner, cluster);
     Ok(())
 }
 
@@ -840,25 +720,53 @@ mod tests {
         assert_eq!(probe_node(&fake, "n", None), Ok(Started::Once));
     }
 
-    #[test]
-    fn force_recreate_deletes_then_creates_with_the_node_image() {
-        let fake = FakeRunner::default();
-        fake.expect("kind get clusters", true, "c\n")
-            .expect("kind delete cluster --name c", true, "")
-            .expect("kind create cluster --name c --config manifests/kind/cluster.yaml --wait 180s --image cdsim/kind-node:v1", true, "");
+    /// Scripts `kind create` of `c` from one node image, its nodes probed, and the control
+    /// plane's CPU weight, which docker grants when `weight_ok`.
+    fn expect_created(fake: &FakeRunner, weight_ok: bool) {
+        fake.expect("kind create cluster --name c --config manifests/kind/cluster.yaml --wait 180s --image cdsim/kind-node:v1", true, "");
         for node in cluster().nodes() {
-            expect_node(&fake, &node, NRI_ON);
+            expect_node(fake, &node, NRI_ON);
         }
-        let done = ensure(
-            &fake,
+        fake.expect(
+            "docker update --cpu-shares 4096 c-control-plane",
+            weight_ok,
+            "",
+        );
+    }
+
+    /// `ensure` on `c` with one node image.
+    fn ensure_uniform(fake: &FakeRunner, force_recreate: bool) -> anyhow::Result<ClusterPlan> {
+        ensure(
+            fake,
             &cluster(),
             KIND_CONFIG,
-            true,
+            force_recreate,
             Some(&NodeImages::uniform("cdsim/kind-node:v1")),
             None,
         )
-        .expect("recreated");
+    }
+
+    #[test]
+    fn force_recreate_deletes_then_creates_with_the_node_image() {
+        let fake = FakeRunner::default();
+        fake.expect("kind get clusters", true, "c\n").expect(
+            "kind delete cluster --name c",
+            true,
+            "",
+        );
+        expect_created(&fake, true);
+        let done = ensure_uniform(&fake, true).expect("recreated");
         assert_eq!(done, ClusterPlan::Recreate);
+        assert_eq!(fake.remaining(), 0);
+    }
+
+    #[test]
+    fn a_docker_refusing_the_weight_leaves_the_new_cluster_usable() {
+        let fake = FakeRunner::default();
+        fake.expect("kind get clusters", true, "");
+        expect_created(&fake, false);
+        let done = ensure_uniform(&fake, false).expect("created, the weight refused");
+        assert_eq!(done, ClusterPlan::Create);
         assert_eq!(fake.remaining(), 0);
     }
 

@@ -1,4 +1,5 @@
-//! `cargo xtask inject`: an Xid fault injected on one node's GPU (or every fault cleared), by
+//! `cargo xtask inject`: an Xid fault or an ECC error injected on one node's GPU (or every fault
+//! cleared), by
 //! running `nvml-mock-stager inject` in that node's running stager container: on the kind
 //! cluster `docker exec <node> crictl exec <container> …` through the [`Runner`] ([`run`]), on
 //! any cluster (`--kube-context`) an exec in the node's stager pod through the API
@@ -32,6 +33,13 @@ pub enum XidAction {
         /// Xid code.
         xid: u64,
     },
+    /// Inject a volatile ECC error on GPU `gpu`.
+    Ecc {
+        /// GPU index on the node.
+        gpu: u32,
+        /// Single- or double-bit.
+        ecc: node_layout::xid::Ecc,
+    },
     /// Remove every injection.
     Clear,
 }
@@ -45,6 +53,12 @@ impl XidAction {
                 gpu.to_string(),
                 "--xid".to_owned(),
                 xid.to_string(),
+            ],
+            XidAction::Ecc { gpu, ecc } => vec![
+                "--gpu".to_owned(),
+                gpu.to_string(),
+                "--ecc".to_owned(),
+                ecc.as_str().to_owned(),
             ],
             XidAction::Clear => vec!["--clear".to_owned()],
         }
@@ -284,6 +298,14 @@ mod tests {
         assert_eq!(
             stager_argv(XidAction::Clear),
             [STAGER_BIN, "inject", "--clear"]
+        );
+        let double = XidAction::Ecc {
+            gpu: 2,
+            ecc: node_layout::xid::Ecc::Double,
+        };
+        assert_eq!(
+            stager_argv(double),
+            [STAGER_BIN, "inject", "--gpu", "2", "--ecc", "double"]
         );
     }
 

@@ -314,9 +314,11 @@ async fn health_checks<F: Future<Output = Result<String>>>(
     .await?;
     let injected = Instant::now();
     let target = node.to_owned();
+    // The Xid 79 event marks the GPU unhealthy; the next wait answers GPU_IS_LOST, on which the
+    // plugin marks every device of the tray unhealthy: the tray's allocatable drops to 0.
     let dropped = wait_allocatable(client, on, "Xid 79 in allocatable", XID_LIMIT, |it| {
         if it == target {
-            count - 1
+            0
         } else {
             count
         }
@@ -350,9 +352,8 @@ async fn health_checks<F: Future<Output = Result<String>>>(
 
     ignored_xid(inject, client, on, node, count).await?;
     let detail = format!(
-        "Xid 79 on GPU {gpu} ({uuid}): allocatable {count} -> {} in {drop_secs:.1} s (limit {} s), \
-         the plugin's log names it; restored to {count} after clear and restart; Xid 43 ignored",
-        count - 1,
+        "Xid 79 on GPU {gpu} ({uuid}): allocatable {count} -> 0 (the Xid, then GPU_IS_LOST) in \
+         {drop_secs:.1} s (limit {} s), the plugin's log names it; restored to {count} after clear and restart; Xid 43 ignored",
         XID_LIMIT.as_secs()
     );
     Ok((detail, timings))

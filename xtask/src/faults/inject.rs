@@ -53,7 +53,7 @@ pub fn inject_round_trip(sh: &Shell, cluster: &KindCluster) -> anyhow::Result<St
             written[..],
             [xid::Injection {
                 gpu: 1,
-                xid: 79,
+                fault: xid::Fault::Xid(79),
                 ..
             }]
         ),

@@ -9,6 +9,7 @@ use clap::Args;
 
 /// Options for `inject`.
 #[derive(Debug, Clone, Args)]
+#[command(group(clap::ArgGroup::new("fault").args(["xid", "ecc"])))]
 pub struct InjectArgs {
     /// kind cluster name.
     #[arg(long, default_value = crate::names::DEFAULT_CLUSTER)]
@@ -21,22 +22,27 @@ pub struct InjectArgs {
     #[arg(long)]
     pub node: String,
     /// The GPU's index on the node.
-    #[arg(long, requires = "xid", required_unless_present = "clear")]
+    #[arg(long, requires = "fault", required_unless_present = "clear")]
     pub gpu: Option<u32>,
-    /// The Xid code (decimal), e.g. 79 (GPU has fallen off the bus).
+    /// The Xid code (decimal), e.g. 79 (GPU has fallen off the bus: the GPU is then lost).
     #[arg(long, requires = "gpu")]
     pub xid: Option<u64>,
+    /// A volatile ECC error in device memory: `single` (corrected) or `double` (uncorrected).
+    #[arg(long, requires = "gpu")]
+    pub ecc: Option<node_layout::xid::Ecc>,
     /// Clear every injection on the node (a later injection is a new event).
-    #[arg(long, conflicts_with_all = ["gpu", "xid"])]
+    #[arg(long, conflicts_with_all = ["gpu", "xid", "ecc"])]
     pub clear: bool,
 }
 
 impl InjectArgs {
     /// What to do, as the harness takes it.
     pub fn action(&self) -> crate::inject::XidAction {
-        match (self.gpu, self.xid) {
-            (Some(gpu), Some(xid)) if !self.clear => crate::inject::XidAction::Inject { gpu, xid },
-            _ => crate::inject::XidAction::Clear,
+        use crate::inject::XidAction;
+        match (self.gpu, self.xid, self.ecc) {
+            (Some(gpu), Some(xid), _) if !self.clear => XidAction::Inject { gpu, xid },
+            (Some(gpu), None, Some(ecc)) if !self.clear => XidAction::Ecc { gpu, ecc },
+            _ => XidAction::Clear,
         }
     }
 }

@@ -166,6 +166,44 @@ fn scenario5_takes_a_registry_with_a_context_and_inject_a_context() {
 }
 
 #[test]
+fn inject_takes_an_ecc_error_with_a_clear_error_on_bad_input() {
+    let Command::Inject(inject) =
+        parse(&["inject", "--node", "w1", "--gpu", "2", "--ecc", "double"]).command
+    else {
+        panic!("inject");
+    };
+    assert_eq!(
+        inject.action(),
+        crate::inject::XidAction::Ecc {
+            gpu: 2,
+            ecc: node_layout::xid::Ecc::Double
+        }
+    );
+    let fails = |args: &[&str]| {
+        let mut full = vec!["cargo xtask", "inject", "--node", "w1"];
+        full.extend_from_slice(args);
+        Xtask::try_parse_from(full)
+            .err()
+            .map(|err| err.to_string())
+            .unwrap_or_default()
+    };
+    let err = fails(&["--gpu", "1", "--ecc", "triple"]);
+    assert!(
+        err.contains("invalid value 'triple' for '--ecc <ECC>'")
+            && err.contains("use `single` (corrected) or `double` (uncorrected)"),
+        "{err}"
+    );
+    assert!(
+        fails(&["--gpu", "1", "--xid", "79", "--ecc", "single"]).contains("cannot be used with")
+    );
+    assert!(!fails(&["--ecc", "single"]).is_empty(), "--ecc needs --gpu");
+    assert!(
+        !fails(&["--gpu", "1"]).is_empty(),
+        "--gpu needs --xid or --ecc"
+    );
+}
+
+#[test]
 fn a_missing_imex_path_fails_at_parse_time_naming_it() {
     let err = Xtask::try_parse_from(["cargo xtask", "scenario2", "--imex", "/nonexistent"])
         .expect_err("no such path")

@@ -31,8 +31,15 @@ pub(super) async fn run_scenario<R: Runner>(
     tracker.step(&name);
     let workload = KubeWorkload::new(target.client.clone());
     let mut result = match which {
-        Scenario::Four => return run_scenario4(sh, target, runner, tracker, report).await,
-        Scenario::Five => return run_scenario5(sh, target, runner, tracker, report).await,
+        Scenario::Four | Scenario::Five => {
+            let results = nvidia_rows(sh, target, which, runner, tracker).await?;
+            let skipped = results.first().map(|it| it.outcome.verdict()) == Some(Verdict::Skipped);
+            if which == Scenario::Four && !skipped {
+                report.compute_domain = crate::scenario4::domain_members(&target.demo_expected());
+            }
+            report_rows(results, report);
+            return Ok(());
+        }
         Scenario::One => scenarios::scenario1(&workload, &target.demo_expected()).await,
         Scenario::Two => {
             let expected = target.demo_expected();
@@ -108,43 +115,77 @@ fn rebind_of(target: &Target) -> anyhow::Result<Rebind> {
     })
 }
 
-/// Scenario 4 (NVIDIA's DRA driver): its result, the IMEX part and the rebind part.
-async fn run_scenario4<R: Runner>(
-    sh: &Shell,
-    target: &Target,
-    runner: Option<&R>,
-    tracker: &Tracker,
-    report: &mut Report,
-) -> anyhow::Result<()> {
-    let started = Instant::now();
-    let source = source::of(sh, target)?;
-    let on = crate::scenario4::Scenario4On {
-        cluster: reach_of(target),
-        rebind: rebind_of(target)?,
-        tracker,
-        source: &source,
-    };
-    let results = match runner {
-        Some(runner) => crate::scenario4::run(sh, runner, &on, &target.client).await,
-        None => {
-            let runner = target_runner(sh, target)?;
-            crate::scenario4::run(sh, &runner, &on, &target.client).await
+/// Awaits `$run` with the caller's runner, or else `target`'s own
+/// ([`target_runner`]): one expression for scenarios 4 and 5, whose `run`s
+/// take any `Runner`.
+macro_rules! with_runner {
+    ($sh:expr, $target:expr, $runner:expr, |$it:ident| $run:expr) => {
+        match $runner {
+            Some($it) => $run.await,
+            None => {
+                let owned = target_runner($sh, $target)?;
+                let $it = &owned;
+                $run.await
+            }
         }
     };
-    let results = results.unwrap_or_else(|err| {
-        vec![crate::report::ScenarioResult {
-            name: "scenario4".to_owned(),
-            outcome: Outcome::Failed(format!("{err:#}")),
-            seconds: crate::report::round(started.elapsed()),
-            workers: Vec::new(),
-            timings: Vec::new(),
-        }]
-    });
-    if results.first().map(|it| it.outcome.verdict()) != Some(Verdict::Skipped) {
-        report.compute_domain = crate::scenario4::domain_members(&target.demo_expected());
-    }
-    report_rows(results, report);
-    Ok(())
+}
+
+/// A multi-row scenario that failed before its rows: one failed row.
+fn failed_row(name: &str, started: Instant, err: anyhow::Error) -> Vec<ScenarioResult> {
+    vec![ScenarioResult::new(
+        name,
+        Outcome::Failed(format!("{err:#}")),
+        crate::report::round(started.elapsed()),
+    )]
+}
+
+/// Scenarios 4 (NVIDIA's DRA driver: its result, the IMEX part and the
+/// rebind part) and 5 (NVIDIA's device plugin and GFD): their rows, on
+/// NVIDIA's charts and images from `target`'s source.
+async fn nvidia_rows<R: Runner>(
+    sh: &Shell,
+    target: &Target,
+    which: Scenario,
+    runner: Option<&R>,
+    tracker: &Tracker,
+) -> anyhow::Result<Vec<ScenarioResult>> {
+    let started = Instant::now();
+    let source = source::of(sh, target)?;
+    let rebind = rebind_of(target)?;
+    let results = if which == Scenario::Four {
+        let on = crate::scenario4::Scenario4On {
+            cluster: reach_of(target),
+            rebind,
+            tracker,
+            source: &source,
+        };
+        with_runner!(sh, target, runner, |it| crate::scenario4::run(
+            sh,
+            it,
+            &on,
+            &target.client
+        ))
+    } else {
+        let on = crate::scenario5::Scenario5On {
+            cluster: reach_of(target),
+            source: &source,
+            cliques: target
+                .demo_expected()
+                .into_iter()
+                .map(|(node, it)| (node, format!("{}.{}", it.uuid, it.clique)))
+                .collect(),
+            rebind,
+            tracker,
+        };
+        with_runner!(sh, target, runner, |it| crate::scenario5::run(
+            sh,
+            it,
+            &on,
+            &target.client
+        ))
+    };
+    Ok(results.unwrap_or_else(|err| failed_row(&which.name(), started, err)))
 }
 
 /// The runner for `target`: kind's and helm, or on a cluster xtask did not
@@ -167,45 +208,6 @@ fn reach_of(target: &Target) -> crate::reach::Reach<'_> {
             context: &target.context,
         },
     }
-}
-
-/// Scenario 5 (NVIDIA's device plugin and GFD): its rows.
-async fn run_scenario5<R: Runner>(
-    sh: &Shell,
-    target: &Target,
-    runner: Option<&R>,
-    tracker: &Tracker,
-    report: &mut Report,
-) -> anyhow::Result<()> {
-    let started = Instant::now();
-    let source = source::of(sh, target)?;
-    let on = crate::scenario5::Scenario5On {
-        cluster: reach_of(target),
-        source: &source,
-        cliques: target
-            .demo_expected()
-            .into_iter()
-            .map(|(node, it)| (node, format!("{}.{}", it.uuid, it.clique)))
-            .collect(),
-        rebind: rebind_of(target)?,
-        tracker,
-    };
-    let results = match runner {
-        Some(runner) => crate::scenario5::run(sh, runner, &on, &target.client).await,
-        None => {
-            let runner = target_runner(sh, target)?;
-            crate::scenario5::run(sh, &runner, &on, &target.client).await
-        }
-    };
-    let results = results.unwrap_or_else(|err| {
-        vec![ScenarioResult::new(
-            "scenario5",
-            Outcome::Failed(format!("{err:#}")),
-            crate::report::round(started.elapsed()),
-        )]
-    });
-    report_rows(results, report);
-    Ok(())
 }
 
 /// Prints and reports a multi-row scenario's rows.

@@ -190,12 +190,14 @@ pub(super) async fn imex_configs(
     details: &mut Vec<WorkerDetail>,
 ) -> Result<()> {
     let cliques = plan.cliques();
+    // Each node's read is an exec in its plugin pod, slow on a loaded machine.
+    let limit = scaled(Duration::from_secs(60), plan.nodes().len());
     for node in plan.nodes() {
         let members = plan
             .clique_of(&node)
             .and_then(|clique| cliques.get(clique))
             .map_or(0, BTreeSet::len);
-        let text = imex_config(client, &node, cd_uid).await?;
+        let text = imex_config(client, &node, cd_uid, limit).await?;
         let entries = nodes_cfg_entries(&text);
         let dir = format!("{DOMAINS_DIR}/{cd_uid}");
         details.push(WorkerDetail {
@@ -221,12 +223,12 @@ pub(super) async fn imex_configs(
 }
 
 /// A node's `nodes.cfg` of the domain, once its `imexd.cfg` is written (bounded).
-async fn imex_config(client: &Client, node: &str, cd_uid: &str) -> Result<String> {
+async fn imex_config(client: &Client, node: &str, cd_uid: &str, limit: Duration) -> Result<String> {
     let dir = format!("{DOMAINS_DIR}/{cd_uid}");
     let seen_as = super::node_view::in_plugin(&dir);
     wait_for(
         &format!("IMEX config of the domain on {node}"),
-        Duration::from_secs(60),
+        limit,
         || async {
             let script = format!("test -s {seen_as}/imexd.cfg && cat {seen_as}/nodes.cfg");
             let out = super::node_view::sh(client, node, &script).await?;

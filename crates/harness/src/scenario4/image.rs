@@ -35,6 +35,10 @@ const BUSYBOX_LINKS: [&str; 20] = [
     "mount", "printf", "rm", "sed", "sh", "sleep", "test", "true",
 ];
 
+/// glibc's name service order as `gcr.io/distroless/cc` has it (files, then
+/// DNS); the workload image ships the same file.
+const NSSWITCH_CONF: &str = "manifests/workload-rootfs/etc/nsswitch.conf";
+
 /// The shared libraries `gcr.io/distroless/cc` (NVIDIA's base image) has
 /// beyond what the Go binaries' closure brings, with the Debian package of each.
 const DISTROLESS_CC_LIBS: [(&str, &str); 3] = [
@@ -121,6 +125,19 @@ pub fn image_spec(inputs: &ImageInputs) -> ImageSpec {
             &[],
         ));
     }
+    // gcr.io/distroless/cc has it (`hosts: files dns`). Without it glibc asks
+    // DNS before /etc/hosts, and a driver-root program resolving the daemons'
+    // names, which NVIDIA's daemon maps in /etc/hosts only, waits on the
+    // cluster's DNS first: under load it times out and the name stays
+    // unresolved (one of 18 IMEX test double daemons on the full rack).
+    files.push(FileSpec {
+        path: "/etc/nsswitch.conf".to_owned(),
+        kind: FileKind::File {
+            source: Source::Repo(NSSWITCH_CONF.to_owned()),
+            mode: 0o644,
+            links: Vec::new(),
+        },
+    });
     files.push(FileSpec::sticky_tmp());
     ImageSpec {
         name: DRA_IMAGE.to_owned(),
@@ -546,6 +563,17 @@ mod tests {
             Some("/s/hack/kubelet-plugin-prestart.sh")
         );
         assert_eq!(spec.host_source("/bin/bash"), Some("/bin/bash-static"));
+        let nsswitch = spec.files.iter().find(|it| it.path == "/etc/nsswitch.conf");
+        assert!(
+            matches!(&nsswitch.expect("nsswitch.conf").kind,
+                FileKind::File { source: Source::Repo(rel), .. } if rel == NSSWITCH_CONF),
+            "glibc must read /etc/hosts before DNS"
+        );
+        let text = std::fs::read_to_string(crate::project_root().join(NSSWITCH_CONF))
+            .expect("nsswitch.conf");
+        assert!(text
+            .lines()
+            .any(|it| it.split_whitespace().collect::<Vec<_>>() == ["hosts:", "files", "dns"]));
         assert_eq!(
             spec.host_source("/templates/compute-domain-daemon.tmpl.yaml"),
             Some("/s/templates/compute-domain-daemon.tmpl.yaml")

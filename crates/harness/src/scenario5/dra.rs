@@ -384,9 +384,12 @@ pub fn feature_enabled(metrics: &str, gate: &str) -> Option<bool> {
         .map(|value| value.trim() == "1")
 }
 
-/// Every tray's devices as `(node, device)` taints: `Ok` when only `device` of
-/// `node` carries a taint, `XID_TAINT=<xid>`, and nothing else is tainted.
-pub fn only_tainted(
+/// Every tray's devices as `(node, device)` taints after Xid `xid` on `device`
+/// of `node` with the GPU lost (Xid 79): `Ok` when `device` carries
+/// `XID_TAINT=<xid>`, every device of `node` carries a taint (the plugin
+/// taints them all when a wait answers GPU_IS_LOST), and no device of another
+/// tray is tainted.
+pub fn lost_tainted(
     seen: &BTreeMap<String, BTreeMap<String, SliceDevice>>,
     (node, device): (&str, &str),
     xid: u64,
@@ -395,12 +398,16 @@ pub fn only_tainted(
     let mut off = Vec::new();
     for (at, devices) in seen {
         for (name, it) in devices {
-            let target = at == node && name == device;
-            match (target, it.taints.as_slice()) {
-                (true, [one]) if one.starts_with(&want) => (),
-                (true, taints) => off.push(format!("{at}/{name}: taints {taints:?}, want {want}…")),
-                (false, []) => (),
-                (false, taints) => off.push(format!("{at}/{name} tainted too: {taints:?}")),
+            let has_xid = it.taints.iter().any(|taint| taint.starts_with(&want));
+            match (at == node, name == device, it.taints.as_slice()) {
+                (true, true, taints) if !has_xid => {
+                    off.push(format!("{at}/{name}: taints {taints:?}, want {want}…"));
+                }
+                (true, false, []) => off.push(format!("{at}/{name}: untainted, want gpu-lost")),
+                (false, _, [_, ..]) => {
+                    off.push(format!("{at}/{name} tainted too: {:?}", it.taints))
+                }
+                _ => (),
             }
         }
     }

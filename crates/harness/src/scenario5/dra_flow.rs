@@ -385,7 +385,7 @@ pub async fn health_row<R: Runner>(
         TAINT_LIMIT,
         || async {
             let seen = published(client, &workers).await?;
-            Ok(dra::only_tainted(&seen, (&node, &device), FATAL_XID).map(|()| seen))
+            Ok(dra::lost_tainted(&seen, (&node, &device), FATAL_XID).map(|()| seen))
         },
         || async { String::new() },
     )
@@ -399,11 +399,11 @@ pub async fn health_row<R: Runner>(
     restore(client, &workers, &node).await?;
     let restore_secs = round(restarted.elapsed());
     let detail = format!(
-        "Xid {FATAL_XID} on GPU {gpu} ({}) -> {taints} in {taint_secs:.1} s (limit {} s), no other \
-         device of the {} trays tainted; cleared and the plugin restarted: no taint left after {restore_secs:.1} s",
+        "Xid {FATAL_XID} on GPU {gpu} ({}) -> {taints} in {taint_secs:.1} s (limit {} s; GPU_IS_LOST \
+         taints the tray's other devices), no device of the other {} trays tainted; cleared and the plugin restarted: no taint left after {restore_secs:.1} s",
         target.uuid,
         TAINT_LIMIT.as_secs(),
-        workers.len()
+        workers.len().saturating_sub(1)
     );
     let worker = WorkerDetail {
         node,

@@ -159,25 +159,52 @@ fn feature_gates_are_read_from_the_metrics() {
 }
 
 #[test]
-fn only_the_faulted_device_may_carry_the_xid_taint() {
-    let taint = json!([{"key": XID_TAINT, "value": "79", "effect": "NoSchedule"}]);
-    let mut gpu1 = published_gpu0(json!(null));
+fn a_lost_gpu_taints_its_tray_only() {
+    let xid = json!([
+        {"key": XID_TAINT, "value": "79", "effect": "NoSchedule"},
+        {"key": "gpu.nvidia.com/gpu-lost", "effect": "NoSchedule"}
+    ]);
+    let lost = json!([{"key": "gpu.nvidia.com/gpu-lost", "effect": "NoSchedule"}]);
+    let mut gpu1 = published_gpu0(lost);
     gpu1["name"] = json!("gpu-1");
     let slices = [
-        slice("n1", json!([published_gpu0(taint.clone()), gpu1.clone()])),
+        slice("n1", json!([published_gpu0(xid), gpu1.clone()])),
         slice("n2", json!([published_gpu0(json!(null))])),
     ];
     let seen: BTreeMap<String, BTreeMap<String, SliceDevice>> = ["n1", "n2"]
         .iter()
         .map(|node| ((*node).to_owned(), node_devices(&slices, node)))
         .collect();
-    assert_eq!(only_tainted(&seen, ("n1", "gpu-0"), 79), Ok(()));
-    assert_eq!(
-        tainted(&seen),
-        vec!["n1/gpu-0: gpu.nvidia.com/xid=79:NoSchedule".to_owned()]
+    assert_eq!(lost_tainted(&seen, ("n1", "gpu-0"), 79), Ok(()));
+    assert_eq!(tainted(&seen).len(), 2);
+    let wrong = lost_tainted(&seen, ("n1", "gpu-1"), 79).expect_err("other device");
+    assert!(wrong.contains("n1/gpu-1: taints"), "{wrong}");
+    assert!(lost_tainted(&seen, ("n1", "gpu-0"), 48).is_err());
+    assert!(lost_tainted(&seen, ("n3", "gpu-0"), 79).is_err());
+    // A tray whose other GPU stays untainted, or another tray tainted: not the lost pattern.
+    gpu1["taints"] = json!(null);
+    let slices = [
+        slice(
+            "n1",
+            json!([
+                published_gpu0(json!([{"key": XID_TAINT, "value": "79", "effect": "NoSchedule"}])),
+                gpu1
+            ]),
+        ),
+        slice(
+            "n2",
+            json!([published_gpu0(
+                json!([{"key": "x", "effect": "NoSchedule"}])
+            )]),
+        ),
+    ];
+    let seen: BTreeMap<String, BTreeMap<String, SliceDevice>> = ["n1", "n2"]
+        .iter()
+        .map(|node| ((*node).to_owned(), node_devices(&slices, node)))
+        .collect();
+    let wrong = lost_tainted(&seen, ("n1", "gpu-0"), 79).expect_err("untainted sibling");
+    assert!(
+        wrong.contains("n1/gpu-1: untainted") && wrong.contains("n2/gpu-0 tainted too"),
+        "{wrong}"
     );
-    let wrong = only_tainted(&seen, ("n1", "gpu-1"), 79).expect_err("other device");
-    assert!(wrong.contains("n1/gpu-0 tainted too"), "{wrong}");
-    assert!(only_tainted(&seen, ("n1", "gpu-0"), 48).is_err());
-    assert!(only_tainted(&seen, ("n3", "gpu-0"), 79).is_err());
 }

@@ -38,12 +38,18 @@ impl Limits {
     }
 }
 
-/// A wait sized for the demo's 4 workers, grown by 5 s per worker beyond 4:
+/// A wait sized for the demo's 4 workers, grown by [`PER_EXTRA_WORKER`] per worker beyond 4:
 /// nodes act in parallel but share the machine's CPUs.
 pub fn scaled(base: Duration, workers: usize) -> Duration {
-    let extra = u64::try_from(workers.saturating_sub(4)).unwrap_or(u64::MAX);
-    base.saturating_add(Duration::from_secs(extra.saturating_mul(5)))
+    let extra = u32::try_from(workers.saturating_sub(4)).unwrap_or(u32::MAX);
+    base.saturating_add(PER_EXTRA_WORKER.saturating_mul(extra))
 }
+
+/// What one more worker adds to a wait. On a 2-core machine the 18 trays' compute-domain
+/// daemons were labelled 185 s after their ComputeDomain was made with nothing else running,
+/// and in CI, beside its background builds, 15 of 18 were after 250 s (180 s + 5 s a tray):
+/// each tray costs the shared CPUs about 11 s there.
+pub const PER_EXTRA_WORKER: Duration = Duration::from_secs(15);
 
 impl Default for Limits {
     fn default() -> Limits {

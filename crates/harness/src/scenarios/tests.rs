@@ -580,10 +580,10 @@ fn waits_grow_with_the_workers_beyond_the_demos_four() {
     let base = Duration::from_secs(60);
     assert_eq!(scaled(base, 2), base);
     assert_eq!(scaled(base, 4), base);
-    assert_eq!(scaled(base, 18), Duration::from_secs(60 + 14 * 5));
+    assert_eq!(scaled(base, 18), Duration::from_secs(60 + 14 * 15));
     assert_eq!(Limits::for_workers(4).converge, Limits::default().converge);
     assert_eq!(
         Limits::for_workers(36).converge,
-        Duration::from_secs(60 + 32 * 5)
+        Duration::from_secs(60 + 32 * 15)
     );
 }
