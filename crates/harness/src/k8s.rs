@@ -18,6 +18,7 @@ use tokio::io::AsyncReadExt;
 use tokio::time::Instant;
 
 mod diagnose;
+pub mod idle_pod;
 mod pod;
 pub mod ride_out;
 

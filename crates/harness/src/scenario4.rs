@@ -634,16 +634,16 @@ mod tests {
     }
 
     #[test]
-    fn workload_pods_are_placed_by_affinity_and_claim_the_channel() {
+    fn workload_pods_are_placed_by_hostname_and_claim_the_channel() {
         let pod = workload_pod("w0", "node-a", "img:1");
         assert!(
             pod["spec"].get("nodeName").is_none(),
             "nodeName skips DRA allocation"
         );
-        let term = &pod["spec"]["affinity"]["nodeAffinity"]
-            ["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0]
-            ["matchExpressions"][0];
-        assert_eq!(term["values"][0], "node-a");
+        assert_eq!(
+            pod["spec"]["nodeSelector"]["kubernetes.io/hostname"],
+            "node-a"
+        );
         assert_eq!(
             pod["spec"]["resourceClaims"][0]["resourceClaimTemplateName"],
             CHANNEL_RCT

@@ -19,7 +19,8 @@ use tokio::time::Instant;
 use super::api::{cd_resource, clique_resource, pod_resource, wait_for};
 use super::live::{self, CHANNELS_DIR};
 use super::names::{
-    CD_NAME, DOMAINS_DIR, DRA_NS, DRIVER_ROOT, PROC_DEVICES, S4_NS, WORKLOAD_LABEL,
+    CD_NAME, DOMAINS_DIR, DRA_NS, DRIVER_ROOT, PROC_DEVICES, S4_NS, WORKLOAD_CONTAINER,
+    WORKLOAD_LABEL,
 };
 use super::node_view;
 use super::objects::DomainPlan;
@@ -33,8 +34,6 @@ const DOMAIN_LABEL: &str = "resource.nvidia.com/computeDomain";
 const DAEMON_CONTAINER: &str = "compute-domain-daemon";
 /// Where the kubelet plugin mounts the domain's config in the daemon's container.
 const DAEMON_CONFIG: &str = "/imexd/imexd.cfg";
-/// The workload pods' container.
-const WORKLOAD_CONTAINER: &str = "workload";
 /// The compute-domain kubelet plugin's CDI specs on a node.
 const CDI_SPECS: &str = "/var/run/cdi/k8s.compute-domain.nvidia.com*";
 /// The bound of one exec into a pod.

@@ -22,6 +22,8 @@ pub const CD_NAME: &str = "cdsim-s4";
 pub const CHANNEL_RCT: &str = "cdsim-s4-channel";
 /// The workload pods' label.
 pub const WORKLOAD_LABEL: (&str, &str) = ("app.kubernetes.io/name", "cdsim-s4-workload");
+/// The workload pods' container (what scenario 4 execs in).
+pub const WORKLOAD_CONTAINER: &str = "workload";
 /// The label NVIDIA's daemon puts on its own pod.
 pub const CLIQUE_LABEL: &str = "resource.nvidia.com/computeDomain.cliqueID";
 /// Where the kubelet plugin keeps each domain's daemon config (bind-mounted at `/imexd`).

@@ -9,9 +9,11 @@ use anyhow::{bail, Context as _, Result};
 use serde_json::{json, Value};
 
 use super::names::{
-    CD_NAME, CHANNEL_RCT, DRA_NS, DRA_RELEASE, DRIVER_ROOT, PROC_DEVICES, S4_NS, WORKLOAD_LABEL,
+    CD_NAME, CHANNEL_RCT, DRA_NS, DRA_RELEASE, DRIVER_ROOT, PROC_DEVICES, S4_NS,
+    WORKLOAD_CONTAINER, WORKLOAD_LABEL,
 };
 use crate::fabric::Expected;
+use crate::k8s::idle_pod::{Asks, IdlePod};
 use crate::plan::ImageRef;
 
 /// The DRA chart's values: compute domains only, on the staged driver root.
@@ -81,34 +83,23 @@ pub fn compute_domain(nodes: usize) -> Value {
     })
 }
 
-/// A workload pod on `node`, placed through the scheduler (node affinity,
-/// never `nodeName`, which would skip DRA allocation), claiming the channel.
+/// A workload pod on `node` ([`IdlePod`]) claiming the domain's channel; it
+/// lists the channel devices it was given, then idles.
 pub fn workload_pod(name: &str, node: &str, image: &str) -> Value {
-    json!({
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": name,
-            "namespace": S4_NS,
-            "labels": { WORKLOAD_LABEL.0: WORKLOAD_LABEL.1 },
+    IdlePod {
+        name,
+        namespace: S4_NS,
+        label: WORKLOAD_LABEL,
+        node,
+        image,
+        container: WORKLOAD_CONTAINER,
+        script: "ls -l /dev/nvidia-caps-imex-channels && sleep 3600",
+        asks: Asks::ClaimFromTemplate {
+            name: "channel",
+            template: CHANNEL_RCT,
         },
-        "spec": {
-            "terminationGracePeriodSeconds": 1,
-            "affinity": { "nodeAffinity": { "requiredDuringSchedulingIgnoredDuringExecution": {
-                "nodeSelectorTerms": [{ "matchExpressions": [{
-                    "key": "kubernetes.io/hostname", "operator": "In", "values": [node],
-                }]}],
-            }}},
-            "resourceClaims": [{ "name": "channel", "resourceClaimTemplateName": CHANNEL_RCT }],
-            "containers": [{
-                "name": "workload",
-                "image": image,
-                "imagePullPolicy": "IfNotPresent",
-                "command": ["sh", "-c", "ls -l /dev/nvidia-caps-imex-channels && sleep 3600"],
-                "resources": { "claims": [{ "name": "channel" }] },
-            }],
-        },
-    })
+    }
+    .manifest()
 }
 
 /// The clique id NVIDIA's plugin derives for a worker expected at `it`:

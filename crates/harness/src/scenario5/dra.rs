@@ -12,6 +12,8 @@ use anyhow::{Context as _, Result};
 use nvml_profile::{Architecture, Brand, Device, Profile};
 use serde_json::{json, Value};
 
+use crate::k8s::idle_pod::{Asks, IdlePod, IDLE};
+
 /// The DRA driver's name, its ResourceSlices' `spec.driver` and its DeviceClass.
 pub const DRIVER: &str = "gpu.nvidia.com";
 /// The taint key the plugin gives a device on an Xid (value: the Xid).
@@ -329,28 +331,19 @@ pub fn claim(name: &str, ns: &str, product: &str) -> Value {
     })
 }
 
-/// A pod on `node` using claim `claim` (placed by the scheduler: a node
-/// selector, never `nodeName`, which would skip DRA allocation).
+/// A pod on `node` using the claim `claim` ([`IdlePod`]).
 pub fn claim_pod(name: &str, ns: &str, node: &str, image: &str, claim: &str) -> Value {
-    json!({
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": ns, "labels": {"app.kubernetes.io/name": "cdsim-s5-dra"}},
-        "spec": {
-            "automountServiceAccountToken": false,
-            "restartPolicy": "Never",
-            "terminationGracePeriodSeconds": 0,
-            "nodeSelector": {"kubernetes.io/hostname": node},
-            "resourceClaims": [{"name": "gpu", "resourceClaimName": claim}],
-            "containers": [{
-                "name": "gpu",
-                "image": image,
-                "imagePullPolicy": "IfNotPresent",
-                "command": ["/bin/sh", "-c", "trap : TERM INT; sleep infinity & wait"],
-                "resources": {"claims": [{"name": "gpu"}]},
-            }],
-        },
-    })
+    IdlePod {
+        name,
+        namespace: ns,
+        label: ("app.kubernetes.io/name", "cdsim-s5-dra"),
+        node,
+        image,
+        container: "gpu",
+        script: IDLE,
+        asks: Asks::Claim { name: "gpu", claim },
+    }
+    .manifest()
 }
 
 /// A claim's allocated devices of [`DRIVER`], as (pool, device).

@@ -12,6 +12,8 @@ use anyhow::{bail, Context as _, Result};
 use nvml_profile::Profile;
 use serde_json::{json, Value};
 
+use crate::k8s::idle_pod::{Asks, IdlePod, IDLE};
+
 use crate::fabric::Expected;
 use crate::plan::ImageRef;
 use crate::scenario4::DRIVER_ROOT;
@@ -308,26 +310,22 @@ pub fn nfd_labels_to_remove(annotation: &str) -> Vec<String> {
         .collect()
 }
 
-/// A pod on `node` asking for `gpus` `nvidia.com/gpu`, idle.
+/// A pod on `node` asking for `gpus` `nvidia.com/gpu` ([`IdlePod`]).
 pub fn gpu_pod(name: &str, ns: &str, node: &str, image: &str, gpus: u32) -> Value {
-    json!({
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": ns, "labels": {"app.kubernetes.io/name": "cdsim-s5-gpu"}},
-        "spec": {
-            "automountServiceAccountToken": false,
-            "restartPolicy": "Never",
-            "terminationGracePeriodSeconds": 0,
-            "nodeSelector": {"kubernetes.io/hostname": node},
-            "containers": [{
-                "name": "gpu",
-                "image": image,
-                "imagePullPolicy": "IfNotPresent",
-                "command": ["/bin/sh", "-c", "trap : TERM INT; sleep infinity & wait"],
-                "resources": {"limits": {GPU_RESOURCE: gpus.to_string()}},
-            }],
+    IdlePod {
+        name,
+        namespace: ns,
+        label: ("app.kubernetes.io/name", "cdsim-s5-gpu"),
+        node,
+        image,
+        container: "gpu",
+        script: IDLE,
+        asks: Asks::Resource {
+            resource: GPU_RESOURCE,
+            count: gpus,
         },
-    })
+    }
+    .manifest()
 }
 
 #[cfg(test)]
