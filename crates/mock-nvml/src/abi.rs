@@ -158,13 +158,13 @@ pub struct GpuFabricInfoV3 {
     pub _pad2: [u8; 3],
 }
 
-/// `nvmlGpuInstanceProfileInfo_t` (v1, no version field).
+/// The eight counts every `nvmlGpuInstanceProfileInfo` layout holds in a row, after its `id`
+/// (v1, v3) or its `isP2pSupported` (v2): one owner for the three layouts and for their filling
+/// (`query::gpu_instance_profile_counts`).
 #[repr(C)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[allow(missing_docs)]
-pub struct GpuInstanceProfileInfo {
-    pub id: u32,
-    pub is_p2p_supported: u32,
+pub struct GpuInstanceProfileCounts {
     pub slice_count: u32,
     pub instance_count: u32,
     pub multiprocessor_count: u32,
@@ -173,6 +173,16 @@ pub struct GpuInstanceProfileInfo {
     pub encoder_count: u32,
     pub jpeg_count: u32,
     pub ofa_count: u32,
+}
+
+/// `nvmlGpuInstanceProfileInfo_t` (v1, no version field).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[allow(missing_docs)]
+pub struct GpuInstanceProfileInfo {
+    pub id: u32,
+    pub is_p2p_supported: u32,
+    pub counts: GpuInstanceProfileCounts,
     pub memory_size_mb: u64,
 }
 
@@ -342,7 +352,9 @@ mod tests {
     #[test]
     fn mig_and_addressing_layouts() {
         assert_layout!(GpuInstanceProfileInfo: size 48, align 8;
-            instance_count @ 12, ofa_count @ 36, memory_size_mb @ 40);
+            id @ 0, is_p2p_supported @ 4, counts @ 8, memory_size_mb @ 40);
+        assert_layout!(GpuInstanceProfileCounts: size 32, align 4;
+            slice_count @ 0, instance_count @ 4, ofa_count @ 28);
         assert_layout!(DeviceAddressingMode: size 8; value @ 4);
         assert_eq!(DEVICE_ADDRESSING_MODE_V1, 0x0100_0008);
     }

@@ -4,7 +4,8 @@
 
 use nvml_profile::{Device, GpuInstanceProfile, GpuInstanceProfiles};
 
-use crate::abi::{self, struct_version, NvmlReturn};
+use crate::abi::{self, struct_version, GpuInstanceProfileCounts, NvmlReturn};
+use crate::query::gpu_instance_profile_counts;
 
 /// `NVML_DEVICE_NAME_V2_BUFFER_SIZE`: the profile name buffer.
 pub const NAME_BUFFER: usize = 96;
@@ -27,14 +28,7 @@ pub struct GpuInstanceProfileInfoV2 {
     pub version: u32,
     pub id: u32,
     pub is_p2p_supported: u32,
-    pub slice_count: u32,
-    pub instance_count: u32,
-    pub multiprocessor_count: u32,
-    pub copy_engine_count: u32,
-    pub decoder_count: u32,
-    pub encoder_count: u32,
-    pub jpeg_count: u32,
-    pub ofa_count: u32,
+    pub counts: GpuInstanceProfileCounts,
     pub _pad: u32,
     pub memory_size_mb: u64,
     pub name: [u8; NAME_BUFFER],
@@ -47,14 +41,7 @@ pub struct GpuInstanceProfileInfoV2 {
 pub struct GpuInstanceProfileInfoV3 {
     pub version: u32,
     pub id: u32,
-    pub slice_count: u32,
-    pub instance_count: u32,
-    pub multiprocessor_count: u32,
-    pub copy_engine_count: u32,
-    pub decoder_count: u32,
-    pub encoder_count: u32,
-    pub jpeg_count: u32,
-    pub ofa_count: u32,
+    pub counts: GpuInstanceProfileCounts,
     pub memory_size_mb: u64,
     pub name: [u8; NAME_BUFFER],
     pub capabilities: u32,
@@ -143,14 +130,7 @@ fn v2(row: &GpuInstanceProfile, name: [u8; NAME_BUFFER]) -> GpuInstanceProfileIn
         version: GPU_INSTANCE_PROFILE_INFO_V2,
         id: row.id,
         is_p2p_supported: u32::from(row.p2p),
-        slice_count: row.slices,
-        instance_count: row.instances,
-        multiprocessor_count: row.multiprocessors,
-        copy_engine_count: row.copy_engines,
-        decoder_count: row.decoders,
-        encoder_count: row.encoders,
-        jpeg_count: row.jpegs,
-        ofa_count: row.ofas,
+        counts: gpu_instance_profile_counts(row),
         _pad: 0,
         memory_size_mb: row.memory_mib,
         name,
@@ -161,14 +141,7 @@ fn v3(row: &GpuInstanceProfile, name: [u8; NAME_BUFFER]) -> GpuInstanceProfileIn
     GpuInstanceProfileInfoV3 {
         version: GPU_INSTANCE_PROFILE_INFO_V3,
         id: row.id,
-        slice_count: row.slices,
-        instance_count: row.instances,
-        multiprocessor_count: row.multiprocessors,
-        copy_engine_count: row.copy_engines,
-        decoder_count: row.decoders,
-        encoder_count: row.encoders,
-        jpeg_count: row.jpegs,
-        ofa_count: row.ofas,
+        counts: gpu_instance_profile_counts(row),
         memory_size_mb: row.memory_mib,
         name,
         capabilities: if row.p2p {
@@ -215,7 +188,7 @@ mod tests {
     fn layouts_match_nvml_h() {
         assert_eq!(size_of::<GpuInstancePlacement>(), 8);
         assert_eq!(size_of::<GpuInstanceProfileInfoV2>(), 152);
-        assert_eq!(offset_of!(GpuInstanceProfileInfoV2, ofa_count), 40);
+        assert_eq!(offset_of!(GpuInstanceProfileInfoV2, counts.ofa_count), 40);
         assert_eq!(offset_of!(GpuInstanceProfileInfoV2, memory_size_mb), 48);
         assert_eq!(offset_of!(GpuInstanceProfileInfoV2, name), 56);
         assert_eq!(size_of::<GpuInstanceProfileInfoV3>(), 152);
@@ -300,9 +273,13 @@ mod tests {
         else {
             panic!("a v2 request gets v2");
         };
-        assert_eq!((info.id, info.slice_count, info.instance_count), (15, 1, 4));
+        let counts = info.counts;
         assert_eq!(
-            (info.multiprocessor_count, info.memory_size_mb),
+            (info.id, counts.slice_count, counts.instance_count),
+            (15, 1, 4)
+        );
+        assert_eq!(
+            (counts.multiprocessor_count, info.memory_size_mb),
             (26, 20096)
         );
         assert_eq!(info.is_p2p_supported, 0);
@@ -313,7 +290,7 @@ mod tests {
             panic!("a v3 request gets v3");
         };
         assert_eq!(
-            (info.id, info.multiprocessor_count, info.capabilities),
+            (info.id, info.counts.multiprocessor_count, info.capabilities),
             (0, 132, 0)
         );
         assert_eq!(&info.name[..8], b"7g.80gb\0");

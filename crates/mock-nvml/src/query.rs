@@ -2,8 +2,8 @@
 //! from [`Device`] to the values and `#[repr(C)]` structs the C ABI hands out.
 
 use nvml_profile::{
-    AddressingMode, Architecture, Brand, ComputeMode, Device, FabricState, GpuInstanceProfiles,
-    HealthSummary, PciBusId,
+    AddressingMode, Architecture, Brand, ComputeMode, Device, FabricState, GpuInstanceProfile,
+    GpuInstanceProfiles, HealthSummary, PciBusId,
 };
 
 use crate::abi::{
@@ -291,6 +291,14 @@ pub fn gpu_instance_profile(
     Ok(GpuInstanceProfileInfo {
         id: row.id,
         is_p2p_supported: u32::from(row.p2p),
+        counts: gpu_instance_profile_counts(row),
+        memory_size_mb: row.memory_mib,
+    })
+}
+
+/// A profile row's counts, as every `nvmlGpuInstanceProfileInfo` layout holds them.
+pub fn gpu_instance_profile_counts(row: &GpuInstanceProfile) -> abi::GpuInstanceProfileCounts {
+    abi::GpuInstanceProfileCounts {
         slice_count: row.slices,
         instance_count: row.instances,
         multiprocessor_count: row.multiprocessors,
@@ -299,8 +307,7 @@ pub fn gpu_instance_profile(
         encoder_count: row.encoders,
         jpeg_count: row.jpegs,
         ofa_count: row.ofas,
-        memory_size_mb: row.memory_mib,
-    })
+    }
 }
 
 /// `nvmlDeviceGetAddressingMode`: NOT_SUPPORTED when the profile gives none.
@@ -444,7 +451,7 @@ mod tests {
             (
                 info.id,
                 info.is_p2p_supported,
-                info.slice_count,
+                info.counts.slice_count,
                 info.memory_size_mb
             ),
             (0, 1, 7, 80000)
@@ -462,7 +469,7 @@ mod tests {
         let device = &devices[0];
         let info = gpu_instance_profile(device, 0).unwrap();
         assert_eq!(
-            (info.id, info.instance_count, info.memory_size_mb),
+            (info.id, info.counts.instance_count, info.memory_size_mb),
             (19, 7, 9984)
         );
         assert_eq!(

@@ -94,7 +94,10 @@ fn profile_info_v_writes_the_layout_its_version_names() {
         unsafe { nvmlDeviceGetGpuInstanceProfileInfoV(device, 7, &mut v2) },
         abi::SUCCESS
     );
-    assert_eq!((v2.id, v2.instance_count, v2.ofa_count), (20, 1, 1));
+    assert_eq!(
+        (v2.id, v2.counts.instance_count, v2.counts.ofa_count),
+        (20, 1, 1)
+    );
     assert_eq!(&v2.name[..11], b"1g.10gb+me\0");
     let mut v3: GpuInstanceProfileInfoV3 = unsafe { std::mem::zeroed() };
     v3.version = crate::mig::GPU_INSTANCE_PROFILE_INFO_V3;
@@ -103,7 +106,7 @@ fn profile_info_v_writes_the_layout_its_version_names() {
         abi::SUCCESS
     );
     assert_eq!(
-        (v3.id, v3.multiprocessor_count, v3.memory_size_mb),
+        (v3.id, v3.counts.multiprocessor_count, v3.memory_size_mb),
         (9, 60, 40448)
     );
     assert_eq!(&v3.name[..8], b"3g.40gb\0");
