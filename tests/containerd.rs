@@ -11,6 +11,9 @@
 //! - a pod in an excluded namespace gets nothing;
 //! - a container whose `NVIDIA_VISIBLE_DEVICES` names 2 of the 4 GPUs by UUID gets only their
 //!   device nodes, and its check-fabric sees exactly those two as GPUs 0 and 1;
+//! - with MIG on GPU 0 and two 1g devices made by the staged `nvidia-smi` on the host, a
+//!   container given one of them (`MIG-<uuid>`, then `<gpu>:<gi>:<ci>`) gets the parent's node
+//!   and exactly that device's two capability nodes, and its `nvidia-smi -L` lists exactly it;
 //! - with the plugin away, a workload container is created unmocked; when the plugin returns it
 //!   has containerd stop that container (an excluded namespace's container keeps running), and
 //!   the container created again is injected.
@@ -182,6 +185,7 @@ fn containerd_injects_the_staged_tree_through_nri() {
 
     rig.remove_pod(&pod);
     a_container_given_two_gpus_sees_exactly_those(&mut rig);
+    a_container_given_a_mig_device_sees_exactly_it(&mut rig);
     a_container_created_while_the_plugin_is_away_is_stopped_when_it_returns(&mut rig);
 }
 
@@ -304,6 +308,136 @@ fn a_container_given_two_gpus_sees_exactly_those(rig: &mut Rig) {
     assert!(stdout.starts_with("Discovered 4 GPU(s)\n"), "{stdout}");
     rig.remove_pod(&pod);
     rig.remove_pod(&plain);
+}
+
+/// The staged `nvidia-smi <args>` run on the host, as an operator or mig-parted on the node
+/// runs it: the library finds the node's profile and MIG state file from its own location.
+fn host_smi(rig: &Rig, args: &[&str]) -> String {
+    let driver = rig.overlay().join("driver");
+    let output = std::process::Command::new(driver.join("usr/bin/nvidia-smi"))
+        .args(args)
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .env("LD_LIBRARY_PATH", driver.join("usr/lib64"))
+        .output()
+        .unwrap_or_else(|err| panic!("cannot run the staged nvidia-smi: {err}"));
+    assert!(
+        output.status.success(),
+        "nvidia-smi {args:?} on the host: {output:?}"
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// The MIG device lines `nvidia-smi -L` prints under its first GPU.
+fn mig_lines_under_gpu_0(list: &str) -> Vec<String> {
+    list.lines()
+        .skip(1)
+        .take_while(|line| line.starts_with("  MIG "))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// What NVIDIA's device plugin (mixed strategy) or a DRA driver hands a container for one MIG
+/// device (issue 38): `NVIDIA_VISIBLE_DEVICES` naming it. MIG on GPU 0 of the staged gb200 tray
+/// and two 1g GPU instances with a compute instance each, made by the staged `nvidia-smi` on the
+/// host (`-mig 1`, `mig -cgi 19,19 -C`: the node's state file, as the driver holds it). A
+/// container given the second device, by `MIG-<uuid>` and then as `0:<gi>:<ci>`, gets GPU 0's
+/// node and exactly that device's two capability nodes (minors per the staged `mig-minors`);
+/// inside, `nvidia-smi -L` lists GPU 0 with exactly that MIG device. The partition is cleared
+/// after.
+fn a_container_given_a_mig_device_sees_exactly_it(rig: &mut Rig) {
+    let profile = nvml_profile::Profile::parse(nvml_profile::GB200)
+        .unwrap_or_else(|err| panic!("the gb200 profile is invalid: {err}"));
+    let parent = profile.devices().remove(0);
+    host_smi(rig, &["-i", "0", "-mig", "1"]);
+    host_smi(rig, &["mig", "-i", "0", "-cgi", "19,19", "-C"]);
+    let list = host_smi(rig, &["-L"]);
+    let migs = mig_lines_under_gpu_0(&list);
+    assert_eq!(migs.len(), 2, "two MIG devices under GPU 0:\n{list}");
+    let uuid = migs[1]
+        .split("(UUID: ")
+        .nth(1)
+        .and_then(|rest| rest.strip_suffix(')'))
+        .unwrap_or_else(|| panic!("no UUID in {:?}", migs[1]))
+        .to_owned();
+    // The device's instance ids, from the node's state file (what the driver would hold).
+    let state_path = rig
+        .overlay()
+        .join("driver")
+        .join(node_layout::paths::MIG_STATE_IN_DRIVER);
+    let state =
+        node_layout::mig_state::parse(&std::fs::read_to_string(&state_path).unwrap_or_default())
+            .unwrap_or_else(|err| panic!("{}: {err:?}", state_path.display()));
+    let gpu = state
+        .gpu(0)
+        .unwrap_or_else(|| panic!("no GPU 0 in {state:?}"));
+    let (gi, ci) = gpu
+        .instances
+        .iter()
+        .flat_map(|gi| gi.compute.iter().map(move |ci| (gi, ci.id)))
+        .find(|(gi, ci)| node_layout::mig_state::mig_uuid(&parent.uuid, gi, *ci) == uuid)
+        .unwrap_or_else(|| panic!("{uuid} is not in the state file: {state:?}"));
+    let caps = node_layout::mig_minors::device_minors(parent.minor_number, gi.id, ci)
+        .unwrap_or_else(|| panic!("no capability minors for gi {} ci {ci}", gi.id));
+    let indices = format!("0:{}:{ci}", gi.id);
+    for (name, visible) in [
+        ("mig-uuid", uuid.as_str()),
+        ("mig-indices", indices.as_str()),
+    ] {
+        let pod = rig.run_pod(name, "cdsim-workload", &[]);
+        let (container, _) = rig.create_container_with(
+            &pod,
+            name,
+            "main",
+            &[("NVIDIA_VISIBLE_DEVICES", visible)],
+            &[],
+        );
+        rig.start_container(&container);
+        let (ok, stdout, stderr) =
+            rig.exec(&container, "ls /dev | grep nvidia; ls /dev/nvidia-caps");
+        assert!(ok, "{visible}: no NVIDIA nodes in the container: {stderr}");
+        assert_eq!(
+            stdout.split_whitespace().collect::<Vec<_>>(),
+            [
+                "nvidia-caps".to_owned(),
+                "nvidia-uvm".to_owned(),
+                "nvidia-uvm-tools".to_owned(),
+                format!("nvidia{}", parent.minor_number),
+                "nvidiactl".to_owned(),
+                format!("nvidia-cap{}", caps[0]),
+                format!("nvidia-cap{}", caps[1]),
+            ],
+            "{visible}: the parent's node, the control nodes and the device's two capabilities\n--- plugin log\n{}",
+            rig.plugin_log()
+        );
+        let (ok, stdout, stderr) = rig.exec(&container, "nvidia-smi -L");
+        assert!(
+            ok,
+            "{visible}: nvidia-smi -L failed in the container:\n{stdout}{stderr}"
+        );
+        assert!(
+            stdout.starts_with(&format!("GPU 0: {} (UUID: {})\n", parent.name, parent.uuid)),
+            "{visible}: GPU 0 is the parent:\n{stdout}"
+        );
+        let seen = mig_lines_under_gpu_0(&stdout);
+        assert_eq!(
+            seen.len(),
+            1,
+            "{visible}: exactly one MIG device:\n{stdout}"
+        );
+        assert!(
+            seen[0].ends_with(&format!("(UUID: {uuid})")),
+            "{visible}: the container's MIG device is the one it was given:\n{stdout}"
+        );
+        // Counted in the container: crictl's exec output ends with blank lines of its own.
+        let (ok, count, _) = rig.exec(&container, "nvidia-smi -L | wc -l");
+        assert!(ok);
+        assert_eq!(count.trim(), "2", "{visible}: nothing else:\n{stdout}");
+        rig.remove_pod(&pod);
+    }
+    host_smi(rig, &["mig", "-dci"]);
+    host_smi(rig, &["mig", "-i", "0", "-dgi"]);
+    host_smi(rig, &["-i", "0", "-mig", "0"]);
 }
 
 /// The plugin away (a rollout): a workload container created meanwhile runs without the mock.

@@ -40,8 +40,8 @@ pub const NODE_NAME: &str = "nvml-mock-compute-domain-worker3";
 pub const EXCLUDED_NAMESPACE: &str = "cdsim-excluded";
 
 /// The image spec for the test: busybox-static and the shared-library closure
-/// of check-fabric and the mock library (both reach the container through the
-/// overlay; the closure gives them glibc). The pause image is busybox alone.
+/// of check-fabric, nvidia-smi and the mock library (all reach the container
+/// through the overlay; the closure gives them glibc and libgcc_s). The pause image is busybox alone.
 const IMAGE_SPEC: &str = include_str!("images.toml");
 
 /// The pinned external programs.
@@ -233,6 +233,7 @@ impl Rig {
         let artifact_dir = artifact_dir();
         // The artifacts must exist; `artifact` fails with the build command otherwise.
         built("check-fabric", "check-fabric");
+        built("nvidia-smi", "nvidia-smi");
         built("libnvidia_ml.so", "mock-nvml");
         let root = repo_root();
         let inputs = build::Inputs {
