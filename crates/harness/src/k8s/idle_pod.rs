@@ -10,6 +10,7 @@ use serde_json::{json, Value};
 
 /// What the pod's one container asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[allow(missing_docs)]
 pub enum Asks<'a> {
     /// A claim made for the pod from the ResourceClaimTemplate `template`,
     /// called `name` in the pod.
@@ -22,6 +23,7 @@ pub enum Asks<'a> {
 
 /// A pod that asks for something on one node and idles.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[allow(missing_docs)]
 pub struct IdlePod<'a> {
     pub name: &'a str,
     pub namespace: &'a str,

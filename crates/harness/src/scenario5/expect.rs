@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use anyhow::{bail, Context as _, Result};
 use nvml_profile::Profile;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use crate::k8s::idle_pod::{Asks, IdlePod, IDLE};
 
@@ -331,6 +331,7 @@ pub fn gpu_pod(name: &str, ns: &str, node: &str, image: &str, gpus: u32) -> Valu
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn gb200() -> Profile {
         let path = crate::project_root().join("manifests/helm/nvml-mock/profiles/gb200.yaml");
