@@ -311,30 +311,14 @@ fn a_container_given_two_gpus_sees_exactly_those(rig: &mut Rig) {
 }
 
 /// The staged `nvidia-smi <args>` run on the host, as an operator or mig-parted on the node
-/// runs it: the library finds the node's profile and MIG state file from its own location.
+/// runs it; stdout of a run that must succeed.
 fn host_smi(rig: &Rig, args: &[&str]) -> String {
-    let driver = rig.overlay().join("driver");
-    let output = std::process::Command::new(driver.join("usr/bin/nvidia-smi"))
-        .args(args)
-        .env_clear()
-        .env("PATH", "/usr/bin:/bin")
-        .env("LD_LIBRARY_PATH", driver.join("usr/lib64"))
-        .output()
-        .unwrap_or_else(|err| panic!("cannot run the staged nvidia-smi: {err}"));
+    let output = integration_tests::staged_nvidia_smi(&rig.overlay().join("driver"), args);
     assert!(
         output.status.success(),
         "nvidia-smi {args:?} on the host: {output:?}"
     );
     String::from_utf8_lossy(&output.stdout).into_owned()
-}
-
-/// The MIG device lines `nvidia-smi -L` prints under its first GPU.
-fn mig_lines_under_gpu_0(list: &str) -> Vec<String> {
-    list.lines()
-        .skip(1)
-        .take_while(|line| line.starts_with("  MIG "))
-        .map(str::to_owned)
-        .collect()
 }
 
 /// What NVIDIA's device plugin (mixed strategy) or a DRA driver hands a container for one MIG
@@ -352,7 +336,7 @@ fn a_container_given_a_mig_device_sees_exactly_it(rig: &mut Rig) {
     host_smi(rig, &["-i", "0", "-mig", "1"]);
     host_smi(rig, &["mig", "-i", "0", "-cgi", "19,19", "-C"]);
     let list = host_smi(rig, &["-L"]);
-    let migs = mig_lines_under_gpu_0(&list);
+    let migs = integration_tests::mig_lines_of_gpu_0(&list);
     assert_eq!(migs.len(), 2, "two MIG devices under GPU 0:\n{list}");
     let uuid = migs[1]
         .split("(UUID: ")
@@ -419,7 +403,7 @@ fn a_container_given_a_mig_device_sees_exactly_it(rig: &mut Rig) {
             stdout.starts_with(&format!("GPU 0: {} (UUID: {})\n", parent.name, parent.uuid)),
             "{visible}: GPU 0 is the parent:\n{stdout}"
         );
-        let seen = mig_lines_under_gpu_0(&stdout);
+        let seen = integration_tests::mig_lines_of_gpu_0(&stdout);
         assert_eq!(
             seen.len(),
             1,

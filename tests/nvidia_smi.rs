@@ -687,14 +687,7 @@ impl StagedMig {
 
     /// The staged `nvidia-smi <args>`, in its own process.
     fn smi(&self, args: &[&str]) -> Output {
-        let driver = self.dir.path().join("driver");
-        Command::new(driver.join("usr/bin/nvidia-smi"))
-            .args(args)
-            .env_clear()
-            .env("PATH", "/usr/bin:/bin")
-            .env("LD_LIBRARY_PATH", driver.join("usr/lib64"))
-            .output()
-            .expect("run the staged nvidia-smi")
+        integration_tests::staged_nvidia_smi(&self.dir.path().join("driver"), args)
     }
 
     /// stdout of a run that must succeed quietly.
@@ -713,15 +706,6 @@ impl StagedMig {
         assert_eq!(String::from_utf8_lossy(&output.stderr), stderr, "{args:?}");
         String::from_utf8(output.stdout).expect("UTF-8 stdout")
     }
-}
-
-/// The MIG device lines `-L` prints under GPU 0 (`  MIG <name>  Device  N: (UUID: MIG-…)`).
-fn mig_lines_of_gpu_0(list: &str) -> Vec<String> {
-    list.lines()
-        .skip(1)
-        .take_while(|line| line.starts_with("  MIG "))
-        .map(str::to_owned)
-        .collect()
 }
 
 /// h100 with MIG off: the library's NOT_SUPPORTED printed as nvidia-smi prints it; `-mig 1`,
@@ -804,7 +788,7 @@ fn check_partition(staged: &StagedMig) {
         "{lci}"
     );
     let list = staged.ok(&["-L"]);
-    let migs = mig_lines_of_gpu_0(&list);
+    let migs = integration_tests::mig_lines_of_gpu_0(&list);
     assert_eq!(migs.len(), 3, "{list}");
     let mut uuids = Vec::new();
     for (index, line) in migs.iter().enumerate() {
@@ -842,6 +826,6 @@ fn clear_partition(staged: &StagedMig) {
     assert_eq!(dgi.lines().count(), 3, "{dgi}");
     let none = staged.fails(&["mig", "-lgi"], 6, "");
     assert_eq!(none, "No GPU instances found: Not Found\n");
-    assert!(mig_lines_of_gpu_0(&staged.ok(&["-L"])).is_empty());
+    assert!(integration_tests::mig_lines_of_gpu_0(&staged.ok(&["-L"])).is_empty());
     assert_eq!(staged.ok(&["-mig", "0"]).lines().last(), Some("All done."));
 }

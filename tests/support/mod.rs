@@ -112,6 +112,30 @@ pub fn run_ok(command: &mut Command) -> Output {
     checked(command.output(), &what)
 }
 
+/// The staged `nvidia-smi <args>` of the driver tree `driver` (a staged overlay's `driver/`),
+/// run in its own process with only `PATH` and `LD_LIBRARY_PATH` set, as on a node or in a
+/// workload container: the library finds the node's profile and MIG state file from its own
+/// location.
+pub fn staged_nvidia_smi(driver: &Path, args: &[&str]) -> Output {
+    Command::new(driver.join("usr/bin/nvidia-smi"))
+        .args(args)
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .env("LD_LIBRARY_PATH", driver.join("usr/lib64"))
+        .output()
+        .unwrap_or_else(|err| panic!("cannot run the staged nvidia-smi: {err}"))
+}
+
+/// The MIG device lines `nvidia-smi -L` prints under its first GPU
+/// (`  MIG <name>  Device  N: (UUID: MIG-…)`).
+pub fn mig_lines_of_gpu_0(list: &str) -> Vec<String> {
+    list.lines()
+        .skip(1)
+        .take_while(|line| line.starts_with("  MIG "))
+        .map(str::to_owned)
+        .collect()
+}
+
 /// The stager's input flags for the shipped GB200 profile and the built mock driver files
 /// (`--profile`, `--library`, `--check-fabric`, `--nvidia-smi`); `built` finds an artifact by
 /// file and package name ([`artifact`], or a rig's own lookup).
