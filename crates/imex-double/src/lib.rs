@@ -46,6 +46,11 @@ pub const ROOT_ENV: &str = "IMEX_DOUBLE_ROOT";
 /// 15000, then 2n+1 s: 15, 31, 63, … as the guide's backoff), for tests.
 pub const BACKOFF_ENV: &str = "IMEX_DOUBLE_BACKOFF_MS";
 
+/// Environment variable: milliseconds the daemon holds its start-up after
+/// logging its configuration, before it reads and resolves its nodes file (the
+/// step a slow resolver stretches), for tests of signals that land then.
+pub const STARTUP_HOLD_ENV: &str = "IMEX_DOUBLE_STARTUP_HOLD_MS";
+
 /// Environment variable of the ctl: `hang` (sleep forever), `fail` (exit 1
 /// with a message) or `garbage` (print non-JSON, exit 0). A fault to inject
 /// in tests; unset, the ctl behaves.

@@ -201,7 +201,59 @@ impl Shared {
     }
 }
 
+/// The signals the daemon acts on, registered before it does anything else.
+///
+/// SIGUSR1's default action ends a process, and NVIDIA's compute-domain daemon
+/// sends it whenever its peers' addresses change, also while this process still
+/// starts (reads its config, resolves its peers: seconds on a loaded node).
+/// Registered late, such a signal killed the double (Go reports exit code -1),
+/// and NVIDIA's daemon, restarting it from its watchdog and its update loop at
+/// once, shut itself down. A signal that lands during start-up is kept and
+/// handled once the daemon serves.
+struct Signals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+    quit: tokio::signal::unix::Signal,
+    usr1: tokio::signal::unix::Signal,
+    hup: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    /// Must run inside the runtime.
+    fn register() -> Result<Self, String> {
+        use tokio::signal::unix::{signal, SignalKind};
+        let on = |kind: SignalKind| signal(kind).map_err(|e| format!("cannot handle signals: {e}"));
+        Ok(Self {
+            term: on(SignalKind::terminate())?,
+            int: on(SignalKind::interrupt())?,
+            quit: on(SignalKind::quit())?,
+            usr1: on(SignalKind::user_defined1())?,
+            hup: on(SignalKind::hangup())?,
+        })
+    }
+}
+
+/// Test hook ([`imex_double::STARTUP_HOLD_ENV`]): holds the start-up, as a slow
+/// resolver would.
+fn startup_hold() {
+    let hold = std::env::var(imex_double::STARTUP_HOLD_ENV)
+        .ok()
+        .and_then(|ms| ms.parse().ok())
+        .map(Duration::from_millis);
+    if let Some(hold) = hold {
+        std::thread::sleep(hold);
+    }
+}
+
 fn run(args: Args) -> Result<(), String> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start: {e}"))?;
+    let signals = {
+        let _inside = runtime.enter();
+        Signals::register()?
+    };
     let cfg = Config::read(&args.config).map_err(|e| e.to_string())?;
     if !args.nogpu {
         return Err(imex_double::no_gpu_mode_required());
@@ -212,6 +264,7 @@ fn run(args: Args) -> Result<(), String> {
     }
     let log = open_log(&cfg)?;
     log_startup(&cfg, &log);
+    startup_hold();
     let server_port = args
         .port
         .map_or_else(|| cfg.server_port(), Ok)
@@ -250,11 +303,7 @@ fn run(args: Args) -> Result<(), String> {
         state: Mutex::new(LocalState::Initializing),
         log,
     });
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| format!("cannot start: {e}"))?;
-    runtime.block_on(serve(shared, SocketAddr::new(cmd_ip, cmd_port)))
+    runtime.block_on(serve(shared, signals, SocketAddr::new(cmd_ip, cmd_port)))
 }
 
 /// Starts this program again in the background, detached from the terminal.
@@ -325,8 +374,11 @@ fn read_nodes(nodes_path: &str, log: &Log) -> Result<(Nodes, HostTable), String>
     Ok((nodes, hosts))
 }
 
-async fn serve(shared: Arc<Shared>, cmd_addr: SocketAddr) -> Result<(), String> {
-    use tokio::signal::unix::{signal, SignalKind};
+async fn serve(
+    shared: Arc<Shared>,
+    mut signals: Signals,
+    cmd_addr: SocketAddr,
+) -> Result<(), String> {
     let peer_addr = SocketAddr::new(shared.own_addr, shared.server_port);
     let peers = TcpListener::bind(peer_addr)
         .await
@@ -334,11 +386,6 @@ async fn serve(shared: Arc<Shared>, cmd_addr: SocketAddr) -> Result<(), String> 
     let cmds = TcpListener::bind(cmd_addr)
         .await
         .map_err(|e| format!("cannot listen on {cmd_addr} (IMEX_CMD_PORT): {e}"))?;
-    let mut term = signal(SignalKind::terminate()).map_err(|e| e.to_string())?;
-    let mut int = signal(SignalKind::interrupt()).map_err(|e| e.to_string())?;
-    let mut quit = signal(SignalKind::quit()).map_err(|e| e.to_string())?;
-    let mut usr1 = signal(SignalKind::user_defined1()).map_err(|e| e.to_string())?;
-    let mut hup = signal(SignalKind::hangup()).map_err(|e| e.to_string())?;
     let (stop_tx, stop_rx) = watch::channel(false);
 
     tokio::spawn(accept_peers(peers, shared.clone(), stop_rx.clone()));
@@ -356,14 +403,14 @@ async fn serve(shared: Arc<Shared>, cmd_addr: SocketAddr) -> Result<(), String> 
     ));
     let signal_name = loop {
         tokio::select! {
-            _ = term.recv() => break "SIGTERM",
-            _ = int.recv() => break "SIGINT",
-            _ = quit.recv() => break "SIGQUIT",
-            _ = usr1.recv() => {
+            _ = signals.term.recv() => break "SIGTERM",
+            _ = signals.int.recv() => break "SIGINT",
+            _ = signals.quit.recv() => break "SIGQUIT",
+            _ = signals.usr1.recv() => {
                 shared.log.info("SIGUSR1: restarting outgoing connections");
                 shared.retry.send_modify(|it| *it += 1);
             }
-            _ = hup.recv() => shared.log.info("SIGHUP: nothing buffered to dump"),
+            _ = signals.hup.recv() => shared.log.info("SIGHUP: nothing buffered to dump"),
         }
     };
     shared.log.info(&format!(
