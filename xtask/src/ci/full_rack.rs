@@ -1,7 +1,8 @@
 //! CI's "e2e full rack": one GB200 NVL72 rack (18 trays in one NVLink domain,
-//! one clique) end to end on a cluster of its own, the report's per-rack
-//! cliques checked and its page opened in headless Chromium, then the
-//! cluster deleted whatever happened.
+//! one clique) end to end on a cluster of its own, with live compute-domain
+//! daemons (the IMEX test double staged in every driver root, as the demo
+//! step does), the report's per-rack cliques and daemons checked and its page
+//! opened in headless Chromium, then the cluster deleted whatever happened.
 
 use std::time::Instant;
 
@@ -30,13 +31,12 @@ pub fn run(sh: &Shell) -> Result<()> {
     // when docker's disk or the memory cannot hold the rack.
     let started = Instant::now();
     let trays = TRAYS.to_string();
-    // No --imex: with the IMEX test double staged, one of the 18 daemons
-    // still lacked a peer or two in its IMEX domain after 240 s in two runs
-    // on this 2-core machine (issue 36, open); the live domain is proven on
-    // the demo's trays. Here scenario4-imex must say SKIPPED.
+    // Live daemons on every tray: the IMEX test double staged in each driver
+    // root (as the demo step does); its rows must say so.
+    let payload = super::imex_double_payload(sh)?;
     let res = cmd!(
         sh,
-        "cargo xtask demo --offline --cluster-name {CLUSTER} --trays {trays} --cliques-per-rack 1 --scenarios 1,3,4 --report {report}"
+        "cargo xtask demo --offline --imex {payload} --cluster-name {CLUSTER} --trays {trays} --cliques-per-rack 1 --scenarios 1,3,4 --report {report}"
     )
     .run();
     super::print_report(sh, report);
@@ -75,8 +75,8 @@ fn delete(sh: &Shell, kind: &std::path::Path) -> Result<()> {
 /// What the full rack's report must show, one line per check: scenarios 1
 /// and 3 passed on every tray; scenario 4's ComputeDomain had a daemon pod on
 /// every tray labelled with the rack's clique and one ComputeDomainClique;
-/// its rebind part passed; its IMEX part SKIPPED with the reason (no
-/// nvidia-imex staged on the rack).
+/// its IMEX part and its rebind passed against the IMEX test double, named
+/// so, with every tray's daemon READY in an IMEX domain of all 18.
 pub fn check(doc: &Value) -> Result<Vec<String>> {
     let scenario = |name: &str| -> Result<&Value> {
         let found = doc["scenarios"]
@@ -84,7 +84,7 @@ pub fn check(doc: &Value) -> Result<Vec<String>> {
             .and_then(|all| all.iter().find(|it| it["name"] == name))
             .with_context(|| format!("the report has no {name}"))?;
         let want = match name {
-            "scenario4-imex" => "skipped",
+            "scenario4-imex" | "scenario4-rebind" => "passed (IMEX test double)",
             _ => "passed",
         };
         anyhow::ensure!(
@@ -149,22 +149,29 @@ pub fn check(doc: &Value) -> Result<Vec<String>> {
     lines.push(format!(
         "scenario4-rebind: the rack moved to {REBIND_CLIQUE}"
     ));
-    lines.push(imex_skipped(scenario("scenario4-imex")?)?);
+    lines.push(live_daemons(&details(scenario("scenario4-imex")?))?);
     Ok(lines)
 }
 
-/// Scenario 4's IMEX part, SKIPPED for the one reason it may be: no
-/// nvidia-imex staged on the rack.
-fn imex_skipped(imex: &Value) -> Result<String> {
-    let reason = imex["reason"].as_str().unwrap_or_default();
+/// Scenario 4's IMEX part on the rack: a daemon READY on every tray, its
+/// IMEX domain UP with the rack's 18 daemons.
+fn live_daemons(imex: &[(String, String, bool)]) -> Result<String> {
+    let want = format!("/etc/hosts names the {TRAYS} daemons of its clique");
+    let ready: std::collections::BTreeSet<&str> = imex
+        .iter()
+        .filter(|(node, detail, ok)| {
+            !node.is_empty() && *ok && detail.starts_with("daemon READY") && detail.contains(&want)
+        })
+        .map(|(node, _, _)| node.as_str())
+        .collect();
     anyhow::ensure!(
-        reason.contains("no nvidia-imex"),
-        "scenario4-imex is skipped for another reason: {reason}"
+        ready.len() == TRAYS,
+        "scenario4-imex: {} trays with their daemon READY in a domain of {TRAYS}, {TRAYS} expected",
+        ready.len()
     );
-    Ok(
-        "scenario4-imex: SKIPPED on the rack, as it must be without nvidia-imex staged (live daemons on 18 trays: issue 36)"
-            .to_owned(),
-    )
+    Ok(format!(
+        "scenario4-imex (IMEX test double): a daemon READY on all {TRAYS} trays, each domain UP with all {TRAYS}"
+    ))
 }
 
 /// The report's trays (what its page draws): 18 in rack 0's clique 0.
@@ -193,6 +200,12 @@ mod tests {
     use serde_json::json;
 
     fn report(daemons: usize, cliques: &[&str]) -> Value {
+        report_with(daemons, cliques, TRAYS)
+    }
+
+    /// A rack report with `daemons` labelled daemon pods, these cliques, and
+    /// `ready` trays whose daemon was READY in a domain of 18.
+    fn report_with(daemons: usize, cliques: &[&str], ready: usize) -> Value {
         let trays: Vec<Value> = (1..=TRAYS)
             .map(|n| json!({"node": format!("w{n}"), "pod": "p", "detail": "ok", "passed": true}))
             .collect();
@@ -204,6 +217,11 @@ mod tests {
             four.push(json!({"node": "", "pod": "", "passed": true,
                 "detail": format!("ComputeDomainClique uid.{clique} exists, listing 0 daemon(s) now, none of another clique")}));
         }
+        let imex: Vec<Value> = (1..=ready)
+            .map(|n| json!({"node": format!("w{n}"), "pod": "d", "passed": true,
+                "detail": format!("daemon READY; /etc/hosts names the {TRAYS} daemons of its clique; \
+                    `nvidia-imex-ctl -N -j`: domain UP, exactly they READY")}))
+            .collect();
         let rebind = json!([{"node": "w1", "pod": "d", "passed": true,
             "detail": format!("daemon pod labelled resource.nvidia.com/computeDomain.cliqueID={REBIND_CLIQUE}")}]);
         let placed: Vec<Value> = (1..=TRAYS)
@@ -217,9 +235,8 @@ mod tests {
             {"name": "scenario2", "outcome": "skipped", "reason": "no payload", "workers": []},
             {"name": "scenario3", "outcome": "passed", "workers": trays},
             {"name": "scenario4", "outcome": "passed", "workers": four},
-            {"name": "scenario4-rebind", "outcome": "passed", "workers": rebind},
-            {"name": "scenario4-imex", "outcome": "skipped",
-                "reason": "no nvidia-imex in the staged driver root", "workers": []},
+            {"name": "scenario4-rebind", "outcome": "passed (IMEX test double)", "workers": rebind},
+            {"name": "scenario4-imex", "outcome": "passed (IMEX test double)", "workers": imex},
         ]})
     }
 
@@ -246,9 +263,21 @@ mod tests {
         split["trays"][17]["clique"] = json!(1);
         let err = check(&split).expect_err("split").to_string();
         assert!(err.contains("places 17 of its 18 trays"), "{err}");
-        let mut live = report(18, &[CLIQUE]);
-        live["scenarios"][5]["outcome"] = json!("failed");
-        let err = check(&live).expect_err("imex not skipped").to_string();
+    }
+
+    #[test]
+    fn the_rack_needs_live_daemons_named_as_the_double_on_every_tray() {
+        let mut skipped = report(18, &[CLIQUE]);
+        skipped["scenarios"][5]["outcome"] = json!("skipped");
+        let err = check(&skipped).expect_err("skipped").to_string();
         assert!(err.contains("scenario4-imex did not pass"), "{err}");
+        let mut plain = report(18, &[CLIQUE]);
+        plain["scenarios"][4]["outcome"] = json!("passed");
+        let err = check(&plain).expect_err("not named").to_string();
+        assert!(err.contains("scenario4-rebind did not pass"), "{err}");
+        let err = check(&report_with(18, &[CLIQUE], 17))
+            .expect_err("17 ready")
+            .to_string();
+        assert!(err.contains("17 trays with their daemon READY"), "{err}");
     }
 }
