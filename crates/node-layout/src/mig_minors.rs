@@ -100,6 +100,50 @@ pub fn format(gpu_minors: &[u32]) -> String {
     out
 }
 
+/// The capability files of the MIG table, as the driver shows them under
+/// `/proc/driver/nvidia/capabilities` (MIG user guide, "Device Nodes and Capabilities"):
+/// `mig/config`, `mig/monitor`, then per GPU `gpu<minor>/mig/gi<i>/access` and
+/// `gpu<minor>/mig/gi<i>/ci<c>/access`, each naming its `nvidia-cap<N>` minor ([`access_file`]).
+/// NVIDIA's consumers read the files of the instances NVML gave them (the device plugin's MIG
+/// device paths, the DRA driver's MIG CDI specs); the real driver makes a GPU or compute
+/// instance's files when it makes the instance, the stager makes every id's at once, as it makes
+/// every `nvidia-cap<N>` node: the files are fixed by the ids alone. Paths relative to the
+/// capabilities directory, with their minor and mode, in the table's order.
+pub fn capability_files(gpu_minors: &[u32]) -> Vec<(String, u32, u32)> {
+    let mut files = vec![
+        ("mig/config".to_owned(), CONFIG.1, CONFIG_MODE),
+        ("mig/monitor".to_owned(), MONITOR.1, ACCESS_MODE),
+    ];
+    for &gpu in gpu_minors {
+        for gi in 0..GPU_INSTANCES {
+            let Some(minor) = gi_minor(gpu, gi) else {
+                continue;
+            };
+            files.push((format!("gpu{gpu}/mig/gi{gi}/access"), minor, ACCESS_MODE));
+            for ci in 0..COMPUTE_INSTANCES {
+                files.push((
+                    format!("gpu{gpu}/mig/gi{gi}/ci{ci}/access"),
+                    minor + 1 + ci,
+                    ACCESS_MODE,
+                ));
+            }
+        }
+    }
+    files
+}
+
+/// `DeviceFileMode` of `mig/config`: 0400, root only (the guide's example).
+pub const CONFIG_MODE: u32 = 0o400;
+/// `DeviceFileMode` of `mig/monitor` and of the instances' access capabilities: 0444.
+pub const ACCESS_MODE: u32 = 0o444;
+
+/// A capability file's contents, as the driver prints it and NVIDIA's parsers read it
+/// (`DeviceFileMinor`, `DeviceFileMode` in decimal, `DeviceFileModify` 1: the driver keeps the
+/// node's mode).
+pub fn access_file(minor: u32, mode: u32) -> String {
+    format!("DeviceFileMinor: {minor}\nDeviceFileMode: {mode}\nDeviceFileModify: 1\n")
+}
+
 /// The table as capability name → minor; lines that are not `<name> <minor>` are skipped, as
 /// nvidia-container-toolkit skips them.
 pub fn parse(text: &str) -> BTreeMap<String, u32> {
@@ -158,6 +202,24 @@ mod tests {
         assert_eq!(table.get("monitor"), Some(&2));
         assert_eq!(table.get(&gi_name(1, 2)), gi_minor(1, 2).as_ref());
         assert_eq!(table.get(&ci_name(1, 2, 3)), ci_minor(1, 2, 3).as_ref());
+    }
+
+    #[test]
+    fn the_capability_files_name_the_tables_minors() {
+        let files = capability_files(&[0, 1]);
+        assert_eq!(files.len(), format(&[0, 1]).lines().count());
+        assert_eq!(files[0], ("mig/config".to_owned(), 1, 0o400));
+        assert_eq!(files[1], ("mig/monitor".to_owned(), 2, 0o444));
+        let table = parse(&format(&[0, 1]));
+        for (path, minor, _) in &files[2..] {
+            // `gpu1/mig/gi2/ci3/access` is the table's `gpu1/gi2/ci3/access`.
+            let name = path.replacen("/mig/", "/", 1);
+            assert_eq!(table.get(&name), Some(minor), "{path}");
+        }
+        assert_eq!(
+            access_file(12, ACCESS_MODE),
+            "DeviceFileMinor: 12\nDeviceFileMode: 292\nDeviceFileModify: 1\n"
+        );
     }
 
     #[test]

@@ -38,6 +38,14 @@ pub const CAPS_DIR_NAME: &str = "nvidia-caps";
 /// The prefix of a capability node's file name (`nvidia-cap<minor>`).
 pub const CAP_NODE_PREFIX: &str = "nvidia-cap";
 
+/// Where the kernel shows the driver's files; the staged [`Layout::proc_driver_dir`] is mounted
+/// there in injected containers.
+pub const PROC_DRIVER: &str = "/proc/driver";
+
+/// Where the kernel lists the character device majors; the staged [`Layout::proc_devices`] is
+/// mounted there in injected containers.
+pub const PROC_DEVICES: &str = "/proc/devices";
+
 /// The MIG capability table in the driver root, where the real driver has it under `/proc`.
 pub const MIG_MINORS_IN_DRIVER: &str = "proc/driver/nvidia-caps/mig-minors";
 
@@ -250,8 +258,18 @@ impl Layout {
 
     /// `driver/proc/driver/nvidia/capabilities/fabric-imex-mgmt`: the IMEX caps file.
     pub fn imex_caps_file(&self) -> PathBuf {
-        self.driver_dir()
-            .join("proc/driver/nvidia/capabilities/fabric-imex-mgmt")
+        self.capabilities_dir().join("fabric-imex-mgmt")
+    }
+
+    /// `driver/proc/driver`: what the driver shows under `/proc/driver`, which the NRI plugin
+    /// mounts there in containers ([`PROC_DRIVER`]).
+    pub fn proc_driver_dir(&self) -> PathBuf {
+        self.driver_dir().join("proc/driver")
+    }
+
+    /// `driver/proc/driver/nvidia/capabilities`: the capability files (IMEX's, MIG's).
+    pub fn capabilities_dir(&self) -> PathBuf {
+        self.proc_driver_dir().join("nvidia/capabilities")
     }
 
     /// `imex/`.

@@ -189,7 +189,10 @@ pub fn plan(layout: &Layout, inputs: &Inputs) -> Plan {
     match &inputs.mig {
         Some(mig) => entries.extend(mig_entries(layout, mig)),
         // `dev` is exclusive: the caps nodes go with it.
-        None => absent.push(layout.mig_minors()),
+        None => {
+            absent.push(layout.mig_minors());
+            absent.extend(mig_capability_dirs(layout, inputs.gpu_count));
+        }
     }
     absent.push(layout.legacy_topology_dir());
     absent.extend(layout.legacy_yaml());
@@ -306,6 +309,14 @@ fn mig_entries(layout: &Layout, mig: &MigCaps) -> Vec<Entry> {
         entries.push(dir(parent.to_path_buf()));
     }
     entries.push(text(file, &table));
+    let capabilities = layout.capabilities_dir();
+    for (path, minor, mode) in mig_minors::capability_files(&mig.gpu_minors) {
+        let path = capabilities.join(path);
+        if let Some(parent) = path.parent() {
+            entries.push(dir(parent.to_path_buf()));
+        }
+        entries.push(text(path, &mig_minors::access_file(minor, mode)));
+    }
     entries.push(dir(layout.caps_dir()));
     entries.extend(minors.map(|minor| Entry::CharDevice {
         path: layout.cap_node(minor),
@@ -313,6 +324,15 @@ fn mig_entries(layout: &Layout, mig: &MigCaps) -> Vec<Entry> {
         minor,
     }));
     entries
+}
+
+/// The MIG capability directories a MIG-capable profile staged (`mig/`, `gpu<minor>/`), for a
+/// profile that is not: the GPUs' minors are their indices.
+fn mig_capability_dirs(layout: &Layout, gpu_count: u32) -> Vec<PathBuf> {
+    let capabilities = layout.capabilities_dir();
+    std::iter::once(capabilities.join("mig"))
+        .chain((0..gpu_count).map(|minor| capabilities.join(format!("gpu{minor}"))))
+        .collect()
 }
 
 /// The top-level directories the stager owns under the root; SIGTERM removes them.
@@ -394,9 +414,36 @@ mod tests {
             272
         )));
         assert!(!planned.absent.contains(&layout.mig_minors()));
+        let file = |path: &str| {
+            planned.entries.iter().find_map(|entry| match entry {
+                Entry::File {
+                    path: at,
+                    contents: Contents::Text(text),
+                    ..
+                } if at == Path::new(path) => Some(text.clone()),
+                _ => None,
+            })
+        };
+        let capabilities = "/r/driver/proc/driver/nvidia/capabilities";
+        assert_eq!(
+            file(&format!("{capabilities}/gpu1/mig/gi2/ci3/access")),
+            mig_minors::ci_minor(1, 2, 3).map(|minor| mig_minors::access_file(minor, 0o444))
+        );
+        assert_eq!(
+            file(&format!("{capabilities}/mig/config")),
+            Some(mig_minors::access_file(1, 0o400))
+        );
 
         let without = plan(&layout, &inputs(None));
         assert!(without.absent.contains(&layout.mig_minors()));
+        for dir in ["mig", "gpu0", "gpu3"] {
+            assert!(
+                without
+                    .absent
+                    .contains(&layout.capabilities_dir().join(dir)),
+                "{dir}"
+            );
+        }
         assert!(without
             .entries
             .iter()
@@ -550,11 +597,16 @@ mod tests {
             plan.absent,
             [
                 PathBuf::from("/r/driver/proc/driver/nvidia-caps/mig-minors"),
+                PathBuf::from("/r/driver/proc/driver/nvidia/capabilities/mig"),
+                PathBuf::from("/r/driver/proc/driver/nvidia/capabilities/gpu0"),
+                PathBuf::from("/r/driver/proc/driver/nvidia/capabilities/gpu1"),
+                PathBuf::from("/r/driver/proc/driver/nvidia/capabilities/gpu2"),
+                PathBuf::from("/r/driver/proc/driver/nvidia/capabilities/gpu3"),
                 PathBuf::from("/r/topology"),
                 PathBuf::from("/r/driver/config/config.yaml"),
                 PathBuf::from("/r/driver/topology/topology.yaml"),
             ],
-            "no MIG table, the legacy topology dir and YAML files"
+            "no MIG table or MIG capability files, the legacy topology dir and YAML files"
         );
         assert!(plan
             .exclusive_dirs
@@ -576,6 +628,11 @@ mod tests {
                 PathBuf::from("/r/driver/proc/driver/nvidia/capabilities/fabric-imex-mgmt"),
                 PathBuf::from("/r/driver/dev/nvidia-caps-imex-channels"),
                 PathBuf::from("/r/driver/proc/driver/nvidia-caps/mig-minors"),
+                PathBuf::from("/r/driver/proc/driver/nvidia/capabilities/mig"),
+                PathBuf::from("/r/driver/proc/driver/nvidia/capabilities/gpu0"),
+                PathBuf::from("/r/driver/proc/driver/nvidia/capabilities/gpu1"),
+                PathBuf::from("/r/driver/proc/driver/nvidia/capabilities/gpu2"),
+                PathBuf::from("/r/driver/proc/driver/nvidia/capabilities/gpu3"),
                 PathBuf::from("/r/topology"),
                 PathBuf::from("/r/driver/config/config.yaml"),
                 PathBuf::from("/r/driver/topology/topology.yaml"),
