@@ -329,6 +329,52 @@ fn host_smi(rig: &Rig, args: &[&str]) -> String {
 /// node and exactly that device's two capability nodes (minors per the staged `mig-minors`);
 /// inside, `nvidia-smi -L` lists GPU 0 with exactly that MIG device. The partition is cleared
 /// after.
+/// What NVIDIA's node software reads of the driver under `/proc` in a container: the MIG table,
+/// the device's capability files naming its two `nvidia-cap<N>` minors, and the `nvidia-caps`
+/// major in `/proc/devices` (mounted over the kernel's by the plugin's createContainer hooks).
+fn driver_proc_files_are_the_staged_ones(
+    rig: &Rig,
+    container: &str,
+    [gi, ci]: [u32; 2],
+    caps: [u32; 2],
+) {
+    let (ok, table, stderr) = rig.exec(container, "cat /proc/driver/nvidia-caps/mig-minors");
+    assert!(ok, "no MIG table in the container's /proc: {stderr}");
+    let table = node_layout::mig_minors::parse(&table);
+    assert_eq!(
+        table.get(&node_layout::mig_minors::gi_name(0, gi)),
+        Some(&caps[0]),
+        "the container's mig-minors"
+    );
+    for (file, minor) in [
+        (format!("gpu0/mig/gi{gi}/access"), caps[0]),
+        (format!("gpu0/mig/gi{gi}/ci{ci}/access"), caps[1]),
+    ] {
+        let path = format!("/proc/driver/nvidia/capabilities/{file}");
+        let (ok, text, stderr) = rig.exec(container, &format!("cat {path}"));
+        assert!(ok, "{path} in the container: {stderr}");
+        assert_eq!(
+            text.lines().next(),
+            Some(format!("DeviceFileMinor: {minor}").as_str()),
+            "{path}"
+        );
+    }
+    let staged = rig.overlay().join("imex/proc-devices");
+    if staged.is_file() {
+        let (ok, devices, stderr) = rig.exec(container, "cat /proc/devices");
+        assert!(ok, "/proc/devices in the container: {stderr}");
+        assert_eq!(
+            devices.trim_end(),
+            std::fs::read_to_string(&staged)
+                .unwrap_or_default()
+                .trim_end(),
+            "the container's /proc/devices is the staged one"
+        );
+    } else {
+        eprintln!("NOTE: no staged /proc/devices on this rig (IMEX off): its mount is not checked");
+    }
+}
+
 fn a_container_given_a_mig_device_sees_exactly_it(rig: &mut Rig) {
     let profile = nvml_profile::Profile::parse(nvml_profile::GB200)
         .unwrap_or_else(|err| panic!("the gb200 profile is invalid: {err}"));
@@ -417,6 +463,7 @@ fn a_container_given_a_mig_device_sees_exactly_it(rig: &mut Rig) {
         let (ok, count, _) = rig.exec(&container, "nvidia-smi -L | wc -l");
         assert!(ok);
         assert_eq!(count.trim(), "2", "{visible}: nothing else:\n{stdout}");
+        driver_proc_files_are_the_staged_ones(rig, &container, [gi.id, ci], caps);
         rig.remove_pod(&pod);
     }
     host_smi(rig, &["mig", "-dci"]);

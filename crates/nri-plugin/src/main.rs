@@ -18,6 +18,7 @@ mod heal;
 mod health;
 mod mig;
 mod plan;
+mod proc_view;
 mod proto;
 mod service;
 mod session;

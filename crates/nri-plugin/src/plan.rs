@@ -118,6 +118,10 @@ pub struct Staged {
     pub overlay_present: bool,
     /// The topology file exists.
     pub topology_present: bool,
+    /// The staged `/proc/driver` exists ([`crate::proc_view`]).
+    pub proc_driver_present: bool,
+    /// The staged `/proc/devices` exists ([`crate::proc_view`]).
+    pub proc_devices_present: bool,
     /// GPU nodes, sorted by container path (only when asked for).
     pub gpu_nodes: Vec<DeviceNode>,
     /// Channel nodes, sorted by index (only when asked for).
@@ -195,6 +199,7 @@ pub fn select(policy: &Policy, pod: &PodSandbox, container: &Container) -> Selec
 
 /// Builds the adjustment for an injected container from the staged snapshot.
 pub fn adjust(policy: &Policy, container: &Container, staged: Staged) -> Plan {
+    let hooks = crate::proc_view::hooks(policy, &staged);
     let mut warnings = staged.warnings;
     if !staged.overlay_present {
         warnings.push(format!(
@@ -249,6 +254,7 @@ pub fn adjust(policy: &Policy, container: &Container, staged: Staged) -> Plan {
             options: OVERLAY_MOUNT_OPTIONS.map(str::to_owned).to_vec(),
         }],
         env,
+        hooks,
         linux: if devices.is_empty() {
             None
         } else {

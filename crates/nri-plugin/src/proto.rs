@@ -326,9 +326,45 @@ pub struct ContainerAdjustment {
     /// Environment entries to add or replace.
     #[prost(message, repeated, tag = "4")]
     pub env: Vec<KeyValue>,
+    /// OCI hooks to add.
+    #[prost(message, optional, tag = "5")]
+    pub hooks: Option<Hooks>,
     /// Linux-specific adjustments.
     #[prost(message, optional, tag = "6")]
     pub linux: Option<LinuxContainerAdjustment>,
+}
+
+/// `Hooks`: OCI hooks per stage (only the stage the plugin uses).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Hooks {
+    /// Run in the container's mount namespace after its mounts, before it pivots into its root.
+    #[prost(message, repeated, tag = "3")]
+    pub create_container: Vec<Hook>,
+}
+
+/// `Hook`: one OCI hook.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Hook {
+    /// The program, resolved in the runtime's namespace (the node's).
+    #[prost(string, tag = "1")]
+    pub path: String,
+    /// Its argv, `argv[0]` included.
+    #[prost(string, repeated, tag = "2")]
+    pub args: Vec<String>,
+    /// Its environment.
+    #[prost(string, repeated, tag = "3")]
+    pub env: Vec<String>,
+    /// Seconds before the runtime gives up on it.
+    #[prost(message, optional, tag = "4")]
+    pub timeout: Option<OptionalInt>,
+}
+
+/// `OptionalInt`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct OptionalInt {
+    /// The value.
+    #[prost(int64, tag = "1")]
+    pub value: i64,
 }
 
 /// `LinuxContainerAdjustment`.
