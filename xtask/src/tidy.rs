@@ -100,6 +100,10 @@ const RAW_COMMANDS: &[(&str, &str)] = &[
         "execs the real daemon, its job",
     ),
     (
+        "crates/node-stager/src/smi.rs",
+        "execs the node's staged nvidia-smi, its job",
+    ),
+    (
         "crates/imex-double/src/bin/daemon.rs",
         "the double daemonizes by re-running itself",
     ),

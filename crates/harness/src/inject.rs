@@ -113,6 +113,12 @@ fn stager_argv(action: XidAction) -> Vec<String> {
 /// `nvml-mock-stager inject` exec'd in the node's running stager pod; returns
 /// the stager's report.
 pub async fn run_api(client: &Client, node: &str, action: XidAction) -> anyhow::Result<String> {
+    exec_api(client, node, &stager_argv(action)).await
+}
+
+/// Runs `argv` (the stager binary and its arguments) in `node`'s running stager pod through the
+/// API; its stdout.
+pub async fn exec_api(client: &Client, node: &str, argv: &[String]) -> anyhow::Result<String> {
     let api: Api<Pod> = Api::namespaced(client.clone(), MOCK_NS);
     let pods = api
         .list(&ListParams::default().fields(&format!("spec.nodeName={node}")))
@@ -123,7 +129,6 @@ pub async fn run_api(client: &Client, node: &str, action: XidAction) -> anyhow::
             "no running stager pod on node {node} (namespace {MOCK_NS}): install the chart first (`cargo xtask up`)"
         );
     };
-    let argv = stager_argv(action);
     let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
     let out = crate::k8s::exec_in_namespace(
         client,
@@ -168,12 +173,23 @@ pub fn run<R: Runner>(
     node: &str,
     action: XidAction,
 ) -> anyhow::Result<String> {
+    exec(runner, cluster, node, &stager_argv(action))
+}
+
+/// Runs `argv` (the stager binary and its arguments) in `node`'s running stager container;
+/// its stdout.
+pub fn exec<R: Runner>(
+    runner: &R,
+    cluster: &KindCluster,
+    node: &str,
+    argv: &[String],
+) -> anyhow::Result<String> {
     check_node(cluster, node)?;
     let container = stager_container(runner, node)?;
     let mut args: Vec<String> = ["exec", node, "crictl", "exec", &container]
         .map(str::to_owned)
         .to_vec();
-    args.extend(stager_argv(action));
+    args.extend(argv.iter().cloned());
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let out = runner.run(&Cmd::new("docker", &args))?;
     if !out.ok {

@@ -12,7 +12,7 @@ use anyhow::Result;
 use kube::Client;
 
 use crate::inject::XidAction;
-use crate::names::KindCluster;
+use crate::names::{KindCluster, STAGER_BIN};
 use crate::runner::Runner;
 
 /// The cluster a scenario runs on, as far as it is not just the API.
@@ -55,6 +55,23 @@ impl Reach<'_> {
         match self {
             Reach::Kind(cluster) => crate::inject::run(runner, cluster, node, action),
             Reach::Api { .. } => crate::inject::run_api(client, node, action).await,
+        }
+    }
+
+    /// Runs the node's staged nvidia-smi with `args` (through `nvml-mock-stager nvidia-smi` in
+    /// the node's stager container); its stdout.
+    pub async fn nvidia_smi<R: Runner>(
+        &self,
+        runner: &R,
+        client: &Client,
+        node: &str,
+        args: &[&str],
+    ) -> Result<String> {
+        let mut argv = vec![STAGER_BIN.to_owned(), "nvidia-smi".to_owned()];
+        argv.extend(args.iter().map(|arg| (*arg).to_owned()));
+        match self {
+            Reach::Kind(cluster) => crate::inject::exec(runner, cluster, node, &argv),
+            Reach::Api { .. } => crate::inject::exec_api(client, node, &argv).await,
         }
     }
 }

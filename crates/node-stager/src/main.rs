@@ -13,12 +13,14 @@
 //! - [`topology_file`]: following a topology file.
 //! - [`facts`]: `nvml-mock-stager node-facts`, the probe `up --kube-context` runs on each node.
 //! - [`inject`]: `nvml-mock-stager inject --gpu N --xid X | --clear`, the Xid injection control file.
+//! - [`smi`]: `nvml-mock-stager nvidia-smi ARGS…`, the node's staged nvidia-smi (a MIG partition).
 
 mod compile;
 mod facts;
 mod inject;
 mod kube_api;
 mod plan;
+mod smi;
 mod stage;
 mod topology_file;
 
@@ -41,7 +43,7 @@ use crate::kube_api::Label;
     version,
     about,
     long_about = None,
-    after_help = "`nvml-mock-stager node-facts` prints this node's NRI socket state and /proc/devices and exits (the probe of `cargo xtask up --kube-context`).\n`nvml-mock-stager inject --gpu N --xid X` (or `--clear`) writes the Xid injection control file under the staged root (see `inject --help`).\n`nvml-mock-stager compile-profile FILE.yaml [--num-devices N] --out FILE` and `compile-topology FILE.yaml --out FILE` write the staged (compact binary) profile and topology the mock library reads (MOCK_NVML_CONFIG, MOCK_TOPOLOGY_CONFIG), for use outside a cluster."
+    after_help = "`nvml-mock-stager node-facts` prints this node's NRI socket state and /proc/devices and exits (the probe of `cargo xtask up --kube-context`).\n`nvml-mock-stager inject --gpu N --xid X` (or `--clear`) writes the Xid injection control file under the staged root (see `inject --help`).\n`nvml-mock-stager nvidia-smi ARGS` runs the node's staged nvidia-smi (e.g. `-i 0 -mig 1`, `mig -cgi 19 -C`): a partition it makes is the node's.\n`nvml-mock-stager compile-profile FILE.yaml [--num-devices N] --out FILE` and `compile-topology FILE.yaml --out FILE` write the staged (compact binary) profile and topology the mock library reads (MOCK_NVML_CONFIG, MOCK_TOPOLOGY_CONFIG), for use outside a cluster."
 )]
 struct Args {
     /// This node's name (labelled, and the topology's lookup key downstream).
@@ -128,6 +130,9 @@ fn main() -> std::process::ExitCode {
                 std::process::ExitCode::FAILURE
             }
         };
+    }
+    if std::env::args().nth(1).as_deref() == Some("nvidia-smi") {
+        return smi::exec(std::env::args_os().skip(2).collect());
     }
     let subcommand: Option<fn(std::iter::Skip<std::env::Args>) -> Result<String>> =
         match std::env::args().nth(1).as_deref() {
