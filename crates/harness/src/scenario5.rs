@@ -11,7 +11,9 @@
 //! likewise), `scenario5-allocation` (pods given 2 GPUs each, filling a
 //! tray, see exactly their own through NVML), `scenario5-health` (Xid 79 takes
 //! a GPU out of allocatable within 30 s and the plugin's log names it;
-//! clear and restart restore it; Xid 43 changes nothing), and
+//! clear and restart restore it; Xid 43 changes nothing), `scenario5-mig`
+//! ([`mig`]: the mixed MIG strategy's resources on a tray partitioned by the
+//! node's nvidia-smi, then undone), and
 //! `scenario5-cleanup` (the release and its namespace removed, and the
 //! labels NFD set, the stager's kept; the stager's pods replaced so that
 //! they label their nodes again, as NFD's master takes the clique label away;
@@ -48,6 +50,7 @@ pub mod api;
 pub mod dra;
 pub mod dra_flow;
 pub mod expect;
+pub mod mig;
 pub mod reach;
 mod relabel;
 mod rows;
@@ -60,14 +63,16 @@ use expect::{allocatable_gpus, expected_labels, label_mismatches};
 use rows::{finish, step, wait_every_tray, workers, Rows};
 
 /// The report rows scenario 5 gives, in order: install and allocatable, GFD labels, GFD's
-/// relabelling after a rebind, allocation visibility, Xid health, the DRA driver's GPUs and Xid
+/// relabelling after a rebind, allocation visibility, Xid health, the mixed MIG strategy on a
+/// partitioned tray ([`mig`]), the DRA driver's GPUs and Xid
 /// taints ([`dra_flow::DRA_ROWS`]), cleanup.
-pub const ROWS: [&str; 8] = [
+pub const ROWS: [&str; 9] = [
     "scenario5",
     "scenario5-labels",
     relabel::ROW,
     "scenario5-allocation",
     "scenario5-health",
+    mig::ROW,
     dra_flow::DRA_ROWS[0],
     dra_flow::DRA_ROWS[1],
     "scenario5-cleanup",
@@ -100,6 +105,8 @@ pub async fn run<R: Runner>(
     eprintln!("    {how}");
     let context = on.cluster.context();
     let profile = mock_profile(runner, &context)?;
+    // The device plugin's chart and values as installed, for the MIG row's upgrades.
+    let mut chart: Option<(std::path::PathBuf, Vec<(String, String)>)> = None;
     let install = async {
         let images = crate::gpu_source::gpu_stack(sh, runner, on.source, on.cluster.kind()).await?;
         let values = expect::chart_values(&images.device_plugin, &images.nfd, images.pull);
@@ -110,6 +117,7 @@ pub async fn run<R: Runner>(
         };
         let installed = api::install(runner, client, &context, &images.chart, &values);
         crate::gpu_source::install_guarded(runner, client, on.source, release, installed).await?;
+        chart = Some((images.chart.clone(), values.clone()));
         let (mut details, timings) = allocatable_row(client, on, &profile).await?;
         let shown = [&images.device_plugin, &images.nfd];
         details
@@ -126,6 +134,7 @@ pub async fn run<R: Runner>(
     rows.push(relabel::row(runner, client, on, &profile, steps_ok).await);
     rows.push(step(ROWS[3], steps_ok, allocation_row(client, on, &profile)).await);
     rows.push(step(ROWS[4], steps_ok, health_row(runner, client, on, &profile)).await);
+    rows.push(mig_row(runner, client, on, &profile, chart.as_ref(), steps_ok).await);
     let cleanup = Instant::now();
     // The DRA GPU plugin must not share a node with the device plugin: remove it first.
     let removed = async {
@@ -147,8 +156,29 @@ pub async fn run<R: Runner>(
         Ok((Vec::new(), Vec::new()))
     }
     .await;
-    rows.push(finish(ROWS[7], cleanup, cleaned));
+    rows.push(finish(ROWS[8], cleanup, cleaned));
     Ok(rows)
+}
+
+/// `scenario5-mig` ([`mig`]): SKIPPED with the reason on a profile without MIG.
+async fn mig_row<R: Runner>(
+    runner: &R,
+    client: &Client,
+    on: &Scenario5On<'_>,
+    profile: &Profile,
+    chart: Option<&(std::path::PathBuf, Vec<(String, String)>)>,
+    install_ok: bool,
+) -> ScenarioResult {
+    let partition = match mig::partition(profile) {
+        Ok(partition) => partition,
+        Err(reason) => return ScenarioResult::new(mig::ROW, Outcome::Skipped(reason), 0.0),
+    };
+    let body = async {
+        let (chart, values) = chart.context("the device plugin's install left no chart")?;
+        let upgrade = mig::Upgrade { chart, values };
+        mig::row(runner, client, on, (profile, &upgrade), &partition).await
+    };
+    step(mig::ROW, install_ok, body).await
 }
 
 /// The profile the mock's release stages on every tray.
