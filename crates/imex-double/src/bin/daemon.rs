@@ -4,21 +4,28 @@
 //! `nvidia-imex [-c CONFIG] [-p|--port N] [--nogpu]` (see the crate docs).
 
 use std::collections::BTreeSet;
-use std::io::Write;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use imex_double::config::{self, Config, LogTarget};
+use imex_double::config::{self, Config};
 use imex_double::domain::{self, LocalState, Member, View};
 use imex_double::nodes::{self, HostTable, Nodes};
-use imex_double::{clock, wire, MARKER, NO_GPU_VERSION};
+use imex_double::{clock, wire, NO_GPU_VERSION};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
-const NAME: &str = "nvidia-imex (IMEX test double)";
+#[path = "daemon/log.rs"]
+mod log;
+#[path = "daemon/signals.rs"]
+mod signals;
+
+use log::{log_startup, open_log, Log, NAME};
+
+use signals::{startup_hold, Signals};
+
 const DAEMONIZED_ENV: &str = "IMEX_DOUBLE_DAEMONIZED";
 
 struct Args {
@@ -64,61 +71,6 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
-}
-
-/// The log sink, filtered by `LOG_LEVEL`.
-struct Log {
-    level: u8,
-    sink: Mutex<Box<dyn Write + Send>>,
-}
-
-impl Log {
-    fn at(&self, level: u8, tag: &str, msg: &str) {
-        if level > self.level {
-            return;
-        }
-        if let Ok(mut sink) = self.sink.lock() {
-            let _ = writeln!(sink, "[{}] [{tag}] {msg}", clock::now());
-            let _ = sink.flush();
-        }
-    }
-    fn info(&self, msg: &str) {
-        self.at(4, "INFO", msg);
-    }
-    fn warn(&self, msg: &str) {
-        self.at(3, "WARNING", msg);
-    }
-}
-
-fn open_log(cfg: &Config) -> Result<Log, String> {
-    let level = match cfg.get("LOG_LEVEL") {
-        None => 4,
-        Some(text) => text
-            .parse()
-            .map_err(|_| format!("{}: LOG_LEVEL={text:?} is not 0-4", cfg.path()))?,
-    };
-    let append = cfg.append_log().map_err(|e| e.to_string())?;
-    let sink: Box<dyn Write + Send> = match cfg.log_target() {
-        LogTarget::Stderr => Box::new(std::io::stderr()),
-        // Unopenable: stderr, as documented.
-        LogTarget::File(path) => match std::fs::OpenOptions::new()
-            .create(true)
-            .append(append)
-            .write(true)
-            .truncate(!append)
-            .open(&path)
-        {
-            Ok(file) => Box::new(file),
-            Err(err) => {
-                eprintln!("{NAME}: cannot open log file {path} ({err}); logging to stderr");
-                Box::new(std::io::stderr())
-            }
-        },
-    };
-    Ok(Log {
-        level,
-        sink: Mutex::new(sink),
-    })
 }
 
 /// Shared daemon state.
@@ -201,50 +153,6 @@ impl Shared {
     }
 }
 
-/// The signals the daemon acts on, registered before it does anything else.
-///
-/// SIGUSR1's default action ends a process, and NVIDIA's compute-domain daemon
-/// sends it whenever its peers' addresses change, also while this process still
-/// starts (reads its config, resolves its peers: seconds on a loaded node).
-/// Registered late, such a signal killed the double (Go reports exit code -1),
-/// and NVIDIA's daemon, restarting it from its watchdog and its update loop at
-/// once, shut itself down. A signal that lands during start-up is kept and
-/// handled once the daemon serves.
-struct Signals {
-    term: tokio::signal::unix::Signal,
-    int: tokio::signal::unix::Signal,
-    quit: tokio::signal::unix::Signal,
-    usr1: tokio::signal::unix::Signal,
-    hup: tokio::signal::unix::Signal,
-}
-
-impl Signals {
-    /// Must run inside the runtime.
-    fn register() -> Result<Self, String> {
-        use tokio::signal::unix::{signal, SignalKind};
-        let on = |kind: SignalKind| signal(kind).map_err(|e| format!("cannot handle signals: {e}"));
-        Ok(Self {
-            term: on(SignalKind::terminate())?,
-            int: on(SignalKind::interrupt())?,
-            quit: on(SignalKind::quit())?,
-            usr1: on(SignalKind::user_defined1())?,
-            hup: on(SignalKind::hangup())?,
-        })
-    }
-}
-
-/// Test hook ([`imex_double::STARTUP_HOLD_ENV`]): holds the start-up, as a slow
-/// resolver would.
-fn startup_hold() {
-    let hold = std::env::var(imex_double::STARTUP_HOLD_ENV)
-        .ok()
-        .and_then(|ms| ms.parse().ok())
-        .map(Duration::from_millis);
-    if let Some(hold) = hold {
-        std::thread::sleep(hold);
-    }
-}
-
 fn run(args: Args) -> Result<(), String> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -318,31 +226,6 @@ fn daemonize() -> Result<(), String> {
         .spawn()
         .map_err(|e| format!("cannot daemonize: {e}"))?;
     Ok(())
-}
-
-/// The startup lines: the version and every configuration option; the stats file's first line.
-fn log_startup(cfg: &Config, log: &Log) {
-    log.info(&format!(
-        "IMEX version {NO_GPU_VERSION} ({MARKER}) is running with the following configuration options"
-    ));
-    for (key, value) in cfg.entries() {
-        log.info(&format!("{key}={value}"));
-    }
-    match cfg.stats_file() {
-        Some(path) if LogTarget::File(path.clone()) != cfg.log_target() => {
-            match std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&path)
-            {
-                Ok(mut file) => {
-                    let _ = writeln!(file, "[{}] stats: started ({MARKER})", clock::now());
-                }
-                Err(err) => log.warn(&format!("cannot open stats file {path}: {err}")),
-            }
-        }
-        _ => {}
-    }
 }
 
 /// The nodes file and the address of each entry, in order (a host name that
