@@ -118,10 +118,8 @@ pub struct Staged {
     pub overlay_present: bool,
     /// The topology file exists.
     pub topology_present: bool,
-    /// The staged `/proc/driver` exists ([`crate::proc_view`]).
-    pub proc_driver_present: bool,
-    /// The staged `/proc/devices` exists ([`crate::proc_view`]).
-    pub proc_devices_present: bool,
+    /// What is staged of the driver's `/proc` ([`crate::proc_view`]).
+    pub proc: crate::proc_view::Present,
     /// GPU nodes, sorted by container path (only when asked for).
     pub gpu_nodes: Vec<DeviceNode>,
     /// Channel nodes, sorted by index (only when asked for).
@@ -199,7 +197,7 @@ pub fn select(policy: &Policy, pod: &PodSandbox, container: &Container) -> Selec
 
 /// Builds the adjustment for an injected container from the staged snapshot.
 pub fn adjust(policy: &Policy, container: &Container, staged: Staged) -> Plan {
-    let hooks = crate::proc_view::hooks(policy, &staged);
+    let hooks = crate::proc_view::hooks(&policy.overlay_host, staged.proc);
     let mut warnings = staged.warnings;
     if !staged.overlay_present {
         warnings.push(format!(

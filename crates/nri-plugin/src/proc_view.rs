@@ -23,7 +23,6 @@ use std::path::Path;
 
 use node_layout::paths::{Layout, PROC_DEVICES, PROC_DRIVER};
 
-use crate::plan::{Policy, Staged};
 use crate::proto::{Hook, Hooks, OptionalInt};
 
 /// The program each hook runs, on the node: the shell, which runs util-linux's `mount` (both in
@@ -38,14 +37,23 @@ pub const BIND_SCRIPT: &str =
 /// How long a hook may take before the runtime fails the container.
 pub const HOOK_TIMEOUT_SECONDS: i64 = 10;
 
+/// What is staged under the host's staged root (`overlay_host`) of the driver's `/proc`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Present {
+    /// `driver/proc/driver` is a directory.
+    pub proc_driver: bool,
+    /// `imex/proc-devices` is a file.
+    pub proc_devices: bool,
+}
+
 /// The hooks for a container of this node, from what is staged: none when nothing is.
-pub fn hooks(policy: &Policy, staged: &Staged) -> Option<Hooks> {
-    let layout = Layout::new(policy.overlay_host.clone());
+pub fn hooks(overlay_host: &Path, present: Present) -> Option<Hooks> {
+    let layout = Layout::new(overlay_host.to_path_buf());
     let mut create_container = Vec::new();
-    if staged.proc_driver_present {
+    if present.proc_driver {
         create_container.push(bind_over(&layout.proc_driver_dir(), PROC_DRIVER));
     }
-    if staged.proc_devices_present {
+    if present.proc_devices {
         create_container.push(bind_over(&layout.proc_devices(), PROC_DEVICES));
     }
     (!create_container.is_empty()).then_some(Hooks { create_container })
@@ -75,27 +83,15 @@ fn bind_over(source: &Path, target: &str) -> Hook {
 mod tests {
     use super::*;
 
-    fn policy() -> Policy {
-        Policy {
-            overlay_host: "/var/lib/nvml-mock".into(),
-            overlay_mount: "/opt/nvml-mock".into(),
-            node_name: "w1".to_owned(),
-            opt_out_annotation: "o".to_owned(),
-            device_annotation: "d".to_owned(),
-            imex_channel_annotation: "c".to_owned(),
-            excluded_namespaces: Default::default(),
-        }
-    }
+    const ROOT: &str = "/var/lib/nvml-mock";
 
     #[test]
     fn each_staged_proc_file_is_bound_over_the_kernels_relative_to_the_root() {
-        let staged = Staged {
-            overlay_present: true,
-            proc_driver_present: true,
-            proc_devices_present: true,
-            ..Staged::default()
+        let present = Present {
+            proc_driver: true,
+            proc_devices: true,
         };
-        let hooks = hooks(&policy(), &staged).expect("hooks");
+        let hooks = hooks(Path::new(ROOT), present).expect("hooks");
         let argv: Vec<Vec<&str>> = hooks
             .create_container
             .iter()
@@ -146,19 +142,14 @@ mod tests {
 
     #[test]
     fn nothing_staged_adds_no_hook() {
-        let staged = Staged {
-            overlay_present: true,
-            proc_devices_present: true,
-            ..Staged::default()
+        let devices = Present {
+            proc_devices: true,
+            ..Present::default()
         };
         assert_eq!(
-            hooks(&policy(), &staged).map(|it| it.create_container.len()),
+            hooks(Path::new(ROOT), devices).map(|it| it.create_container.len()),
             Some(1)
         );
-        let bare = Staged {
-            overlay_present: true,
-            ..Staged::default()
-        };
-        assert_eq!(hooks(&policy(), &bare), None);
+        assert_eq!(hooks(Path::new(ROOT), Present::default()), None);
     }
 }

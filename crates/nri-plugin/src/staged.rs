@@ -32,8 +32,10 @@ pub fn snapshot(policy: &Policy, wants: &Wants) -> Staged {
         return staged;
     }
     staged.topology_present = !policy.node_name.is_empty() && layout.topology().is_file();
-    staged.proc_driver_present = layout.proc_driver_dir().is_dir();
-    staged.proc_devices_present = layout.proc_devices().is_file();
+    staged.proc = crate::proc_view::Present {
+        proc_driver: layout.proc_driver_dir().is_dir(),
+        proc_devices: layout.proc_devices().is_file(),
+    };
     if wants.gpus || wants.request != GpuRequest::Unspecified {
         staged.gpu_nodes = gpu_nodes(&layout.dev_dir(), &mut staged.warnings);
     }
