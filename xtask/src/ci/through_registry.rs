@@ -449,7 +449,11 @@ mod tests {
         let doc = serde_json::json!({ "scenarios": rows });
         assert!(scenario5_unpulled(&doc, registry).is_empty());
         let mut dra_skipped = doc.clone();
-        dra_skipped["scenarios"][5]["outcome"] = "skipped".into();
+        let dra = crate::scenario5::ROWS
+            .iter()
+            .position(|it| *it == harness::scenario5::dra_flow::DRA_ROWS[0])
+            .expect("the DRA row is a scenario 5 row");
+        dra_skipped["scenarios"][dra]["outcome"] = "skipped".into();
         assert_eq!(
             scenario5_unpulled(&dra_skipped, registry),
             [format!(
