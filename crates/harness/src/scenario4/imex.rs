@@ -154,21 +154,27 @@ impl Live<'_> {
             .collect()
     }
 
-    /// Waits until the ComputeDomain is Ready with one Ready entry per tray.
+    /// Waits until the ComputeDomain is Ready with one Ready entry per tray and every
+    /// ComputeDomainClique lists its trays' daemons Ready: the controller writes the one and the
+    /// daemons the other, so after a daemon is replaced either may lag the other.
     async fn cd_ready(&self, details: &mut Vec<WorkerDetail>) -> Result<()> {
         let cds: Api<DynamicObject> =
             Api::namespaced_with(self.client.clone(), S4_NS, &cd_resource());
         let want = self.want();
         let nodes = wait_for(
             &format!(
-                "ComputeDomain {S4_NS}/{CD_NAME} Ready with {} trays",
+                "ComputeDomain {S4_NS}/{CD_NAME} Ready with {} trays, its cliques' daemons Ready",
                 want.len()
             ),
             scaled(Duration::from_secs(120), want.len()),
             || async {
                 let cd = serde_json::to_value(cds.get(CD_NAME).await?)?;
                 let nodes = live::cd_nodes(&cd);
-                Ok(live::judge_cd(&super::objects::cd_status(&cd), &nodes, &want).map(|()| nodes))
+                if let Err(not_yet) = live::judge_cd(&super::objects::cd_status(&cd), &nodes, &want)
+                {
+                    return Ok(Err(not_yet));
+                }
+                Ok(self.clique_daemons_ready().await?.map(|()| nodes))
             },
             || self.diagnose(),
         )
@@ -184,11 +190,12 @@ impl Live<'_> {
                 passed: true,
             });
         }
-        self.clique_daemons_ready().await
+        Ok(())
     }
 
-    /// Every ComputeDomainClique of the domain lists its trays' daemons Ready.
-    async fn clique_daemons_ready(&self) -> Result<()> {
+    /// Whether every ComputeDomainClique of the domain lists its trays' daemons Ready: `Err`
+    /// says which does not yet; a failed read is the outer error.
+    async fn clique_daemons_ready(&self) -> Result<Result<(), String>> {
         let cliques: Api<DynamicObject> =
             Api::namespaced_with(self.client.clone(), DRA_NS, &clique_resource());
         for (clique, nodes) in self.plan.cliques() {
@@ -202,10 +209,12 @@ impl Live<'_> {
                 .filter_map(|it| it["nodeName"].as_str().map(str::to_owned))
                 .collect();
             if ready != nodes {
-                bail!("ComputeDomainClique {name} lists {ready:?} Ready, its trays are {nodes:?}");
+                return Ok(Err(format!(
+                    "ComputeDomainClique {name} lists {ready:?} Ready, its trays are {nodes:?}"
+                )));
             }
         }
-        Ok(())
+        Ok(Ok(()))
     }
 
     /// Waits until both workload pods run on their nodes.
