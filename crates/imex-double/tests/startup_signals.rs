@@ -70,15 +70,14 @@ fn a_sigusr1_during_start_up_is_kept_and_the_daemon_comes_up() {
         .spawn()
         .expect("daemon");
     let mut daemon = Daemon(child);
-    let pid = daemon.0.id().to_string();
+    let pid = i32::try_from(daemon.0.id())
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+        .expect("the daemon's pid");
     wait("the daemon logs its configuration", &log, || {
         std::fs::read_to_string(&log).is_ok_and(|text| text.contains("IMEX_NODE_CONFIG_FILE="))
     });
-    let sent = Command::new("kill")
-        .args(["-USR1", &pid])
-        .status()
-        .expect("kill");
-    assert!(sent.success(), "kill -USR1 {pid}");
+    rustix::process::kill_process(pid, rustix::process::Signal::USR1).expect("SIGUSR1");
     wait("the daemon is READY", &log, || {
         if let Some(status) = daemon.0.try_wait().expect("try_wait") {
             panic!(
