@@ -17,6 +17,10 @@ use std::path::{Path, PathBuf};
 /// The default host root of the staged tree.
 pub const DEFAULT_HOST_ROOT: &str = "/var/lib/nvml-mock";
 
+/// Where the stager's pod mounts the host root (the chart's DaemonSet): its `--overlay-dir`
+/// default, for the stager and its `inject` and `nvidia-smi` commands.
+pub const STAGER_MOUNT: &str = "/host/var/lib/nvml-mock";
+
 /// Where the staged tree is mounted inside a container.
 pub const CONTAINER_ROOT: &str = "/opt/nvml-mock";
 

@@ -20,7 +20,7 @@ use crate::stage;
 #[command(group(clap::ArgGroup::new("fault").args(["xid", "ecc"])))]
 pub struct InjectArgs {
     /// Where the host overlay dir (the staged root) is mounted.
-    #[arg(long, default_value = "/host/var/lib/nvml-mock")]
+    #[arg(long, default_value = node_layout::paths::STAGER_MOUNT)]
     overlay_dir: PathBuf,
     /// The GPU's index on this node.
     #[arg(long, requires = "fault", required_unless_present = "clear")]

@@ -53,7 +53,7 @@ struct Args {
     #[arg(long, env = "POD_NAMESPACE")]
     namespace: Option<String>,
     /// Where the host overlay dir is mounted in this pod.
-    #[arg(long, default_value = "/host/var/lib/nvml-mock")]
+    #[arg(long, default_value = node_layout::paths::STAGER_MOUNT)]
     overlay_dir: PathBuf,
     /// The GPU profile (YAML).
     #[arg(long, default_value = "/etc/nvml-mock/config.yaml")]

@@ -10,14 +10,11 @@ use std::os::unix::process::CommandExt as _;
 use std::path::Path;
 use std::process::{Command, ExitCode};
 
-use node_layout::paths::Layout;
-
-/// Where the stager's pod mounts the host overlay dir (its `--overlay-dir` default).
-pub const OVERLAY_DIR: &str = "/host/var/lib/nvml-mock";
+use node_layout::paths::{Layout, STAGER_MOUNT};
 
 /// Replaces this process with the staged nvidia-smi and `args`; returns only on failure.
 pub fn exec(args: Vec<OsString>) -> ExitCode {
-    let layout = Layout::new(Path::new(OVERLAY_DIR).to_path_buf());
+    let layout = Layout::new(Path::new(STAGER_MOUNT).to_path_buf());
     let smi = layout.nvidia_smi();
     if !smi.is_file() {
         eprintln!(

@@ -143,7 +143,12 @@ pub fn label_mismatches(
 /// A node's allocatable `nvidia.com/gpu` (a Node object as JSON); `None`
 /// when it advertises none.
 pub fn allocatable_gpus(node: &Value) -> Option<u32> {
-    node["status"]["allocatable"][GPU_RESOURCE]
+    allocatable(node, GPU_RESOURCE)
+}
+
+/// A node's allocatable count of `resource` (absent: `None`).
+pub fn allocatable(node: &Value, resource: &str) -> Option<u32> {
+    node["status"]["allocatable"][resource]
         .as_str()
         .and_then(|it| it.parse().ok())
 }

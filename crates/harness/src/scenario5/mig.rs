@@ -24,7 +24,7 @@ use serde_json::Value;
 use tokio::time::Instant;
 
 use super::api;
-use super::expect::GPU_RESOURCE;
+use super::expect::{allocatable, GPU_RESOURCE};
 use super::rows::{wait_every_tray, workers, Rows, Scenario5On};
 use crate::report::{round, WorkerDetail};
 use crate::runner::Runner;
@@ -89,19 +89,11 @@ pub fn mig_resource(name: &str) -> String {
     format!("nvidia.com/mig-{name}")
 }
 
-/// A node's allocatable `resource` (absent: 0).
-fn allocatable(node: &Value, resource: &str) -> u32 {
-    node["status"]["allocatable"][resource]
-        .as_str()
-        .and_then(|it| it.parse().ok())
-        .unwrap_or(0)
-}
-
 /// What differs from the wanted allocatable on one node, as `resource got/want` items.
 pub fn allocatable_off(node: &Value, want: &BTreeMap<String, u32>) -> Vec<String> {
     want.iter()
         .filter_map(|(resource, count)| {
-            let got = allocatable(node, resource);
+            let got = allocatable(node, resource).unwrap_or(0);
             (got != *count).then(|| format!("{resource} {got}/{count}"))
         })
         .collect()
